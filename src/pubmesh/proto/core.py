@@ -1,0 +1,298 @@
+"""The protocol contract: one handler shape for every protocol in pubmesh.
+
+How it works
+============
+Every protocol is a *sans-IO state machine*. It owns decisions and nothing else: no sockets,
+no clocks, no asyncio, no global random. A runtime (the simulator in :mod:`pubmesh.sim` or the
+TCP runtime in :mod:`pubmesh.net`) drives it through exactly one entry point::
+
+    outputs = node.handle(event, now)
+
+``event`` is one of a closed set of inputs (:data:`Input`): a message received from a peer, a
+timer that fired, a peer-down notice from the runtime's failure detector, or a command from the
+application (subscribe, unsubscribe, publish, leave). ``now`` is the current time in float
+seconds, passed in. ``outputs`` is a list drawn from a closed set (:data:`Output`): messages to
+send, publications to deliver to the application, timers to set, peers to disconnect from, and
+free-form trace records.
+
+The one rule that keeps this correct: **a handler never reaches outside itself.** Everything it
+needs arrives in the event, in ``now`` or in its injected :class:`NodeContext` (its id and its
+own ``random.Random``, seeded from the run seed and the node id); everything it does leaves in
+the outputs. That is what lets the same object run unchanged under the simulator, where a
+million nodes share one process and one heap, and under asyncio, where each node is a process.
+
+Timers are values (iroh-gossip ``proto/state.rs``): a protocol asks for ``SetTimer(after,
+timer)`` and the runtime hands the same :class:`Timer` value back in ``TimerFired`` once
+``after`` seconds have passed. There is no cancel: a protocol that no longer wants a timer
+ignores it when it fires (it keeps a generation number or checks its state), which makes
+timers trivially correct under crashes and restarts.
+
+Messages are frozen, slotted, keyword-only dataclasses declared with :func:`message`, which also
+registers them under a stable type tag for the network codec. Each message class states its
+``LAYER`` (``"membership"``, ``"broadcast"``, ``"ring"``, ...) and whether it carries
+publication payload (``PAYLOAD``), which is what the trace and the RMR metric count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, TypeAlias, TypeVar, dataclass_transform
+
+NodeId: TypeAlias = int
+"""Nodes are named by integers. The simulator uses 0..n-1; the TCP runtime packs an IPv4
+address and port into one integer (see :mod:`pubmesh.net`), so an id is also an address."""
+
+Topic: TypeAlias = str
+PubId: TypeAlias = int
+"""Publication ids are chosen by whoever issues the publish command (the simulator's workload
+numbers them 0, 1, 2, ...; the TCP runtime draws 63 random bits) and are unique per run."""
+
+
+# --------------------------------------------------------------------------------------------
+# Messages
+# --------------------------------------------------------------------------------------------
+
+M = TypeVar("M", bound="Message")
+
+#: type tag -> message class, for the codec; filled by :func:`message`.
+MESSAGE_TYPES: dict[int, type[Message]] = {}
+#: message class -> type tag.
+MESSAGE_TAGS: dict[type[Message], int] = {}
+
+#: Bytes a frame spends on its header (length prefix, version, type tag, MAC) in the trace's
+#: size estimate; the TCP runtime records real encoded sizes instead.
+HEADER_BYTES = 8
+ID_BYTES = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """Base class of every protocol message. Subclasses are declared with :func:`message`."""
+
+    LAYER: ClassVar[str] = "none"
+    PAYLOAD: ClassVar[bool] = False
+    TYPE_NAME: ClassVar[str] = "Message"
+
+    def publication(self) -> PubId | None:
+        """The publication this message carries or announces, if any (trace column pub_id)."""
+        return None
+
+    def wire_size(self) -> int:
+        """Estimated encoded size in bytes (header plus fields), used by the simulator's trace."""
+        return HEADER_BYTES + _estimate(tuple(getattr(self, f.name) for f in fields(self)))
+
+
+def _estimate(value: object) -> int:
+    if value is None or isinstance(value, bool):
+        return 1
+    if isinstance(value, int | float):
+        return ID_BYTES
+    if isinstance(value, str | bytes):
+        return 2 + len(value)
+    if isinstance(value, tuple | list | frozenset | set):
+        return 2 + sum(_estimate(v) for v in value)
+    if isinstance(value, dict):
+        return 2 + sum(_estimate(k) + _estimate(v) for k, v in value.items())
+    if isinstance(value, Message):
+        return value.wire_size()
+    return ID_BYTES
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def message(tag: int, *, layer: str, payload: bool = False) -> Callable[[type[M]], type[M]]:
+    """Declare a message class: frozen, slotted, keyword-only, registered under ``tag``.
+
+    Tags are part of the wire format: never reuse or renumber one. Ranges by stack:
+    1-99 runtime/common, 100-199 gossip, 200-299 skipring, 300-399 chord, 400-499 brokertree,
+    500-599 clique/d2g.
+    """
+
+    def wrap(cls: type[M]) -> type[M]:
+        if tag in MESSAGE_TYPES:
+            raise ValueError(f"message tag {tag} already used by {MESSAGE_TYPES[tag].__name__}")
+        cls.LAYER = layer
+        cls.PAYLOAD = payload
+        cls.TYPE_NAME = cls.__name__
+        new_cls = dataclass(frozen=True, slots=True, kw_only=True)(cls)
+        MESSAGE_TYPES[tag] = new_cls
+        MESSAGE_TAGS[new_cls] = tag
+        return new_cls
+
+    return wrap
+
+
+# --------------------------------------------------------------------------------------------
+# Timers
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """A timer as a value. The runtime hands it back unchanged when it fires.
+
+    ``kind`` names the protocol rule ("hyparview.shuffle", "plumtree.missing", ...),
+    ``topic`` the protocol instance, ``key`` what the timer is about (a publication id) and
+    ``generation`` lets the owner recognise and ignore a stale timer.
+    """
+
+    kind: str
+    topic: Topic = ""
+    key: int = 0
+    generation: int = 0
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Receive:
+    """A message arrived from ``src``."""
+
+    src: NodeId
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """A timer set earlier with :class:`SetTimer` has expired."""
+
+    timer: Timer
+
+
+@dataclass(frozen=True, slots=True)
+class PeerDown:
+    """The runtime's failure detector: ``peer`` is unreachable (a send failed or the
+    connection to it was lost). This is the perfect-ish failure detector the papers assume."""
+
+    peer: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The node boots. ``contacts`` are the cluster's well-known nodes (the contact node of
+    papers/004 §3.1, or the supervisor of papers/000), in order of preference."""
+
+    contacts: tuple[NodeId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    """Application command: subscribe to ``topic``; content-based stacks also take a filter
+    (a mapping attribute -> constraint, see the chord and brokertree stacks)."""
+
+    topic: Topic
+    filter: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    topic: Topic
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """Application command: publish ``payload`` on ``topic`` under the caller-chosen id."""
+
+    topic: Topic
+    pub_id: PubId
+    payload: bytes = b""
+    attributes: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Leave:
+    """Application command: leave the system gracefully (the stack's leave protocol, if any)."""
+
+
+Command: TypeAlias = Start | Subscribe | Unsubscribe | Publish | Leave
+Input: TypeAlias = Receive | TimerFired | PeerDown | Command
+
+
+# --------------------------------------------------------------------------------------------
+# Outputs
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    dst: NodeId
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """Hand a publication to the application. ``hops`` counts overlay hops from the publisher
+    (0 when the publisher delivers its own publication)."""
+
+    topic: Topic
+    pub_id: PubId
+    payload: bytes
+    hops: int
+    attributes: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimer:
+    after: float
+    timer: Timer
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect:
+    """The protocol no longer needs a connection to ``peer`` (the TCP runtime may close it)."""
+
+    peer: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRecord:
+    """A protocol event worth a row in the trace's ``events`` table (``detail`` is JSON-able)."""
+
+    kind: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+Output: TypeAlias = Send | Deliver | SetTimer | Disconnect | TraceRecord
+
+
+# --------------------------------------------------------------------------------------------
+# Node context and snapshots
+# --------------------------------------------------------------------------------------------
+
+
+def node_seed(run_seed: int, node: NodeId) -> int:
+    """Seed of a node's private ``random.Random``: a hash of (run seed, node id), so nodes'
+    streams are independent and do not shift when other nodes are added."""
+    digest = hashlib.sha256(f"pubmesh:{run_seed}:{node}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+@dataclass(slots=True)
+class NodeContext:
+    """What a protocol instance is given at creation: its id, its random stream, its role and
+    the stack's parameters. Nothing else from the outside world."""
+
+    node_id: NodeId
+    rng: random.Random
+    role: str = "peer"
+    params: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    """One row of the trace's ``snapshots`` table, as reported by a protocol instance."""
+
+    topic: Topic
+    layer: str
+    neighbors: tuple[NodeId, ...]
+    state: Mapping[str, Any]
+
+
+def sorted_ids(ids: Iterable[NodeId]) -> list[NodeId]:
+    """Node ids in a fixed order: iterate through this wherever order changes the outcome."""
+    return sorted(ids)
