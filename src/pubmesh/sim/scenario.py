@@ -1,0 +1,482 @@
+"""Scenario files: what to simulate, in TOML, validated down to the last key.
+
+A scenario is one TOML document with the sections below. Every key has a default except
+``run.stack``; unknown keys, wrong types and impossible values are refused with one line that
+names the file, the key and what would be accepted (:class:`pubmesh.errors.ScenarioError`).
+
+``[run]``
+    ``stack`` (gossip | skipring | chord | brokertree | clique | d2g), ``nodes`` (≥ 1, counting
+    the stack's infrastructure nodes such as the skipring supervisor), ``seed``, ``duration``
+    (simulated seconds; also the end of the observation window), ``start_spread`` (node start
+    times are drawn uniformly from [0, start_spread]; infrastructure nodes start at 0),
+    ``name`` (defaults to the file's stem).
+``[network]``
+    ``latency``: ``{dist = "constant", value}``, ``{dist = "uniform", min, max}`` or
+    ``{dist = "lognormal", median, sigma}`` (seconds, drawn per message, so delivery is non-FIFO
+    unless the distribution is constant); ``loss`` (probability a message is lost);
+    ``detection_delay`` (seconds until the failure detector reports a crashed peer or a failed
+    send); ``timer_jitter`` (every timer's delay is multiplied by 1 + U(−j, j));
+    ``partition_notices`` (a send across a partition is reported as a failed send, like a TCP
+    timeout).
+``[workload]``
+    ``topics`` (named t0, t1, ...), ``topic_popularity`` ("uniform" or "zipf" with exponent
+    ``zipf_s``), ``subscriptions_per_node`` (distinct topics each workload node subscribes to,
+    drawn by popularity), ``subscribe_at`` (seconds after a node starts), ``publications``
+    (total, whole system), ``publish_start``, ``publish_rate`` (per second, whole system; evenly
+    spaced), ``publisher`` ("subscriber": a live subscriber of the topic; "any": any live
+    node), ``payload_size`` (bytes), ``unsubscribe_fraction`` and ``unsubscribe_at`` (that share
+    of workload nodes drops one of its subscriptions at that time).
+``[init]``
+    ``corruption`` ("none" or one of the stack's corruption kinds) and ``junk_messages``
+    (messages put in flight by the corruption hook), applied once every node has started.
+``[[faults]]`` (any number, each a table)
+    ``at`` (seconds) and ``kind``:
+    ``crash`` / ``leave`` (``fraction`` of live workload nodes, or ``nodes = [ids]``; a leave runs
+    the stack's leave protocol), ``recover`` (``fraction`` of crashed nodes or ``nodes``; they
+    restart with fresh state and resubscribe), ``partition`` (``fraction`` of live nodes split
+    off, or ``parts = k`` random sets, or ``groups = [[ids], ...]``), ``heal``, ``churn``
+    (``rate`` events per second until ``until``; each event is a join of a new node with
+    probability ``join_fraction``, else a crash, or a graceful leave if ``graceful = true``).
+``[trace]``
+    ``messages`` ("full": one row per message; "counts": per-node per-second counters for very
+    large runs), ``snapshot_interval`` (seconds between overlay snapshots; 0 = none).
+``[stack.<name>]``
+    The stack's own parameters (its params dataclass; e.g. ``[stack.gossip] fanout = 4``).
+
+Overrides given as ``section.key=value`` (``--set`` on the command line) are applied before
+validation; a value is read as TOML, so ``--set run.nodes=64 --set network.loss=0.1`` work, and
+a bare word is taken as a string. ``faults.0.fraction=0.8`` reaches into the first fault.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+from pubmesh.errors import ScenarioError
+from pubmesh.stacks.base import KNOWN_STACKS, STACKS, get_stack
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Latency:
+    dist: Literal["constant", "uniform", "lognormal"] = "uniform"
+    value: float = 0.01
+    min: float = 0.005
+    max: float = 0.05
+    median: float = 0.02
+    sigma: float = 0.5
+
+    def check(self) -> str | None:
+        if self.dist == "constant" and self.value < 0:
+            return "value must be ≥ 0"
+        if self.dist == "uniform" and not 0 <= self.min <= self.max:
+            return f"need 0 ≤ min ≤ max, got min={self.min} max={self.max}"
+        if self.dist == "lognormal" and (self.median <= 0 or self.sigma < 0):
+            return "need median > 0 and sigma ≥ 0"
+        return None
+
+
+@dataclass(frozen=True)
+class RunSection:
+    stack: str = ""
+    nodes: int = 100
+    seed: int = 1
+    duration: float = 60.0
+    start_spread: float = 5.0
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class NetworkSection:
+    latency: Latency = field(default_factory=Latency)
+    loss: float = 0.0
+    detection_delay: float = 1.0
+    timer_jitter: float = 0.0
+    partition_notices: bool = True
+
+
+@dataclass(frozen=True)
+class WorkloadSection:
+    topics: int = 1
+    topic_popularity: Literal["uniform", "zipf"] = "uniform"
+    zipf_s: float = 1.0
+    subscriptions_per_node: int = 1
+    subscribe_at: float = 0.0
+    publications: int = 0
+    publish_start: float = 10.0
+    publish_rate: float = 10.0
+    publisher: Literal["subscriber", "any"] = "subscriber"
+    payload_size: int = 100
+    unsubscribe_fraction: float = 0.0
+    unsubscribe_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class InitSection:
+    corruption: str = "none"
+    junk_messages: int = 0
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float = 0.0
+    kind: Literal["crash", "recover", "leave", "partition", "heal", "churn"] = "crash"
+    fraction: float | None = None
+    nodes: list[int] = field(default_factory=list)
+    parts: int = 0
+    groups: list[list[int]] = field(default_factory=list)
+    rate: float = 0.0
+    until: float | None = None
+    join_fraction: float = 0.5
+    graceful: bool = False
+
+
+@dataclass(frozen=True)
+class TraceSection:
+    messages: Literal["full", "counts"] = "full"
+    snapshot_interval: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    run: RunSection
+    network: NetworkSection
+    workload: WorkloadSection
+    init: InitSection
+    faults: tuple[Fault, ...]
+    trace: TraceSection
+    stack_params: Any
+    source: str = "<string>"
+    #: The effective scenario (file plus overrides) as canonical TOML: stored in the trace so a
+    #: run can be replayed from its trace alone.
+    text: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    def with_overrides(self, overrides: list[str]) -> Scenario:
+        return parse_scenario(self.text, source=self.source, overrides=overrides)
+
+
+SECTIONS: dict[str, type] = {
+    "run": RunSection,
+    "network": NetworkSection,
+    "workload": WorkloadSection,
+    "init": InitSection,
+    "trace": TraceSection,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScenarioError(f"{path}: cannot read scenario file ({error})") from None
+    return parse_scenario(text, source=str(path), overrides=overrides or [], default_name=path.stem)
+
+
+def parse_scenario(
+    text: str,
+    *,
+    source: str = "<string>",
+    overrides: list[str] | None = None,
+    default_name: str = "scenario",
+) -> Scenario:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(f"{source}: not valid TOML: {error}") from None
+    for override in overrides or []:
+        _apply_override(data, override, source)
+
+    where = source
+    unknown = sorted(set(data) - {*SECTIONS, "faults", "stack"})
+    if unknown:
+        raise ScenarioError(
+            f"{where}: unknown section [{unknown[0]}] (sections: run, network, workload, init, "
+            "faults, trace, stack.<name>)"
+        )
+    sections: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        table = data.get(name, {})
+        if not isinstance(table, dict):
+            raise ScenarioError(f"{where}: [{name}] must be a table")
+        sections[name] = _build(cls, table, f"{where}: [{name}]")
+
+    run: RunSection = sections["run"]
+    if not run.stack:
+        raise ScenarioError(f"{where}: [run] stack is required (one of {', '.join(KNOWN_STACKS)})")
+    if run.stack not in KNOWN_STACKS and run.stack not in STACKS:
+        raise ScenarioError(
+            f"{where}: [run] stack: unknown stack {run.stack!r} (one of {', '.join(KNOWN_STACKS)})"
+        )
+    try:
+        spec = get_stack(run.stack)
+    except KeyError as error:
+        raise ScenarioError(f"{where}: [run] stack: {error.args[0]}") from None
+    if not run.name:
+        run = dataclasses.replace(run, name=default_name)
+        sections["run"] = run
+
+    faults_raw = data.get("faults", [])
+    if not isinstance(faults_raw, list) or not all(isinstance(f, dict) for f in faults_raw):
+        raise ScenarioError(f"{where}: faults must be an array of tables ([[faults]])")
+    faults = tuple(
+        _build(Fault, f, f"{where}: [[faults]] #{i + 1}") for i, f in enumerate(faults_raw)
+    )
+
+    stack_tables = data.get("stack", {})
+    if not isinstance(stack_tables, dict):
+        raise ScenarioError(f"{where}: [stack] must hold tables like [stack.{run.stack}]")
+    for other in stack_tables:
+        if other not in KNOWN_STACKS and other not in STACKS:
+            raise ScenarioError(f"{where}: unknown section [stack.{other}]")
+    own = stack_tables.get(run.stack, {})
+    if not isinstance(own, dict):
+        raise ScenarioError(f"{where}: [stack.{run.stack}] must be a table")
+    stack_params = _build(spec.params_type, own, f"{where}: [stack.{run.stack}]")
+
+    scenario = Scenario(
+        run=run,
+        network=sections["network"],
+        workload=sections["workload"],
+        init=sections["init"],
+        faults=faults,
+        trace=sections["trace"],
+        stack_params=stack_params,
+        source=source,
+    )
+    _check_values(scenario, spec.corruption_kinds, spec.infrastructure(run.nodes, stack_params))
+    canonical = {**{k: v for k, v in data.items() if k != "stack"}}
+    canonical["run"] = {**data.get("run", {}), "name": run.name}
+    if own:
+        canonical["stack"] = {run.stack: own}
+    return dataclasses.replace(scenario, text=dump_toml(canonical))
+
+
+def _apply_override(data: dict[str, Any], override: str, source: str) -> None:
+    key, sep, raw = override.partition("=")
+    key = key.strip()
+    if not sep or not key or "." not in key:
+        raise ScenarioError(
+            f"{source}: override {override!r}: write section.key=value, e.g. run.nodes=64"
+        )
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    parts = key.split(".")
+    target: Any = data
+    for i, part in enumerate(parts[:-1]):
+        if isinstance(target, list):
+            if not part.isdigit() or int(part) >= len(target):
+                raise ScenarioError(f"{source}: override {key}: no item {part} in {parts[i - 1]}")
+            target = target[int(part)]
+        else:
+            target = target.setdefault(part, {})
+        if not isinstance(target, dict | list):
+            raise ScenarioError(f"{source}: override {key}: {part} is not a table")
+    if isinstance(target, list):
+        raise ScenarioError(f"{source}: override {key}: name a field of an item, e.g. faults.0.at")
+    target[parts[-1]] = value
+
+
+# --------------------------------------------------------------------------------------------
+# Generic validation of a TOML table against a dataclass
+# --------------------------------------------------------------------------------------------
+def _build(cls: type, table: dict[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(table) - set(names))
+    if unknown:
+        raise ScenarioError(f"{where} {unknown[0]}: unknown key (known: {', '.join(names)})")
+    values: dict[str, Any] = {}
+    for name in names:
+        if name in table:
+            values[name] = _convert(table[name], hints[name], f"{where} {name}")
+    try:
+        obj = cls(**values)
+    except (ValueError, TypeError) as error:
+        raise ScenarioError(f"{where}: {error}") from None
+    check = getattr(obj, "check", None)
+    if callable(check):
+        problem = check()
+        if problem:
+            raise ScenarioError(f"{where}: {problem}")
+    return obj
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in get_args(tp))
+    if origin is list:
+        return f"array of {_type_name(get_args(tp)[0])}"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(value: Any, tp: Any, where: str) -> Any:
+    origin = get_origin(tp)
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ScenarioError(f"{where}: must be {_type_name(tp)}, got {value!r}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ScenarioError(f"{where}: must be an {_type_name(tp)}, got {value!r}")
+        (item,) = get_args(tp)
+        return [_convert(v, item, where) for v in value]
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ScenarioError(f"{where}: must be an array, got {value!r}")
+        args = get_args(tp)
+        return tuple(_convert(v, args[0], where) for v in value)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(value, dict):
+            raise ScenarioError(f"{where}: must be a table, e.g. {{ dist = \"uniform\", ... }}")
+        return _build(tp, value, where)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ScenarioError(f"{where}: must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ScenarioError(f"{where}: must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ScenarioError(f"{where}: must be a number, got {value!r}")
+        if not math.isfinite(float(value)):
+            raise ScenarioError(f"{where}: must be a finite number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ScenarioError(f"{where}: must be a string, got {value!r}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        for arg in get_args(tp):
+            if arg is type(None) and value is None:
+                return None
+        non_none = [a for a in get_args(tp) if a is not type(None)]
+        return _convert(value, non_none[0], where)
+    return value
+
+
+def _check_values(
+    s: Scenario, corruption_kinds: tuple[str, ...], infrastructure: dict[int, str] | Any
+) -> None:
+    where = s.source
+    problems: list[tuple[str, str]] = []
+
+    def need(condition: bool, key: str, message: str) -> None:
+        if not condition:
+            problems.append((key, message))
+
+    r, n, w = s.run, s.network, s.workload
+    need(r.nodes >= 1, "[run] nodes", f"must be ≥ 1, got {r.nodes}")
+    need(len(infrastructure) < r.nodes, "[run] nodes",
+         f"must exceed the stack's {len(infrastructure)} infrastructure node(s)")
+    need(r.nodes <= 50_000_000, "[run] nodes", f"must be ≤ 50,000,000, got {r.nodes}")
+    need(r.duration > 0, "[run] duration", f"must be > 0, got {r.duration}")
+    need(r.start_spread >= 0, "[run] start_spread", f"must be ≥ 0, got {r.start_spread}")
+    need(r.seed >= 0, "[run] seed", f"must be ≥ 0, got {r.seed}")
+    need(0 <= n.loss < 1, "[network] loss", f"must be in [0, 1), got {n.loss}")
+    need(n.detection_delay >= 0, "[network] detection_delay", "must be ≥ 0")
+    need(0 <= n.timer_jitter < 1, "[network] timer_jitter", "must be in [0, 1)")
+    need(w.topics >= 1, "[workload] topics", f"must be ≥ 1, got {w.topics}")
+    need(w.zipf_s >= 0, "[workload] zipf_s", "must be ≥ 0")
+    need(0 <= w.subscriptions_per_node <= w.topics, "[workload] subscriptions_per_node",
+         f"must be between 0 and topics ({w.topics}), got {w.subscriptions_per_node}")
+    need(w.subscribe_at >= 0, "[workload] subscribe_at", "must be ≥ 0")
+    need(w.publications >= 0, "[workload] publications", "must be ≥ 0")
+    need(w.publish_rate > 0, "[workload] publish_rate", f"must be > 0, got {w.publish_rate}")
+    need(w.publish_start >= 0, "[workload] publish_start", "must be ≥ 0")
+    need(w.payload_size >= 0, "[workload] payload_size", "must be ≥ 0")
+    need(0 <= w.unsubscribe_fraction <= 1, "[workload] unsubscribe_fraction",
+         "must be in [0, 1]")
+    need(s.trace.snapshot_interval >= 0, "[trace] snapshot_interval", "must be ≥ 0")
+    need(s.init.junk_messages >= 0, "[init] junk_messages", "must be ≥ 0")
+    if s.init.corruption != "none":
+        kinds = ", ".join(corruption_kinds) or "none: this stack has no corrupted states"
+        need(s.init.corruption in corruption_kinds, "[init] corruption",
+             f"unknown corruption {s.init.corruption!r} for stack {r.stack} (kinds: {kinds})")
+    for i, f in enumerate(s.faults):
+        key = f"[[faults]] #{i + 1}"
+        need(f.at >= 0, f"{key} at", f"must be ≥ 0, got {f.at}")
+        has_fraction = f.fraction is not None
+        if f.fraction is not None:
+            need(0 <= f.fraction <= 1, f"{key} fraction", f"must be in [0, 1], got {f.fraction}")
+        bad = [x for x in f.nodes if not 0 <= x < r.nodes]
+        need(not bad, f"{key} nodes", f"no such node {bad[0] if bad else ''} (0..{r.nodes - 1})")
+        if f.kind in ("crash", "leave", "recover"):
+            need(has_fraction != bool(f.nodes), f"{key}",
+                 f"a {f.kind} fault needs exactly one of fraction or nodes")
+        if f.kind == "partition":
+            ways = sum([has_fraction, f.parts > 0, bool(f.groups)])
+            need(ways == 1, f"{key}", "a partition needs exactly one of fraction, parts, groups")
+            need(f.parts == 0 or f.parts >= 2, f"{key} parts", "must be ≥ 2")
+        if f.kind == "churn":
+            need(f.rate > 0, f"{key} rate", f"must be > 0, got {f.rate}")
+            need(f.until is not None and f.until > f.at, f"{key} until", "must be later than at")
+            need(0 <= f.join_fraction <= 1, f"{key} join_fraction", "must be in [0, 1]")
+    if problems:
+        key, message = problems[0]
+        raise ScenarioError(f"{where}: {key}: {message}")
+
+
+# --------------------------------------------------------------------------------------------
+# A small TOML writer for the canonical form (tables, arrays of tables, inline tables, scalars)
+# --------------------------------------------------------------------------------------------
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in sorted(value.items())) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def dump_toml(data: dict[str, Any]) -> str:
+    """Canonical TOML: sections in a fixed order, keys sorted, nested tables inline."""
+    order = ["run", "network", "workload", "init", "trace"]
+    lines: list[str] = []
+    for section in order + sorted(set(data) - set(order) - {"faults", "stack"}):
+        table = data.get(section)
+        if not isinstance(table, dict):
+            continue
+        lines.append(f"[{section}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in sorted(table.items()))
+        lines.append("")
+    for fault in data.get("faults", []):
+        lines.append("[[faults]]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in sorted(fault.items()))
+        lines.append("")
+    for name, table in sorted(data.get("stack", {}).items()):
+        lines.append(f"[stack.{name}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in sorted(table.items()))
+        lines.append("")
+    return "\n".join(lines)
