@@ -1,0 +1,35 @@
+"""The sans-IO rule holds for the package, and the checker really catches violations."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOL = ROOT / "tools" / "lint_sansio.py"
+
+
+def test_package_obeys_the_sans_io_rule() -> None:
+    result = subprocess.run([sys.executable, str(TOOL), str(ROOT)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_checker_flags_io_clocks_and_global_random(tmp_path: Path) -> None:
+    proto = tmp_path / "src" / "pubmesh" / "proto"
+    proto.mkdir(parents=True)
+    (tmp_path / "src" / "pubmesh" / "stacks").mkdir()
+    (proto / "ok.py").write_text("import random\nrng: random.Random = random.Random(1)\n")
+    (proto / "bad.py").write_text(
+        "import asyncio\nimport time\nfrom random import choice\nimport random\n"
+        "x = random.random()\nopen('f')\nfrom os import path\n"
+    )
+    result = subprocess.run([sys.executable, str(TOOL), str(tmp_path)], capture_output=True,
+                            text=True)
+    assert result.returncode == 1
+    out = result.stdout
+    for needle in ("bad.py:1: imports asyncio", "bad.py:2: imports time",
+                   "bad.py:3: imports random.choice", "bad.py:5: uses random.random",
+                   "bad.py:6: calls open()", "bad.py:7: imports from os"):
+        assert needle in out, out
+    assert "ok.py" not in out

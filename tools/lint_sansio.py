@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""The sans-IO rule (DESIGN.md "Layers", STYLE.md convention 2), enforced.
+
+Code under src/pubmesh/proto/ and src/pubmesh/stacks/ must not do I/O, read clocks or use
+module-level randomness: it imports none of the modules below, calls no I/O builtins, and uses
+``random`` only through an injected ``random.Random`` instance (``random.Random`` the class is
+allowed, for type hints and for building a node's stream; ``random.random()`` and friends are
+not). Prints one line per violation and exits 1 if there is any.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+BANNED_MODULES = {
+    "asyncio", "socket", "selectors", "ssl", "time", "datetime", "os", "sys", "threading",
+    "multiprocessing", "subprocess", "signal", "io", "pathlib", "shutil", "tempfile", "urllib",
+    "http", "requests", "logging", "secrets", "uuid", "concurrent",
+}
+BANNED_BUILTINS = {"open", "print", "input", "eval", "exec", "breakpoint", "__import__"}
+ROOTS = ("src/pubmesh/proto", "src/pubmesh/stacks")
+
+
+def violations(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[str] = []
+
+    def bad(node: ast.AST, what: str) -> None:
+        found.append(f"{path}:{getattr(node, 'lineno', 0)}: {what}")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                if top in BANNED_MODULES:
+                    bad(node, f"imports {alias.name} (no I/O or clocks below the runtime)")
+        elif isinstance(node, ast.ImportFrom):
+            top = (node.module or "").split(".")[0]
+            if top in BANNED_MODULES:
+                bad(node, f"imports from {node.module} (no I/O or clocks below the runtime)")
+            if top == "random":
+                for alias in node.names:
+                    if alias.name != "Random":
+                        bad(node, f"imports random.{alias.name} (use the injected random.Random)")
+        elif isinstance(node, ast.Attribute):
+            if (isinstance(node.value, ast.Name) and node.value.id == "random"
+                    and node.attr != "Random"):
+                bad(node, f"uses random.{node.attr} (module-level randomness; use ctx.rng)")
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in BANNED_BUILTINS:
+                bad(node, f"calls {node.func.id}() (no I/O below the runtime)")
+    return found
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent.parent
+    problems: list[str] = []
+    for sub in ROOTS:
+        for path in sorted((root / sub).rglob("*.py")):
+            problems.extend(violations(path))
+    for line in problems:
+        print(line)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
