@@ -82,7 +82,16 @@ class Message:
 
     def wire_size(self) -> int:
         """Estimated encoded size in bytes (header plus fields), used by the simulator's trace."""
-        return HEADER_BYTES + _estimate(tuple(getattr(self, f.name) for f in fields(self)))
+        names = _FIELD_NAMES.get(type(self))
+        if names is None:
+            names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))
+        size = HEADER_BYTES
+        for name in names:
+            size += _estimate(getattr(self, name))
+        return size
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _estimate(value: object) -> int:

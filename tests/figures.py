@@ -1,0 +1,82 @@
+"""Figures computed straight from a finished simulation and its Parquet trace, with pyarrow.
+
+These are the tests' own, independent computations (the Spark pipeline in
+pubmesh.analysis computes the same metrics; a cross-check test compares the two).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pubmesh.sim.engine import Simulation
+
+
+@dataclass
+class PubFigures:
+    pub_id: int
+    t: float
+    expected: int
+    delivered: int
+    duplicates: int
+    ldh: int
+    payload_messages: int | None
+
+    @property
+    def reliability(self) -> float:
+        return self.delivered / self.expected if self.expected else 1.0
+
+    @property
+    def rmr(self) -> float | None:
+        if self.payload_messages is None or self.delivered < 2:
+            return None
+        return self.payload_messages / (self.delivered - 1) - 1
+
+
+def replay(scenario: str, seed: int, *sets: str) -> str:
+    extra = "".join(f" --set {s}" for s in sets)
+    return f"replay: pubmesh sim {scenario} --seed {seed}{extra}"
+
+
+def publication_figures(sim: Simulation, run_dir: Path | None = None) -> list[PubFigures]:
+    """Per publication: expected = subscribers of its topic alive at the end of the run that
+    were subscribed at its publish time (DESIGN.md 'reliability')."""
+    pubs = pq.read_table(run_dir / "publications").to_pylist() if run_dir else []
+    subs = pq.read_table(run_dir / "subscriptions").to_pylist() if run_dir else []
+    payload: Counter[int] = Counter()
+    if run_dir is not None and (run_dir / "messages").exists():
+        msgs = pq.read_table(run_dir / "messages", columns=["payload", "pub_id"])
+        msgs = msgs.filter(pc.field("payload"))
+        for row in msgs.group_by("pub_id").aggregate([("pub_id", "count")]).to_pylist():
+            payload[row["pub_id"]] = row["pub_id_count"]
+    delivered: dict[int, Counter[int]] = defaultdict(Counter)
+    max_hops: dict[int, int] = defaultdict(int)
+    for pub_id, node, _t, hops in sim.deliveries:
+        delivered[pub_id][node] += 1
+        max_hops[pub_id] = max(max_hops[pub_id], hops)
+    alive = sim.alive - set(sim.left)
+    out = []
+    for pub in pubs:
+        t, topic = pub["t"], pub["topic"]
+        expected = {
+            s["node"] for s in subs
+            if s["topic"] == topic and s["t_start"] <= t and s["t_end"] is None
+            and s["node"] in alive
+        }
+        got = delivered[pub["pub_id"]]
+        out.append(
+            PubFigures(
+                pub_id=pub["pub_id"],
+                t=t,
+                expected=len(expected),
+                delivered=sum(1 for n in expected if got[n] > 0),
+                duplicates=sum(c - 1 for c in got.values() if c > 1),
+                ldh=max_hops[pub["pub_id"]],
+                payload_messages=payload[pub["pub_id"]] if payload else None,
+            )
+        )
+    return out
