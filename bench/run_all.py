@@ -1,0 +1,32 @@
+"""`make bench`: every benchmark of the project, one after the other (figures for
+BENCHMARKS.md). A benchmark whose script is missing is reported, not silently skipped."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHES = ["bench_sim.py", "bench_analysis.py", "bench_skipring.py", "bench_net.py"]
+
+
+def main() -> int:
+    failed = []
+    for name in BENCHES:
+        path = HERE / name
+        print(f"\n=== {name} ===", flush=True)
+        if not path.exists():
+            print(f"{name}: not present in this build")
+            failed.append(name)
+            continue
+        if subprocess.run([sys.executable, str(path), *sys.argv[1:]]).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"\nbenchmarks that did not complete: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
