@@ -91,8 +91,9 @@ def child(nodes: int) -> None:
     from pubmesh.sim.scenario import parse_scenario
 
     spread = max(5.0, nodes / 5000)
-    text = TEN_K.format(nodes=nodes, duration=spread + 15.0, spread=spread, pubs=1,
-                        publish_start=spread + 5.0)
+    text = TEN_K.format(
+        nodes=nodes, duration=spread + 15.0, spread=spread, pubs=1, publish_start=spread + 5.0
+    )
     scenario = parse_scenario(text, source=f"bench-{nodes}")
     with tempfile.TemporaryDirectory() as tmp:
         result = run_scenario(scenario, Path(tmp) / "run")
@@ -102,14 +103,18 @@ def child(nodes: int) -> None:
 def largest_overlay(sizes: list[int], limit_s: int, limit_bytes: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for nodes in sizes:
+
         def limit() -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
         start = time.perf_counter()
         try:
             proc = subprocess.run(
-                [sys.executable, __file__, "--child", str(nodes)], capture_output=True,
-                text=True, timeout=limit_s, preexec_fn=limit,
+                [sys.executable, __file__, "--child", str(nodes)],
+                capture_output=True,
+                text=True,
+                timeout=limit_s,
+                preexec_fn=limit,
             )
         except subprocess.TimeoutExpired:
             rows.append({"nodes": nodes, "ok": False, "why": f"over {limit_s} s"})
@@ -121,9 +126,16 @@ def largest_overlay(sizes: list[int], limit_s: int, limit_bytes: int) -> list[di
             break
         stats = json.loads(proc.stdout.strip().splitlines()[-1])
         delivered = stats["deliveries"]
-        rows.append({"nodes": nodes, "ok": delivered == nodes, "wall": wall,
-                     "peak_gib": stats["peak_memory_bytes"] / 2**30, "delivered": delivered,
-                     "events": stats["events_processed"]})
+        rows.append(
+            {
+                "nodes": nodes,
+                "ok": delivered == nodes,
+                "wall": wall,
+                "peak_gib": stats["peak_memory_bytes"] / 2**30,
+                "delivered": delivered,
+                "events": stats["events_processed"],
+            }
+        )
         if delivered != nodes:
             break
     return rows
@@ -137,8 +149,10 @@ def main() -> None:
     if args.child:
         child(args.child)
         return
-    console.print(f"machine: {platform.processor() or platform.machine()}, "
-                  f"{__import__('os').cpu_count()} cores, Python {platform.python_version()}")
+    console.print(
+        f"machine: {platform.processor() or platform.machine()}, "
+        f"{__import__('os').cpu_count()} cores, Python {platform.python_version()}"
+    )
     nodes = 2_000 if args.quick else 10_000
     stats = gossip_events_per_second(nodes)
     bare = bare_heapq_loop(int(stats["events_processed"]))
@@ -146,8 +160,12 @@ def main() -> None:
     for col in ("loop", "events", "events/s", "ratio"):
         table.add_column(col, justify="right")
     sim_rate = stats["events_per_second"]
-    table.add_row("pubmesh sim (gossip, counts trace)", f"{stats['events_processed']:,}",
-                  f"{sim_rate:,.0f}", f"{sim_rate / bare:.3f}")
+    table.add_row(
+        "pubmesh sim (gossip, counts trace)",
+        f"{stats['events_processed']:,}",
+        f"{sim_rate:,.0f}",
+        f"{sim_rate / bare:.3f}",
+    )
     table.add_row("bare heapq loop", f"{stats['events_processed']:,}", f"{bare:,.0f}", "1.000")
     console.print(table)
 
@@ -157,9 +175,14 @@ def main() -> None:
     for col in ("nodes", "result", "wall s", "peak GiB", "delivered", "events"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(f"{r['nodes']:,}", "ok" if r["ok"] else f"failed: {r.get('why', '')}",
-                      f"{r.get('wall', 0):.1f}", f"{r.get('peak_gib', 0):.2f}",
-                      f"{r.get('delivered', '')}", f"{r.get('events', '')}")
+        table.add_row(
+            f"{r['nodes']:,}",
+            "ok" if r["ok"] else f"failed: {r.get('why', '')}",
+            f"{r.get('wall', 0):.1f}",
+            f"{r.get('peak_gib', 0):.2f}",
+            f"{r.get('delivered', '')}",
+            f"{r.get('events', '')}",
+        )
     console.print(table)
 
 

@@ -63,8 +63,11 @@ def publication_figures(sim: Simulation, run_dir: Path | None = None) -> list[Pu
     for pub in pubs:
         t, topic = pub["t"], pub["topic"]
         expected = {
-            s["node"] for s in subs
-            if s["topic"] == topic and s["t_start"] <= t and s["t_end"] is None
+            s["node"]
+            for s in subs
+            if s["topic"] == topic
+            and s["t_start"] <= t
+            and s["t_end"] is None
             and s["node"] in alive
         }
         got = delivered[pub["pub_id"]]

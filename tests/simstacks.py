@@ -77,8 +77,11 @@ class ProbeNode(StackNode):
                 return []
             case Publish(topic=topic, pub_id=pub_id, payload=payload):
                 self.seen.add(pub_id)
-                out: list[Output] = [Send(self.next, ProbeGossip(topic=topic, pub_id=pub_id,
-                                                                 hops=0, payload=payload))]
+                out: list[Output] = [
+                    Send(
+                        self.next, ProbeGossip(topic=topic, pub_id=pub_id, hops=0, payload=payload)
+                    )
+                ]
                 if topic in self.topics:
                     out.append(Deliver(topic, pub_id, payload, 0))
                 return out
@@ -86,8 +89,9 @@ class ProbeNode(StackNode):
                 if m.pub_id in self.seen:
                     return []
                 self.seen.add(m.pub_id)
-                fwd = ProbeGossip(topic=m.topic, pub_id=m.pub_id, hops=m.hops + 1,
-                                  payload=m.payload)
+                fwd = ProbeGossip(
+                    topic=m.topic, pub_id=m.pub_id, hops=m.hops + 1, payload=m.payload
+                )
                 out = [Send(self.next, fwd)]
                 if m.topic in self.topics:
                     out.append(Deliver(m.topic, m.pub_id, m.payload, m.hops + 1))
@@ -98,8 +102,10 @@ class ProbeNode(StackNode):
             case TimerFired(timer=Timer(kind="ping")):
                 self.timer_times.append(now)
                 self.pings_sent += 1
-                return [Send(self.next, ProbePing(seq=self.pings_sent)),
-                        SetTimer(self.params.ping_interval, Timer("ping"))]
+                return [
+                    Send(self.next, ProbePing(seq=self.pings_sent)),
+                    SetTimer(self.params.ping_interval, Timer("ping")),
+                ]
             case PeerDown(peer=peer):
                 self.downs.append((now, peer))
                 return [TraceRecord("peer-down", {"peer": peer})]

@@ -51,9 +51,21 @@ snapshot_interval = 10.0
 
 def sim(path: Path, out: Path, seed: int) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "pubmesh", "sim", str(path), "--seed", str(seed), "--out",
-         str(out), "--quiet"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pubmesh",
+            "sim",
+            str(path),
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
 

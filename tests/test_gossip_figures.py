@@ -13,8 +13,8 @@ import statistics
 from pathlib import Path
 
 import pytest
-from figures import publication_figures, replay
 
+from figures import publication_figures, replay
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import load_scenario
 
@@ -54,8 +54,10 @@ def test_no_faults_reliable_tree_and_short_paths(seed: int, tmp_path: Path) -> N
     ldh = statistics.fmean(f.ldh for f in figures)
     flood_ldh = statistics.fmean(f.ldh for f in flood_figures)
     flood_rmr = statistics.fmean(f.rmr for f in flood_figures if f.rmr is not None)
-    print(f"seed {seed}: RMR {rmr:.3f} (flooding {flood_rmr:.2f}), "
-          f"LDH {ldh:.2f} (flooding {flood_ldh:.2f})")
+    print(
+        f"seed {seed}: RMR {rmr:.3f} (flooding {flood_rmr:.2f}), "
+        f"LDH {ldh:.2f} (flooding {flood_ldh:.2f})"
+    )
     assert ldh <= 2 * flood_ldh, f"LDH {ldh:.2f} > 2 x flooding's {flood_ldh:.2f}; {hint}"
     # flooding really is the redundant baseline: every active link carries every payload
     assert flood_rmr > 1.0
@@ -80,8 +82,10 @@ def test_mass_crash_repairs_within_two_shuffle_periods(
     late = [f for f in figures if f.t >= crash_at + 2 * shuffle]
     assert len(late) >= 40, hint
     late_reliability = sum(f.delivered for f in late) / sum(f.expected for f in late)
-    print(f"seed {seed}, {fraction:.0%} crashed: first-broadcast reliability "
-          f"{first.reliability:.4f}, after two shuffle periods {late_reliability:.4f}")
+    print(
+        f"seed {seed}, {fraction:.0%} crashed: first-broadcast reliability "
+        f"{first.reliability:.4f}, after two shuffle periods {late_reliability:.4f}"
+    )
     assert late_reliability >= 0.99, (
         f"reliability {late_reliability:.4f} < 0.99 two shuffle periods after a "
         f"{fraction:.0%} crash; {hint}"

@@ -24,12 +24,18 @@ def test_checker_flags_io_clocks_and_global_random(tmp_path: Path) -> None:
         "import asyncio\nimport time\nfrom random import choice\nimport random\n"
         "x = random.random()\nopen('f')\nfrom os import path\n"
     )
-    result = subprocess.run([sys.executable, str(TOOL), str(tmp_path)], capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True
+    )
     assert result.returncode == 1
     out = result.stdout
-    for needle in ("bad.py:1: imports asyncio", "bad.py:2: imports time",
-                   "bad.py:3: imports random.choice", "bad.py:5: uses random.random",
-                   "bad.py:6: calls open()", "bad.py:7: imports from os"):
+    for needle in (
+        "bad.py:1: imports asyncio",
+        "bad.py:2: imports time",
+        "bad.py:3: imports random.choice",
+        "bad.py:5: uses random.random",
+        "bad.py:6: calls open()",
+        "bad.py:7: imports from os",
+    ):
         assert needle in out, out
     assert "ok.py" not in out

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import simstacks  # noqa: F401
 
+import simstacks  # noqa: F401
 from pubmesh.errors import ScenarioError
 from pubmesh.sim.scenario import load_scenario, parse_scenario
 
@@ -27,30 +27,38 @@ ring_size = 10
         ("[run]\nnodes = 3\n", "[run] stack is required"),
         ('[run]\nstack = "nosuch"\n', "unknown stack 'nosuch'"),
         (GOOD + "[network]\nlos = 0.1\n", "[network] los: unknown key"),
-        (GOOD + "[workload]\ntopics = \"many\"\n", "[workload] topics: must be an integer"),
+        (GOOD + '[workload]\ntopics = "many"\n', "[workload] topics: must be an integer"),
         (GOOD.replace("nodes = 10", "nodes = 0"), "[run] nodes: must be ≥ 1, got 0"),
-        (GOOD + "[[faults]]\nat = 1.0\nkind = \"crash\"\nfraction = 1.5\n",
-         "[[faults]] #1 fraction: must be in [0, 1], got 1.5"),
-        (GOOD + "[[faults]]\nat = 1.0\nkind = \"explode\"\n", "[[faults]] #1 kind: must be"),
-        (GOOD + "[[faults]]\nat = 1.0\nkind = \"crash\"\n",
-         "a crash fault needs exactly one of fraction or nodes"),
-        (GOOD + "[[faults]]\nat = 1.0\nkind = \"crash\"\nnodes = [42]\n", "no such node 42"),
-        (GOOD + "[[faults]]\nat = 1.0\nkind = \"churn\"\nrate = 1.0\n", "until: must be later"),
+        (
+            GOOD + '[[faults]]\nat = 1.0\nkind = "crash"\nfraction = 1.5\n',
+            "[[faults]] #1 fraction: must be in [0, 1], got 1.5",
+        ),
+        (GOOD + '[[faults]]\nat = 1.0\nkind = "explode"\n', "[[faults]] #1 kind: must be"),
+        (
+            GOOD + '[[faults]]\nat = 1.0\nkind = "crash"\n',
+            "a crash fault needs exactly one of fraction or nodes",
+        ),
+        (GOOD + '[[faults]]\nat = 1.0\nkind = "crash"\nnodes = [42]\n', "no such node 42"),
+        (GOOD + '[[faults]]\nat = 1.0\nkind = "churn"\nrate = 1.0\n', "until: must be later"),
         (GOOD + "[network]\nloss = 1.0\n", "[network] loss: must be in [0, 1)"),
-        (GOOD + "[network]\nlatency = { dist = \"uniform\", min = 0.5, max = 0.1 }\n",
-         "need 0 ≤ min ≤ max"),
-        (GOOD + "[network]\nlatency = { dist = \"gamma\" }\n", "dist: must be"),
-        (GOOD + "[workload]\nsubscriptions_per_node = 3\n",
-         "subscriptions_per_node: must be between 0 and topics"),
+        (
+            GOOD + '[network]\nlatency = { dist = "uniform", min = 0.5, max = 0.1 }\n',
+            "need 0 ≤ min ≤ max",
+        ),
+        (GOOD + '[network]\nlatency = { dist = "gamma" }\n', "dist: must be"),
+        (
+            GOOD + "[workload]\nsubscriptions_per_node = 3\n",
+            "subscriptions_per_node: must be between 0 and topics",
+        ),
         (GOOD + "[workload]\npublish_rate = 0\n", "publish_rate: must be > 0"),
-        (GOOD + "[trace]\nmessages = \"some\"\n", "[trace] messages: must be"),
+        (GOOD + '[trace]\nmessages = "some"\n', "[trace] messages: must be"),
         (GOOD + "[stack.probe]\n", "not valid TOML"),
         (GOOD.replace("ring_size = 10", "ring_sise = 10"), "[stack.probe] ring_sise: unknown key"),
-        (GOOD + "[init]\ncorruption = \"scrambled\"\n", "unknown corruption 'scrambled'"),
+        (GOOD + '[init]\ncorruption = "scrambled"\n', "unknown corruption 'scrambled'"),
         (GOOD + "[weather]\nsunny = true\n", "unknown section [weather]"),
         (GOOD + "[stack.other]\nx = 1\n", "unknown section [stack.other]"),
-        ("[run]\nstack = \"probe\"\nduration = -1.0\n", "[run] duration: must be > 0"),
-        ("[run]\nstack = \"probe\"\nseed = true\n", "[run] seed: must be an integer"),
+        ('[run]\nstack = "probe"\nduration = -1.0\n', "[run] duration: must be > 0"),
+        ('[run]\nstack = "probe"\nseed = true\n', "[run] seed: must be an integer"),
     ],
 )
 def test_bad_scenarios_name_file_and_key(text: str, message: str) -> None:
@@ -65,19 +73,21 @@ def test_bad_scenarios_name_file_and_key(text: str, message: str) -> None:
 def test_overrides_apply_before_validation() -> None:
     s = parse_scenario(GOOD, overrides=["run.nodes=20", "network.loss=0.25", "run.name=x"])
     assert s.run.nodes == 20 and s.network.loss == 0.25 and s.name == "x"
-    with pytest.raises(ScenarioError, match="write section.key=value"):
+    with pytest.raises(ScenarioError, match=r"write section\.key=value"):
         parse_scenario(GOOD, overrides=["nodes"])
     with pytest.raises(ScenarioError, match=r"\[network\] loss: must be in \[0, 1\)"):
         parse_scenario(GOOD, overrides=["network.loss=2"])
-    faulty = GOOD + "[[faults]]\nat = 1.0\nkind = \"crash\"\nfraction = 0.5\n"
+    faulty = GOOD + '[[faults]]\nat = 1.0\nkind = "crash"\nfraction = 0.5\n'
     assert parse_scenario(faulty, overrides=["faults.0.fraction=0.8"]).faults[0].fraction == 0.8
     with pytest.raises(ScenarioError, match="no item 3"):
         parse_scenario(faulty, overrides=["faults.3.fraction=0.8"])
 
 
 def test_canonical_text_round_trips() -> None:
-    s = parse_scenario(GOOD + "[[faults]]\nat = 1.0\nkind = \"crash\"\nnodes = [1, 2]\n",
-                       overrides=["workload.topics=3"])
+    s = parse_scenario(
+        GOOD + '[[faults]]\nat = 1.0\nkind = "crash"\nnodes = [1, 2]\n',
+        overrides=["workload.topics=3"],
+    )
     again = parse_scenario(s.text)
     assert again == s
 
@@ -89,7 +99,10 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pubmesh", *args], capture_output=True, text=True, cwd=cwd,
+        [sys.executable, "-m", "pubmesh", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
         timeout=120,
     )
 
@@ -97,11 +110,13 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
 @pytest.mark.parametrize(
     ("content", "expect"),
     [
-        ("[run]\nstack = \"gossip\"\nnodes = 0\n", "[run] nodes: must be ≥ 1"),
-        ("[run]\nstack = \"gossip\"\n[[faults]]\nat = 1.0\nkind = \"crash\"\nfraction = 1.5\n",
-         "fraction: must be in [0, 1], got 1.5"),
+        ('[run]\nstack = "gossip"\nnodes = 0\n', "[run] nodes: must be ≥ 1"),
+        (
+            '[run]\nstack = "gossip"\n[[faults]]\nat = 1.0\nkind = "crash"\nfraction = 1.5\n',
+            "fraction: must be in [0, 1], got 1.5",
+        ),
         ("[run\nstack = ", "not valid TOML"),
-        ("[run]\nstack = \"gossip\"\nnodez = 3\n", "[run] nodez: unknown key"),
+        ('[run]\nstack = "gossip"\nnodez = 3\n', "[run] nodez: unknown key"),
     ],
 )
 def test_cli_bad_scenario_one_line_exit_2(tmp_path: Path, content: str, expect: str) -> None:
@@ -120,7 +135,7 @@ def test_cli_missing_file_and_bad_override(tmp_path: Path) -> None:
     result = _cli("sim", str(tmp_path / "absent.toml"))
     assert result.returncode == 2 and "no such scenario file" in result.stderr
     good = tmp_path / "g.toml"
-    good.write_text("[run]\nstack = \"gossip\"\nnodes = 5\n")
+    good.write_text('[run]\nstack = "gossip"\nnodes = 5\n')
     result = _cli("sim", str(good), "--set", "run.nodes=-3")
     assert result.returncode == 2 and "[run] nodes: must be ≥ 1" in result.stderr
 

@@ -3,6 +3,7 @@ expected outcome can be worked out by hand."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -10,8 +11,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-import simstacks  # noqa: F401  (registers the probe stack)
 
+import simstacks  # noqa: F401  (registers the probe stack)
 from pubmesh.proto.core import Publish, Subscribe
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.runner import run_scenario
@@ -39,8 +40,13 @@ ring_size = 10
 """
 
 
-def scenario(seed: int = 1, latency: str = '{ dist = "uniform", min = 0.01, max = 0.05 }',
-             loss: float = 0.0, pubs: int = 4, extra: str = ""):
+def scenario(
+    seed: int = 1,
+    latency: str = '{ dist = "uniform", min = 0.01, max = 0.05 }',
+    loss: float = 0.0,
+    pubs: int = 4,
+    extra: str = "",
+):
     return parse_scenario(BASE.format(seed=seed, latency=latency, loss=loss, pubs=pubs) + extra)
 
 
@@ -61,7 +67,7 @@ def test_constant_latency_is_fifo_and_exact():
     sim = Simulation(scenario(latency='{ dist = "constant", value = 0.25 }'), None)
     sim.run()
     first = {}
-    for pub_id, node, t, hops in sim.deliveries:
+    for pub_id, _node, t, hops in sim.deliveries:
         first.setdefault(pub_id, t)
         assert math.isclose(t, first[pub_id] + 0.25 * hops, abs_tol=1e-9)
 
@@ -76,7 +82,7 @@ def test_lognormal_latency_reorders_messages(tmp_path: Path):
     reordered = 0
     for _link, group in pings.groupby(["src", "dst"]):
         recv = list(group.t_recv)
-        reordered += sum(1 for a, b in zip(recv, recv[1:], strict=False) if b < a)
+        reordered += sum(1 for a, b in itertools.pairwise(recv) if b < a)
     assert reordered > 0
 
 
@@ -98,7 +104,7 @@ def test_loss_rate_matches_setting(tmp_path: Path):
 
 
 def test_crash_notifies_monitors_after_detection_delay():
-    s = scenario(pubs=0, extra="[[faults]]\nat = 5.0\nkind = \"crash\"\nnodes = [3]\n")
+    s = scenario(pubs=0, extra='[[faults]]\nat = 5.0\nkind = "crash"\nnodes = [3]\n')
     sim = Simulation(s)
     sim.run()
     assert 3 not in sim.alive and 3 in sim.crashed
@@ -112,8 +118,8 @@ def test_crash_notifies_monitors_after_detection_delay():
 
 def test_partition_cuts_messages_and_heal_restores(tmp_path: Path):
     extra = (
-        "[[faults]]\nat = 4.0\nkind = \"partition\"\ngroups = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]\n"
-        "[[faults]]\nat = 8.0\nkind = \"heal\"\n"
+        '[[faults]]\nat = 4.0\nkind = "partition"\ngroups = [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]\n'
+        '[[faults]]\nat = 8.0\nkind = "heal"\n'
     )
     s = scenario(pubs=0, extra=extra)
     run_scenario(s, tmp_path)
@@ -130,8 +136,8 @@ def test_partition_cuts_messages_and_heal_restores(tmp_path: Path):
 
 def test_recover_starts_fresh_incarnation_and_drops_old_timers():
     extra = (
-        "[[faults]]\nat = 3.2\nkind = \"crash\"\nnodes = [4]\n"
-        "[[faults]]\nat = 6.5\nkind = \"recover\"\nnodes = [4]\n"
+        '[[faults]]\nat = 3.2\nkind = "crash"\nnodes = [4]\n'
+        '[[faults]]\nat = 6.5\nkind = "recover"\nnodes = [4]\n'
     )
     sim = Simulation(scenario(pubs=0, extra=extra))
     sim.run()
@@ -139,12 +145,15 @@ def test_recover_starts_fresh_incarnation_and_drops_old_timers():
     assert sim.incarnation[4] == 1
     # the new incarnation's ping timer runs from its own start (6.5 + k), none from before
     assert node.timer_times and all(t >= 7.5 - 1e-9 for t in node.timer_times)
-    assert all(math.isclose((t - 6.5) % 1.0, 0.0, abs_tol=1e-9) or
-               math.isclose((t - 6.5) % 1.0, 1.0, abs_tol=1e-9) for t in node.timer_times)
+    assert all(
+        math.isclose((t - 6.5) % 1.0, 0.0, abs_tol=1e-9)
+        or math.isclose((t - 6.5) % 1.0, 1.0, abs_tol=1e-9)
+        for t in node.timer_times
+    )
 
 
 def test_churn_joins_new_nodes_and_crashes_others(tmp_path: Path):
-    extra = "[[faults]]\nat = 2.0\nkind = \"churn\"\nrate = 2.0\nuntil = 18.0\njoin_fraction = 0.5\n"
+    extra = '[[faults]]\nat = 2.0\nkind = "churn"\nrate = 2.0\nuntil = 18.0\njoin_fraction = 0.5\n'
     s = scenario(pubs=0, extra=extra).with_overrides(["run.nodes=30", "stack.probe.ring_size=30"])
     run_scenario(s, tmp_path)
     nodes = pq.read_table(tmp_path / "nodes").to_pandas()
@@ -158,17 +167,24 @@ def test_timer_jitter_stays_within_its_fraction():
     s = scenario(pubs=0).with_overrides(["network.timer_jitter=0.2"])
     sim = Simulation(s)
     sim.run()
-    gaps = [b - a for a, b in zip(sim.nodes[0].timer_times, sim.nodes[0].timer_times[1:],
-                                  strict=False)]
+    gaps = [
+        b - a for a, b in zip(sim.nodes[0].timer_times, sim.nodes[0].timer_times[1:], strict=False)
+    ]
     assert gaps and all(0.8 - 1e-9 <= g <= 1.2 + 1e-9 for g in gaps)
     assert len({round(g, 6) for g in gaps}) > 3  # jittered, not constant
 
 
 def test_zipf_popularity_favours_low_ranks():
-    s = scenario(pubs=0).with_overrides([
-        "run.nodes=400", "stack.probe.ring_size=400", "workload.topics=10",
-        'workload.topic_popularity="zipf"', "workload.zipf_s=1.2", "run.duration=1.0",
-    ])
+    s = scenario(pubs=0).with_overrides(
+        [
+            "run.nodes=400",
+            "stack.probe.ring_size=400",
+            "workload.topics=10",
+            'workload.topic_popularity="zipf"',
+            "workload.zipf_s=1.2",
+            "run.duration=1.0",
+        ]
+    )
     sim = Simulation(s)
     sim.run()
     counts = {t: len(sim.topic_subscribers.get(t, ())) for t in (f"t{i}" for i in range(10))}

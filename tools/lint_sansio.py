@@ -15,9 +15,29 @@ import sys
 from pathlib import Path
 
 BANNED_MODULES = {
-    "asyncio", "socket", "selectors", "ssl", "time", "datetime", "os", "sys", "threading",
-    "multiprocessing", "subprocess", "signal", "io", "pathlib", "shutil", "tempfile", "urllib",
-    "http", "requests", "logging", "secrets", "uuid", "concurrent",
+    "asyncio",
+    "socket",
+    "selectors",
+    "ssl",
+    "time",
+    "datetime",
+    "os",
+    "sys",
+    "threading",
+    "multiprocessing",
+    "subprocess",
+    "signal",
+    "io",
+    "pathlib",
+    "shutil",
+    "tempfile",
+    "urllib",
+    "http",
+    "requests",
+    "logging",
+    "secrets",
+    "uuid",
+    "concurrent",
 }
 BANNED_BUILTINS = {"open", "print", "input", "eval", "exec", "breakpoint", "__import__"}
 ROOTS = ("src/pubmesh/proto", "src/pubmesh/stacks")
@@ -45,12 +65,18 @@ def violations(path: Path) -> list[str]:
                     if alias.name != "Random":
                         bad(node, f"imports random.{alias.name} (use the injected random.Random)")
         elif isinstance(node, ast.Attribute):
-            if (isinstance(node.value, ast.Name) and node.value.id == "random"
-                    and node.attr != "Random"):
+            if (
+                isinstance(node.value, ast.Name)
+                and node.value.id == "random"
+                and node.attr != "Random"
+            ):
                 bad(node, f"uses random.{node.attr} (module-level randomness; use ctx.rng)")
-        elif isinstance(node, ast.Call):
-            if isinstance(node.func, ast.Name) and node.func.id in BANNED_BUILTINS:
-                bad(node, f"calls {node.func.id}() (no I/O below the runtime)")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in BANNED_BUILTINS
+        ):
+            bad(node, f"calls {node.func.id}() (no I/O below the runtime)")
     return found
 
 

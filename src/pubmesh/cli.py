@@ -51,8 +51,9 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"{scenario.name}-s{scenario.run.seed}"
     console = Console(stderr=False)
     result = run_scenario(scenario, out, progress=not args.quiet and sys.stderr.isatty())
-    table = Table(title=f"pubmesh sim: {scenario.name} ({scenario.run.stack}, seed "
-                  f"{scenario.run.seed})")
+    table = Table(
+        title=f"pubmesh sim: {scenario.name} ({scenario.run.stack}, seed {scenario.run.seed})"
+    )
     table.add_column("figure")
     table.add_column("value", justify="right")
     s = result.stats
@@ -71,8 +72,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         value = s[key] / 2**20 if key == "peak_memory_bytes" else s[key]
         table.add_row(label, fmt.format(value))
     console.print(table)
-    console.print(f"trace: [bold]{out}[/]  (run id {result.run_id}); "
-                  f"next: pubmesh analyze {out}")
+    console.print(f"trace: [bold]{out}[/]  (run id {result.run_id}); next: pubmesh analyze {out}")
     return 0
 
 
@@ -89,8 +89,11 @@ def _cmd_stacks(args: argparse.Namespace) -> int:
     table.add_column("what it is")
     for name in KNOWN_STACKS:
         spec = STACKS.get(name)
-        table.add_row(name, "available" if name in have else "not yet implemented",
-                      spec.description if spec else "")
+        table.add_row(
+            name,
+            "available" if name in have else "not yet implemented",
+            spec.description if spec else "",
+        )
     Console().print(table)
     return 0
 
@@ -122,8 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("scenario", help="scenario TOML file (see scenarios/)")
     sim.add_argument("--seed", type=int, help="override [run] seed")
     sim.add_argument("--out", help="run directory to write (default runs/<name>-s<seed>)")
-    sim.add_argument("--set", action="append", metavar="KEY=VALUE",
-                     help="override a scenario key, e.g. --set network.loss=0.05 (repeatable)")
+    sim.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. --set network.loss=0.05 (repeatable)",
+    )
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
     sim.set_defaults(func=_cmd_sim)
 

@@ -157,8 +157,9 @@ class Simulation:
         self._schedule_start()
 
     # ------------------------------------------------------------------ scheduling
-    def _push(self, t: float, kind: int, a: Any = None, b: Any = None, c: Any = None,
-              d: Any = None) -> None:
+    def _push(
+        self, t: float, kind: int, a: Any = None, b: Any = None, c: Any = None, d: Any = None
+    ) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, kind, a, b, c, d))
 
@@ -224,7 +225,9 @@ class Simulation:
             delay = self.scenario.workload.subscribe_at
             for topic in self.node_topics[node]:
                 if delay > 0:
-                    self._push(self.now + delay, CMD, node, Subscribe(topic), self.incarnation[node])
+                    self._push(
+                        self.now + delay, CMD, node, Subscribe(topic), self.incarnation[node]
+                    )
                 else:
                     self.command(node, Subscribe(topic))
 
@@ -310,7 +313,9 @@ class Simulation:
         self._push(when, DOWN, watcher, peer, self.incarnation[watcher])
 
     # ------------------------------------------------------------------ messages
-    def inject(self, src: NodeId, dst: NodeId, message: Message, delay: float | None = None) -> None:
+    def inject(
+        self, src: NodeId, dst: NodeId, message: Message, delay: float | None = None
+    ) -> None:
         """Put a message in flight from ``src`` to ``dst`` (junk messages, tests)."""
         latency = self._latency() if delay is None else delay
         self.messages_sent += 1
@@ -339,8 +344,15 @@ class Simulation:
         self.messages_lost += 1
         if self.writer:
             self.writer.message(
-                now, None, src, dst, message.TYPE_NAME, message.LAYER, message.PAYLOAD,
-                message.publication(), message.wire_size(),
+                now,
+                None,
+                src,
+                dst,
+                message.TYPE_NAME,
+                message.LAYER,
+                message.PAYLOAD,
+                message.publication(),
+                message.wire_size(),
             )
 
     def _apply(self, node: NodeId, outputs: list[Any]) -> None:
@@ -355,8 +367,15 @@ class Simulation:
                 self._seq += 1
                 heapq.heappush(
                     self._heap,
-                    (self.now + after, self._seq, TIMER, node, out.timer,
-                     self.incarnation[node], None),
+                    (
+                        self.now + after,
+                        self._seq,
+                        TIMER,
+                        node,
+                        out.timer,
+                        self.incarnation[node],
+                        None,
+                    ),
                 )
             elif cls is Deliver:
                 self.delivery_count += 1
@@ -404,8 +423,15 @@ class Simulation:
                 node = nodes.get(a)
                 if writer is not None:
                     writer.message(
-                        d, t if node is not None else None, b, a, c.TYPE_NAME, c.LAYER,
-                        c.PAYLOAD, c.publication() if full_trace else None, c.wire_size(),
+                        d,
+                        t if node is not None else None,
+                        b,
+                        a,
+                        c.TYPE_NAME,
+                        c.LAYER,
+                        c.PAYLOAD,
+                        c.publication() if full_trace else None,
+                        c.wire_size(),
                     )
                 if node is None:
                     self.messages_lost += 1
@@ -589,7 +615,9 @@ class Simulation:
         if self.writer is None:
             return
         for (node, topic), t_start in sorted(self._subscribed.items()):
-            self.writer.subscription(node, topic, t_start, None, self._sub_filters.get((node, topic)))
+            self.writer.subscription(
+                node, topic, t_start, None, self._sub_filters.get((node, topic))
+            )
         self.writer.close()
 
 

@@ -349,7 +349,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         return tuple(_convert(v, args[0], where) for v in value)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if not isinstance(value, dict):
-            raise ScenarioError(f"{where}: must be a table, e.g. {{ dist = \"uniform\", ... }}")
+            raise ScenarioError(f'{where}: must be a table, e.g. {{ dist = "uniform", ... }}')
         return _build(tp, value, where)
     if tp is bool:
         if not isinstance(value, bool):
@@ -390,8 +390,11 @@ def _check_values(
 
     r, n, w = s.run, s.network, s.workload
     need(r.nodes >= 1, "[run] nodes", f"must be ≥ 1, got {r.nodes}")
-    need(len(infrastructure) < r.nodes, "[run] nodes",
-         f"must exceed the stack's {len(infrastructure)} infrastructure node(s)")
+    need(
+        len(infrastructure) < r.nodes,
+        "[run] nodes",
+        f"must exceed the stack's {len(infrastructure)} infrastructure node(s)",
+    )
     need(r.nodes <= 50_000_000, "[run] nodes", f"must be ≤ 50,000,000, got {r.nodes}")
     need(r.duration > 0, "[run] duration", f"must be > 0, got {r.duration}")
     need(r.start_spread >= 0, "[run] start_spread", f"must be ≥ 0, got {r.start_spread}")
@@ -401,21 +404,26 @@ def _check_values(
     need(0 <= n.timer_jitter < 1, "[network] timer_jitter", "must be in [0, 1)")
     need(w.topics >= 1, "[workload] topics", f"must be ≥ 1, got {w.topics}")
     need(w.zipf_s >= 0, "[workload] zipf_s", "must be ≥ 0")
-    need(0 <= w.subscriptions_per_node <= w.topics, "[workload] subscriptions_per_node",
-         f"must be between 0 and topics ({w.topics}), got {w.subscriptions_per_node}")
+    need(
+        0 <= w.subscriptions_per_node <= w.topics,
+        "[workload] subscriptions_per_node",
+        f"must be between 0 and topics ({w.topics}), got {w.subscriptions_per_node}",
+    )
     need(w.subscribe_at >= 0, "[workload] subscribe_at", "must be ≥ 0")
     need(w.publications >= 0, "[workload] publications", "must be ≥ 0")
     need(w.publish_rate > 0, "[workload] publish_rate", f"must be > 0, got {w.publish_rate}")
     need(w.publish_start >= 0, "[workload] publish_start", "must be ≥ 0")
     need(w.payload_size >= 0, "[workload] payload_size", "must be ≥ 0")
-    need(0 <= w.unsubscribe_fraction <= 1, "[workload] unsubscribe_fraction",
-         "must be in [0, 1]")
+    need(0 <= w.unsubscribe_fraction <= 1, "[workload] unsubscribe_fraction", "must be in [0, 1]")
     need(s.trace.snapshot_interval >= 0, "[trace] snapshot_interval", "must be ≥ 0")
     need(s.init.junk_messages >= 0, "[init] junk_messages", "must be ≥ 0")
     if s.init.corruption != "none":
         kinds = ", ".join(corruption_kinds) or "none: this stack has no corrupted states"
-        need(s.init.corruption in corruption_kinds, "[init] corruption",
-             f"unknown corruption {s.init.corruption!r} for stack {r.stack} (kinds: {kinds})")
+        need(
+            s.init.corruption in corruption_kinds,
+            "[init] corruption",
+            f"unknown corruption {s.init.corruption!r} for stack {r.stack} (kinds: {kinds})",
+        )
     for i, f in enumerate(s.faults):
         key = f"[[faults]] #{i + 1}"
         need(f.at >= 0, f"{key} at", f"must be ≥ 0, got {f.at}")
@@ -425,8 +433,11 @@ def _check_values(
         bad = [x for x in f.nodes if not 0 <= x < r.nodes]
         need(not bad, f"{key} nodes", f"no such node {bad[0] if bad else ''} (0..{r.nodes - 1})")
         if f.kind in ("crash", "leave", "recover"):
-            need(has_fraction != bool(f.nodes), f"{key}",
-                 f"a {f.kind} fault needs exactly one of fraction or nodes")
+            need(
+                has_fraction != bool(f.nodes),
+                f"{key}",
+                f"a {f.kind} fault needs exactly one of fraction or nodes",
+            )
         if f.kind == "partition":
             ways = sum([has_fraction, f.parts > 0, bool(f.groups)])
             need(ways == 1, f"{key}", "a partition needs exactly one of fraction, parts, groups")

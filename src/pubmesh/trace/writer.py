@@ -39,7 +39,7 @@ def to_json(value: Mapping[str, Any] | None) -> str | None:
 
 def _json_default(value: object) -> object:
     if isinstance(value, set | frozenset):
-        return sorted(value)  # type: ignore[type-var]
+        return sorted(value)
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, tuple):
@@ -238,8 +238,11 @@ class TraceWriter:
             return
         if self.messages_mode == "counts":
             self._flush_counts(None)
-        tables = [t for t in SCHEMAS if t != ("messages" if self.messages_mode == "counts"
-                                             else "message_counts")]
+        tables = [
+            t
+            for t in SCHEMAS
+            if t != ("messages" if self.messages_mode == "counts" else "message_counts")
+        ]
         for table in tables:
             if self._rows[table] or table not in self._writers:
                 self._flush(table)
