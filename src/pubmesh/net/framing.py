@@ -1,0 +1,101 @@
+"""Frames: how bytes on a TCP connection are cut into messages.
+
+Every frame starts with a 4-byte big-endian length ``L`` of what follows. A connection's first
+frames are the three handshake frames of :mod:`pubmesh.net.security` (fixed layouts, magic
+``PMSH``); after them every frame is a *data frame*::
+
+    offset  size  field
+    0       4     L, length of the rest (header + payload + MAC)
+    4       1     version (1)
+    5       2     type tag: 0 = runtime control (payload: one byte, CONTROL_*),
+                  1..65535 = a message class of pubmesh.proto.core.MESSAGE_TYPES
+    7       8     sequence number of this frame in its direction of this connection (0, 1, ...)
+    15      8     send time (float64, the sender's clock; used by the trace only)
+    23      n     payload: the message's fields as a msgpack array (pubmesh.net.codec)
+    23+n    16    MAC: HMAC-SHA256 over bytes 0..23+n with the direction's session key,
+                  truncated to 128 bits
+
+The MAC covers the length, the header and the payload; the sequence number makes a replayed or
+reordered frame fail (the receiver expects exactly the next number). A length above the
+connection's limit is refused *before* the frame is read, so a peer cannot make a node buffer
+more than one maximal frame.
+"""
+
+from __future__ import annotations
+
+import struct
+
+VERSION = 1
+LENGTH = struct.Struct(">I")
+#: version, tag, sequence number, send time
+HEADER = struct.Struct(">BHQd")
+PREFIX = struct.Struct(">IBHQd")
+MAC_SIZE = 16
+#: Bytes a data frame spends besides its payload.
+OVERHEAD = PREFIX.size + MAC_SIZE
+#: Default limit on a frame's length (everything after the length prefix).
+DEFAULT_MAX_FRAME = 1 << 20
+
+TAG_CONTROL = 0
+CONTROL_GOODBYE = 1
+"""Graceful close: the sender will send nothing more on this connection and is not down."""
+CONTROL_GOODBYE_ACK = 2
+"""Answer to a goodbye: the answerer has stopped sending too; the initiator may close."""
+
+
+class FrameTooLarge(Exception):
+    """A length prefix above the limit."""
+
+    def __init__(self, length: int, limit: int) -> None:
+        super().__init__(f"frame of {length} bytes exceeds the limit of {limit}")
+        self.length = length
+        self.limit = limit
+
+
+class FrameBuffer:
+    """Accumulates received bytes and cuts them into frames (each with its length prefix).
+
+    ``extend`` appends what the socket gave; ``next`` returns the next complete frame or None,
+    checking each length against the *current* ``limit`` (a connection raises it once the
+    handshake is over). A length above the limit raises :class:`FrameTooLarge` at once, before
+    any of the frame is buffered beyond what already arrived.
+    """
+
+    __slots__ = ("_buffer", "_offset", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self._buffer = bytearray()
+        self._offset = 0
+        self.limit = limit
+
+    def extend(self, data: bytes) -> None:
+        self._buffer += data
+
+    def next(self) -> bytes | None:
+        buffer = self._buffer
+        offset = self._offset
+        available = len(buffer) - offset
+        if available >= 4:
+            (length,) = LENGTH.unpack_from(buffer, offset)
+            if length > self.limit:
+                raise FrameTooLarge(length, self.limit)
+            stop = offset + 4 + length
+            if stop <= len(buffer):
+                self._offset = stop
+                return bytes(buffer[offset:stop])
+        if offset:
+            del buffer[:offset]
+            self._offset = 0
+        return None
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """``extend`` then every complete frame."""
+        self.extend(data)
+        frames = []
+        while (frame := self.next()) is not None:
+            frames.append(frame)
+        return frames
+
+    def pending(self) -> int:
+        """Bytes received that do not yet make a whole frame."""
+        return len(self._buffer) - self._offset

@@ -1,0 +1,505 @@
+"""The node runtime: one protocol node driven by asyncio, sockets and the wall clock.
+
+How it works
+============
+A :class:`NodeRuntime` holds one stack node (:class:`pubmesh.stacks.base.StackNode`), the very
+object the simulator drives, and feeds it the same closed set of inputs through the same entry
+point ``node.handle(event, now)``. What the simulator does with a heap, this does with the
+event loop:
+
+===================  ===========================================================================
+protocol output      what the runtime does
+===================  ===========================================================================
+``Send(dst, m)``     encode, seal and queue on a connection to ``dst`` (:mod:`.transport`);
+                     ``dst`` is ``ip << 16 | port`` (:mod:`.address`); to itself: loop back
+``SetTimer(a, t)``   ``loop.call_later(a, ...)`` hands ``TimerFired(t)`` back (no cancel:
+                     protocols ignore stale timers, exactly as under the simulator)
+``Deliver(...)``     to the application's subscriptions and callbacks, and the trace
+``Disconnect(p)``    close the connections to ``p`` gracefully unless the protocol still
+                     monitors ``p`` (another topic's swarm may still need it)
+``TraceRecord``      a row of the trace's ``events`` table
+===================  ===========================================================================
+
+and the inputs come from the network (``Receive``), the timers (``TimerFired``), the
+transport's failure detector (``PeerDown``: the last connection to a monitored peer was lost,
+or a peer could not be reached at all) and the application (commands).
+
+``now`` is the event loop's monotonic clock since the node started; the trace gets wall-clock
+time (``epoch at start + now``), so the partial traces of nodes on one machine line up.
+
+The one rule: **the runtime adds sockets, clocks and timers, nothing else.** It never looks
+inside a message or a protocol's state; a handler that raises is a bug, which the runtime logs
+and traces (``handler-error``) so that one bad input cannot take the node down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pubmesh.net.address import format_id
+from pubmesh.net.security import ClusterKey
+from pubmesh.net.tracing import PartialTrace
+from pubmesh.net.transport import NetConfig, Transport
+from pubmesh.proto.core import (
+    Command,
+    Deliver,
+    Disconnect,
+    Input,
+    Leave,
+    Message,
+    NodeContext,
+    NodeId,
+    Output,
+    PeerDown,
+    Publish,
+    Receive,
+    Send,
+    SetTimer,
+    Start,
+    Subscribe,
+    Timer,
+    TimerFired,
+    TraceRecord,
+    Unsubscribe,
+    node_seed,
+)
+from pubmesh.stacks.base import StackNode, StackSpec, get_stack
+
+log = logging.getLogger("pubmesh.net")
+
+DeliveryCallback = Callable[[Deliver, float], None]
+EventCallback = Callable[[str, Mapping[str, Any]], None]
+
+#: Drops and rejections of one kind toward one peer are traced at most this often; the rows in
+#: between are counted into the next one (``suppressed``), so a flood cannot flood the trace.
+TRACE_RATE_INTERVAL = 1.0
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A publication handed to the application."""
+
+    topic: str
+    pub_id: int
+    payload: bytes
+    hops: int
+    attributes: Mapping[str, Any] | None
+    #: wall-clock time of the delivery
+    t: float
+
+
+class NodeRuntime:
+    """One stack node over TCP. See the module docstring.
+
+    Create it, ``await start()``, then use the commands (:meth:`subscribe`, :meth:`publish`,
+    ...) and ``await close()``. All methods must be called from the event loop's thread.
+    """
+
+    def __init__(
+        self,
+        stack: str | StackSpec,
+        *,
+        key: ClusterKey,
+        listen: tuple[str, int] = ("127.0.0.1", 0),
+        contacts: Sequence[NodeId] = (),
+        role: str = "peer",
+        params: Any = None,
+        seed: int | None = None,
+        config: NetConfig | None = None,
+        trace_dir: Path | str | None = None,
+        trace_messages: bool = True,
+        snapshot_interval: float = 0.0,
+        segment_seconds: float = 2.0,
+    ) -> None:
+        self.spec = stack if isinstance(stack, StackSpec) else get_stack(stack)
+        self.key = key
+        self.listen_address = listen
+        self.contacts = tuple(contacts)
+        self.role = role
+        self.params = params if params is not None else self.spec.params_type()
+        self.seed = seed if seed is not None else secrets.randbits(63)
+        self.config = config or NetConfig()
+        self.trace_dir = Path(trace_dir) if trace_dir is not None else None
+        self.trace_messages = trace_messages
+        self.snapshot_interval = snapshot_interval
+        self.segment_seconds = segment_seconds
+
+        self.node_id: NodeId = 0
+        self.node: StackNode | None = None
+        self.transport: Transport | None = None
+        self.trace: PartialTrace | None = None
+        self.started = False
+        self.booted = False
+        self.closed = False
+        self.delivery_callbacks: list[DeliveryCallback] = []
+        self.event_callbacks: list[EventCallback] = []
+        #: open subscriptions: topic -> (t_start wall, filter)
+        self.subscribed: dict[str, tuple[float, Mapping[str, Any] | None]] = {}
+        self.deliveries = 0
+        self.published = 0
+        self.handler_errors = 0
+        self.peer_down_notices = 0
+        self._release: set[NodeId] = set()
+        self._release_scheduled = False
+        self._rate: dict[tuple[str, NodeId | str], tuple[float, int]] = {}
+        self._epoch0 = 0.0
+        self._mono0 = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._housekeeping: asyncio.TimerHandle | None = None
+        self._next_snapshot = 0.0
+
+    # ------------------------------------------------------------------ clocks
+    def now(self) -> float:
+        """Protocol time: seconds since this node started (monotonic)."""
+        assert self._loop is not None
+        return self._loop.time() - self._mono0
+
+    def wall(self, now: float | None = None) -> float:
+        """Wall-clock time of protocol time ``now`` (default: the present)."""
+        return self._epoch0 + (self.now() if now is None else now)
+
+    def net_clock(self) -> float:
+        return self.wall()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self, *, boot: bool = True) -> None:
+        """Listen, create the protocol node and (unless ``boot`` is False) hand it Start."""
+        if self.started:
+            return
+        loop = self._loop = asyncio.get_running_loop()
+        self._mono0 = loop.time()
+        self._epoch0 = time.time()
+        self.transport = Transport(self.key, self, self.config)
+        host, port = self.listen_address
+        await self.transport.listen(host, port)
+        self.node_id = self.transport.node_id
+        ctx = NodeContext(
+            node_id=self.node_id,
+            rng=random.Random(node_seed(self.seed, self.node_id)),
+            role=self.role,
+            params=self.params,
+        )
+        self.node = self.spec.create(ctx)
+        if self.trace_dir is not None:
+            self.trace = PartialTrace(
+                self.trace_dir, self.node_id, segment_seconds=self.segment_seconds
+            )
+            self.trace.node_event(self.wall(), "up", self.role)
+            self.trace.event(
+                self.wall(),
+                "net.listen",
+                {"address": format_id(self.node_id), "stack": self.spec.name, "role": self.role},
+            )
+        self.started = True
+        self._housekeeping = loop.call_later(0.5, self._housekeep)
+        if boot:
+            self.boot()
+
+    def boot(self, contacts: Sequence[NodeId] | None = None) -> None:
+        """Hand the protocol its Start command (once)."""
+        if self.booted:
+            return
+        self.booted = True
+        if contacts is not None:
+            self.contacts = tuple(contacts)
+        self.dispatch(Start(self.contacts))
+
+    async def close(self, *, leave: bool = False, linger: float = 2.0) -> None:
+        """Stop the node. With ``leave``, run the stack's leave protocol first and wait (up to
+        ``linger`` seconds) until the node has no subscriptions left or the time is up."""
+        if self.closed or not self.started:
+            self.closed = True
+            return
+        if leave and self.booted:
+            self.leave()
+            deadline = self.now() + linger
+            minimum = self.now() + min(0.3, linger)
+            while self.now() < deadline:
+                if self.now() >= minimum and not list(self._node().subscriptions()):
+                    break
+                await asyncio.sleep(0.05)
+        self.closed = True
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+        assert self.transport is not None
+        await self.transport.close(graceful=True, timeout=0.5)
+        if self.trace is not None:
+            end = self.wall()
+            for topic, (t_start, filter_) in sorted(self.subscribed.items()):
+                self.trace.subscription(topic, t_start, None, filter_)
+            self.trace.node_event(end, "stop", self.role)
+            self.trace.close()
+
+    # ------------------------------------------------------------------ commands
+    def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> None:
+        if topic not in self.subscribed:
+            self.subscribed[topic] = (self.wall(), filter)
+        self.dispatch(Subscribe(topic, filter))
+
+    def unsubscribe(self, topic: str) -> None:
+        started = self.subscribed.pop(topic, None)
+        if started is not None and self.trace is not None:
+            self.trace.subscription(topic, started[0], self.wall(), started[1])
+        self.dispatch(Unsubscribe(topic))
+
+    def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        pub_id: int | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Publish ``payload`` on ``topic``; returns the publication id (63 random bits unless
+        given)."""
+        if pub_id is None:
+            pub_id = secrets.randbits(63)
+        self.published += 1
+        if self.trace is not None:
+            self.trace.publication(pub_id, topic, self.wall(), len(payload), attributes)
+        self.dispatch(Publish(topic, pub_id, payload, attributes))
+        return pub_id
+
+    def leave(self) -> None:
+        t = self.wall()
+        if self.trace is not None:
+            for topic, (t_start, filter_) in sorted(self.subscribed.items()):
+                self.trace.subscription(topic, t_start, t, filter_)
+            self.trace.node_event(t, "leave", self.role)
+        self.subscribed.clear()
+        self.dispatch(Leave())
+
+    def command(self, command: Command) -> None:
+        """Any protocol command, for callers that build them."""
+        match command:
+            case Subscribe(topic=topic, filter=filter_):
+                self.subscribe(topic, filter_)
+            case Unsubscribe(topic=topic):
+                self.unsubscribe(topic)
+            case Publish(topic=topic, pub_id=pub_id, payload=payload, attributes=attributes):
+                self.publish(topic, payload, pub_id=pub_id, attributes=attributes)
+            case Leave():
+                self.leave()
+            case Start(contacts=contacts):
+                self.boot(contacts)
+
+    # ------------------------------------------------------------------ the one entry point
+    def _node(self) -> StackNode:
+        node = self.node
+        if node is None:
+            raise RuntimeError("the node has not started (await start() first)")
+        return node
+
+    def dispatch(self, event: Input) -> None:
+        """Hand ``event`` to the protocol and carry out what it returns."""
+        if self.closed:
+            return
+        node = self._node()
+        now = self.now()
+        try:
+            outputs = node.handle(event, now)
+        except Exception as error:
+            self.handler_errors += 1
+            log.exception("%s: handler error on %s", format_id(self.node_id), type(event).__name__)
+            self._event(
+                "handler-error",
+                {"input": type(event).__name__, "error": f"{type(error).__name__}: {error}"},
+            )
+            return
+        self._apply(outputs, now)
+
+    def _apply(self, outputs: list[Output], now: float) -> None:
+        transport = self.transport
+        assert transport is not None and self._loop is not None
+        for out in outputs:
+            cls = type(out)
+            if cls is Send:
+                assert isinstance(out, Send)
+                if out.dst == self.node_id:
+                    self._loop.call_soon(self._loopback, out.message, self.wall(now))
+                else:
+                    transport.send(out.dst, out.message, self.wall(now))
+            elif cls is SetTimer:
+                assert isinstance(out, SetTimer)
+                # no handle is kept: timers cannot be cancelled, and after close() a firing
+                # timer finds the node closed and does nothing
+                self._loop.call_later(max(0.0, out.after), self._fire, out.timer)
+            elif cls is Deliver:
+                assert isinstance(out, Deliver)
+                self._deliver(out, now)
+            elif cls is Disconnect:
+                assert isinstance(out, Disconnect)
+                self._release.add(out.peer)
+                if not self._release_scheduled:
+                    self._release_scheduled = True
+                    self._loop.call_soon(self._release_peers)
+            elif cls is TraceRecord:
+                assert isinstance(out, TraceRecord)
+                if self.trace is not None:
+                    self.trace.event(self.wall(now), out.kind, out.detail)
+                for callback in self.event_callbacks:
+                    callback(out.kind, out.detail)
+            else:
+                raise TypeError(f"unknown output {out!r}")
+
+    def _fire(self, timer: Timer) -> None:
+        self.dispatch(TimerFired(timer))
+
+    def _loopback(self, message: Message, t_send: float) -> None:
+        if self.trace is not None and self.trace_messages:
+            size = message.wire_size()
+            self.trace.message(t_send, self.wall(), self.node_id, self.node_id, message, size)
+        self.dispatch(Receive(self.node_id, message))
+
+    def _deliver(self, out: Deliver, now: float) -> None:
+        self.deliveries += 1
+        t = self.wall(now)
+        if self.trace is not None:
+            self.trace.delivery(out.pub_id, t, out.hops)
+        if self.delivery_callbacks:
+            for callback in list(self.delivery_callbacks):
+                try:
+                    callback(out, t)
+                except Exception:
+                    log.exception("delivery callback failed")
+
+    def _release_peers(self) -> None:
+        self._release_scheduled = False
+        if self.closed:
+            return
+        monitored = self.net_monitored()
+        transport = self.transport
+        assert transport is not None
+        for peer in sorted(self._release):
+            if peer not in monitored:
+                transport.release(peer)
+        self._release.clear()
+
+    def _housekeep(self) -> None:
+        if self.closed:
+            return
+        assert self._loop is not None
+        if self.trace is not None:
+            now = self.now()
+            if self.snapshot_interval > 0 and now >= self._next_snapshot:
+                self._next_snapshot = now + self.snapshot_interval
+                with contextlib.suppress(Exception):
+                    self.trace.snapshot(self.wall(now), list(self._node().snapshot()))
+            self.trace.tick(self.wall(now))
+        self._housekeeping = self._loop.call_later(0.25, self._housekeep)
+
+    # ------------------------------------------------------------------ transport owner
+    def net_receive(self, src: NodeId, message: Message, t_send: float, size: int) -> None:
+        if self.trace is not None and self.trace_messages:
+            self.trace.message(t_send, self.wall(), src, self.node_id, message, size)
+        self.dispatch(Receive(src, message))
+
+    def net_sent(self, dst: NodeId, message: Message, t_send: float, size: int) -> None:
+        if self.trace is not None and self.trace_messages:
+            self.trace.message(t_send, None, self.node_id, dst, message, size)
+
+    def net_dropped(self, dst: NodeId, message: Message, t_send: float, reason: str) -> None:
+        if self.trace is not None and self.trace_messages:
+            self.trace.message(t_send, None, self.node_id, dst, message, message.wire_size())
+        self._rate_limited(
+            "net.dropped",
+            dst,
+            reason,
+            {"peer": dst, "address": format_id(dst), "reason": reason, "type": message.TYPE_NAME},
+        )
+
+    def net_lost(self, peer: NodeId) -> None:
+        if peer in self.net_monitored():
+            self._peer_down(peer, "connection-lost")
+
+    def net_unreachable(self, peer: NodeId, reason: str) -> None:
+        self._peer_down(peer, reason)
+
+    def _peer_down(self, peer: NodeId, reason: str) -> None:
+        self.peer_down_notices += 1
+        self._event("net.peer-down", {"peer": peer, "address": format_id(peer), "reason": reason})
+        self.dispatch(PeerDown(peer))
+
+    def net_rejected(self, peer: NodeId | None, remote: str, reason: str, detail: str) -> None:
+        log.warning("%s: refused %s (%s): %s", format_id(self.node_id), remote, reason, detail)
+        self._rate_limited(
+            "net.rejected",
+            peer if peer is not None else remote,
+            reason,
+            {"peer": peer, "remote": remote, "reason": reason, "detail": detail},
+        )
+
+    def net_monitored(self) -> set[NodeId]:
+        node = self.node
+        if node is None:
+            return set()
+        return set(node.monitored_peers())
+
+    # ------------------------------------------------------------------ events and stats
+    def _event(self, kind: str, detail: Mapping[str, Any]) -> None:
+        if self.trace is not None:
+            self.trace.event(self.wall(), kind, detail)
+        for callback in self.event_callbacks:
+            callback(kind, detail)
+
+    def _rate_limited(
+        self, kind: str, peer: NodeId | str, reason: str, detail: dict[str, Any]
+    ) -> None:
+        key = (f"{kind}:{reason}", peer)
+        now = self.now() if self._loop is not None else 0.0
+        last, suppressed = self._rate.get(key, (-TRACE_RATE_INTERVAL, 0))
+        if now - last < TRACE_RATE_INTERVAL:
+            self._rate[key] = (last, suppressed + 1)
+            return
+        self._rate[key] = (now, 0)
+        if suppressed:
+            detail = {**detail, "suppressed": suppressed}
+        self._event(kind, detail)
+
+    def neighbors(self) -> dict[str, list[NodeId]]:
+        """Per topic, the peers the protocol's snapshot names (all layers together)."""
+        out: dict[str, set[NodeId]] = {}
+        for row in self._snapshot_rows():
+            out.setdefault(row.topic, set()).update(row.neighbors)
+        return {topic: sorted(ids) for topic, ids in sorted(out.items())}
+
+    def _snapshot_rows(self) -> Iterable[Any]:
+        try:
+            return list(self._node().snapshot())
+        except Exception:
+            log.exception("snapshot failed")
+            return []
+
+    def statistics(self) -> dict[str, Any]:
+        """Counters for humans: the node shell's ``stats``, the cluster's live table."""
+        node = self.node
+        transport = self.transport
+        protocol: dict[str, Any] = {}
+        if node is not None:
+            try:
+                protocol = dict(node.statistics())
+            except Exception as error:
+                protocol = {"error": repr(error)}
+        return {
+            "node": self.node_id,
+            "address": format_id(self.node_id),
+            "stack": self.spec.name,
+            "role": self.role,
+            "uptime": round(self.now(), 3) if self._loop is not None else 0.0,
+            "subscriptions": sorted(node.subscriptions()) if node is not None else [],
+            "deliveries": self.deliveries,
+            "published": self.published,
+            "peer_down_notices": self.peer_down_notices,
+            "handler_errors": self.handler_errors,
+            "transport": transport.statistics() if transport is not None else {},
+            "protocol": protocol,
+        }

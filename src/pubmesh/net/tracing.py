@@ -1,0 +1,137 @@
+"""A node's partial trace, written in segments that survive the node being killed.
+
+A node of a cluster (or any node given ``--trace-dir``) records what it alone knows in trace v1
+form (:class:`pubmesh.trace.writer.TraceWriter`): its deliveries, the frames it sent and
+received, its protocol's trace records and the runtime's rejections and drops, snapshots of its
+overlay state, its own subscriptions and publications. Times are wall-clock seconds (the run's
+start is unknown here) and node ids are network ids (``ip << 16 | port``); the cluster's
+gatherer (:mod:`pubmesh.net.gather`) maps both onto the run.
+
+A Parquet file is only readable once its footer is written, and a node may be SIGKILLed at any
+moment. So the trace is cut into *segments*: every ``segment_seconds`` the open writer is closed
+into ``DIR/seg-NNNNNN.tmp`` and renamed to ``DIR/seg-NNNNNN``; the gatherer reads complete
+segments only. A killed node loses at most its last ``segment_seconds`` of rows.
+
+Messages: the sender records a row per frame with ``t_recv`` null, the receiver a row with both
+times (the send time travels in the frame header). The gatherer pairs them up: a sent frame
+with no matching received row is a lost message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pubmesh.proto.core import Message, NodeId, SnapshotRow
+from pubmesh.trace.writer import TraceWriter
+
+SEGMENT_PREFIX = "seg-"
+
+
+class PartialTrace:
+    """Rows of one node; see the module docstring. Call :meth:`tick` now and then."""
+
+    def __init__(
+        self, directory: Path | str, node: NodeId, *, segment_seconds: float = 2.0
+    ) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.node = node
+        self.segment_seconds = segment_seconds
+        self.run_id = f"partial-{node}"
+        self._index = 0
+        self._writer: TraceWriter | None = None
+        self._rows = 0
+        self._opened_at = 0.0
+        self.closed = False
+
+    def _open(self, now: float) -> TraceWriter:
+        writer = self._writer
+        if writer is None:
+            path = self.directory / f"{SEGMENT_PREFIX}{self._index:06d}.tmp"
+            writer = self._writer = TraceWriter(path, self.run_id, messages_mode="full")
+            self._opened_at = now
+        self._rows += 1
+        return writer
+
+    def tick(self, now: float) -> None:
+        """Close the open segment if it is older than ``segment_seconds``."""
+        if self._writer is not None and now - self._opened_at >= self.segment_seconds:
+            self._seal()
+
+    def _seal(self) -> None:
+        writer = self._writer
+        if writer is None:
+            return
+        writer.close()
+        final = self.directory / f"{SEGMENT_PREFIX}{self._index:06d}"
+        os.replace(writer.run_dir, final)
+        self._writer = None
+        self._index += 1
+        self._rows = 0
+
+    def close(self) -> None:
+        if not self.closed:
+            self._seal()
+            self.closed = True
+
+    # ------------------------------------------------------------------ rows
+    def node_event(self, t: float, event: str, role: str) -> None:
+        self._open(t).node(self.node, t, event, role)
+
+    def subscription(
+        self, topic: str, t_start: float, t_end: float | None, filter: Mapping[str, Any] | None
+    ) -> None:
+        self._open(t_start).subscription(self.node, topic, t_start, t_end, filter)
+
+    def publication(
+        self, pub_id: int, topic: str, t: float, size: int, attributes: Mapping[str, Any] | None
+    ) -> None:
+        self._open(t).publication(pub_id, self.node, topic, t, size, attributes)
+
+    def delivery(self, pub_id: int, t: float, hops: int) -> None:
+        self._open(t).delivery(pub_id, self.node, t, hops)
+
+    def message(
+        self,
+        t_send: float,
+        t_recv: float | None,
+        src: NodeId,
+        dst: NodeId,
+        message: Message,
+        size: int,
+    ) -> None:
+        self._open(t_send if t_recv is None else t_recv).message(
+            t_send,
+            t_recv,
+            src,
+            dst,
+            message.TYPE_NAME,
+            message.LAYER,
+            message.PAYLOAD,
+            message.publication(),
+            size,
+        )
+
+    def event(self, t: float, kind: str, detail: Mapping[str, Any]) -> None:
+        self._open(t).event(t, self.node, kind, detail)
+
+    def snapshot(self, t: float, rows: Iterable[SnapshotRow]) -> None:
+        for row in rows:
+            self._open(t).snapshot(
+                t, self.node, row.topic, row.layer, list(row.neighbors), row.state
+            )
+
+
+def segments(directory: Path | str) -> list[Path]:
+    """Complete segments of a node's partial trace, in order."""
+    root = Path(directory)
+    if not root.is_dir():
+        return []
+    return sorted(
+        p
+        for p in root.iterdir()
+        if p.is_dir() and p.name.startswith(SEGMENT_PREFIX) and not p.name.endswith(".tmp")
+    )

@@ -1,0 +1,673 @@
+"""TCP connections between nodes: dial, accept, authenticate, frame, queue, detect failures.
+
+How it works
+============
+A :class:`Transport` is one node's side of the network. It listens on the node's address
+(which is its id, :mod:`pubmesh.net.address`), and gives its owner (the node runtime) one verb,
+``send(dst, message)``, and a handful of notices back (:class:`TransportOwner`): a message
+arrived, the last connection to a peer was lost, a peer cannot be reached, a frame or a
+connection was refused, a frame was dropped.
+
+Connections. Any authenticated connection to a peer carries traffic both ways, whoever dialed
+it. ``send`` uses an open connection to ``dst`` if there is one; otherwise the frame waits in
+the peer's pending queue while the transport dials ``dst`` (``ip:port`` from the id) with
+exponential backoff (``backoff_initial`` doubling up to ``backoff_max``, ``dial_attempts``
+tries, each bounded by ``connect_timeout`` + ``handshake_timeout``). Two nodes that dial each
+other at the same moment simply keep both connections; either can carry any frame and the
+protocols above do not assume FIFO links anyway.
+
+Failure detection (the failure detector the papers assume). A connection that ends without
+the goodbye exchange below — a reset, an EOF from a killed process, a keepalive timeout, a frame
+refused — is *lost*; when a peer's last connection is lost the owner hears ``net_lost(peer)``
+(the runtime turns it into ``PeerDown`` if the protocol monitors that peer). When every dial
+attempt fails the owner hears ``net_unreachable(dst)`` (``PeerDown`` unconditionally, like a
+failed send in the simulator) and the frames that waited are dropped. Every ``tick`` the
+transport dials the peers the protocol monitors and has no connection to, so a monitored
+peer's death is noticed even when no traffic flows, and closes idle connections to peers nobody
+monitors. TCP keepalive (idle 10 s, 5 s interval, 3 probes) catches peers that vanish without a
+reset.
+
+Graceful close. When the protocol releases a peer (a ``Disconnect`` output, or idleness), the
+transport sends a control frame GOODBYE, stops sending on that connection but keeps reading,
+and closes when the peer answers GOODBYE_ACK (the peer sends nothing after its ACK and drops
+the connection from its own routing first), so no frame in flight is lost and neither side
+mistakes the close for a failure.
+
+Bounded memory. Per peer, the bytes waiting (the pending queue before a connection exists, or
+the connection's output buffer) never exceed ``max_queue_bytes``: a frame that would exceed it
+is dropped, counted and reported (``net_dropped``). Received bytes are parsed and handled as
+they arrive (no receive queue): a peer that sends faster than the node can handle is slowed by
+TCP flow control. A frame longer than ``max_frame`` is refused from its length prefix alone.
+Unauthenticated connections are limited in number and in time (``handshake_timeout``).
+
+Writes are coalesced: frames queued during one turn of the event loop go out in one
+``write`` call at the end of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import socket
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pubmesh.net import security
+from pubmesh.net.address import address_of, format_id
+from pubmesh.net.codec import CodecError, decode, encode
+from pubmesh.net.framing import (
+    CONTROL_GOODBYE,
+    CONTROL_GOODBYE_ACK,
+    DEFAULT_MAX_FRAME,
+    OVERHEAD,
+    TAG_CONTROL,
+    FrameBuffer,
+    FrameTooLarge,
+)
+from pubmesh.net.security import AuthError, ClusterKey, FrameError, Opener, Sealer
+from pubmesh.proto.core import Message, NodeId
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    """Limits and timings of the transport (the defaults suit a LAN or loopback)."""
+
+    #: Largest frame accepted (bytes after the length prefix).
+    max_frame: int = DEFAULT_MAX_FRAME
+    #: Bytes that may wait for one peer (pending queue or connection buffer) before dropping.
+    max_queue_bytes: int = 4 << 20
+    dial_attempts: int = 4
+    backoff_initial: float = 0.05
+    backoff_max: float = 1.0
+    connect_timeout: float = 2.0
+    handshake_timeout: float = 5.0
+    #: Connections to peers no protocol monitors are closed after this long without traffic.
+    idle_timeout: float = 30.0
+    goodbye_timeout: float = 5.0
+    max_connections: int = 1024
+    max_handshakes: int = 128
+    #: Period of connection maintenance (dial monitored peers, close idle connections).
+    tick: float = 0.5
+
+
+class TransportOwner(Protocol):
+    """What the transport tells the node runtime. Called from the event loop, synchronously."""
+
+    def net_clock(self) -> float:
+        """Wall-clock time for frame headers and the trace."""
+
+    def net_receive(self, src: NodeId, message: Message, t_send: float, size: int) -> None: ...
+
+    def net_sent(self, dst: NodeId, message: Message, t_send: float, size: int) -> None: ...
+
+    def net_dropped(self, dst: NodeId, message: Message, t_send: float, reason: str) -> None: ...
+
+    def net_lost(self, peer: NodeId) -> None: ...
+
+    def net_unreachable(self, peer: NodeId, reason: str) -> None: ...
+
+    def net_rejected(self, peer: NodeId | None, remote: str, reason: str, detail: str) -> None: ...
+
+    def net_monitored(self) -> set[NodeId]: ...
+
+
+class State(enum.Enum):
+    HANDSHAKE = "handshake"
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+_GOODBYE = bytes([CONTROL_GOODBYE])
+_GOODBYE_ACK = bytes([CONTROL_GOODBYE_ACK])
+
+
+class Connection(asyncio.Protocol):
+    """One TCP connection: handshake, then sealed data frames both ways."""
+
+    def __init__(self, hub: Transport, *, dialer: bool, expected: NodeId | None = None) -> None:
+        self.hub = hub
+        self.dialer = dialer
+        self.expected = expected
+        self.state = State.HANDSHAKE
+        self.peer: NodeId | None = None
+        self.remote = "?"
+        self.transport: asyncio.Transport | None = None
+        self.buffer = FrameBuffer(security.MAX_HANDSHAKE_FRAME)
+        self.opened: asyncio.Future[Connection] = hub.loop.create_future()
+        self.graceful = False
+        self.rejected = False
+        #: the handshake completed: only then can this connection's loss mean a peer is down
+        self.authenticated = False
+        self.last_active = hub.loop.time()
+        self._nonce = b""
+        self._peer_nonce = b""
+        self._script = b""
+        self._sealer: Sealer | None = None
+        self._opener: Opener | None = None
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------------ asyncio callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peername = transport.get_extra_info("peername")
+        if peername:
+            self.remote = f"{peername[0]}:{peername[1]}"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            _tune(sock)
+        hub = self.hub
+        hub.handshaking += 1
+        if not self.dialer and (
+            hub.handshaking > hub.config.max_handshakes
+            or len(hub.connections) >= hub.config.max_connections
+        ):
+            self.reject("too-many-connections", f"{len(hub.connections)} open")
+            return
+        hub.connections.add(self)
+        self._timer = hub.loop.call_later(hub.config.handshake_timeout, self._handshake_timeout)
+        if self.dialer:
+            self._nonce = security.new_nonce()
+            transport.write(security.hello(hub.node_id, self._nonce))
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer.extend(data)
+        try:
+            while self.state is not State.CLOSED:
+                frame = buffer.next()
+                if frame is None:
+                    return
+                if self.state is State.HANDSHAKE:
+                    self._handshake(frame)
+                else:
+                    self._data(frame)
+        except FrameTooLarge as error:
+            self.reject("oversized-frame", str(error))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        was = self.state
+        self.state = State.CLOSED
+        if self._timer is not None:
+            self._timer.cancel()
+        if was is State.HANDSHAKE:
+            self.hub.handshaking -= 1
+            # the other side gave up on the handshake: typically a peer that could not verify
+            # our proof because it holds another key (it refuses first, and we see the close)
+            self.hub._reject(
+                self.peer if self.peer is not None else self.expected,
+                self.remote,
+                "handshake-aborted",
+                "the peer closed the connection during the handshake",
+            )
+        if not self.opened.done():
+            self.opened.set_exception(
+                ConnectionError(f"connection to {self.remote} closed during the handshake")
+            )
+            self.opened.exception()  # mark retrieved: nobody may be waiting
+        self.hub._closed(self, was)
+
+    # ------------------------------------------------------------------ handshake
+    def _handshake(self, frame: bytes) -> None:
+        hub = self.hub
+        body = frame[4:]
+        try:
+            if self.dialer:
+                acceptor, nonce, proof = security.parse_challenge(body)
+                if self.expected is not None and acceptor != self.expected:
+                    raise AuthError(
+                        "wrong-peer",
+                        f"dialed {format_id(self.expected)}, reached {format_id(acceptor)}",
+                    )
+                script = security.transcript(self._nonce, nonce, hub.node_id, acceptor)
+                security.verify(
+                    hub.key.proof(security.ACCEPTOR_LABEL, script), proof, f"peer {self.remote}"
+                )
+                assert self.transport is not None
+                self.transport.write(
+                    security.proof_frame(hub.key.proof(security.DIALER_LABEL, script))
+                )
+                send_key, receive_key = security.session_keys(hub.key, script)
+                self._open(acceptor, send_key, receive_key)
+            elif not self._script:
+                dialer, nonce = security.parse_hello(body)
+                self.peer = dialer
+                self._nonce = security.new_nonce()
+                self._script = security.transcript(nonce, self._nonce, dialer, hub.node_id)
+                proof = hub.key.proof(security.ACCEPTOR_LABEL, self._script)
+                assert self.transport is not None
+                self.transport.write(security.challenge(hub.node_id, self._nonce, proof))
+            else:
+                proof = security.parse_proof(body)
+                security.verify(
+                    hub.key.proof(security.DIALER_LABEL, self._script), proof, f"{self.remote}"
+                )
+                receive_key, send_key = security.session_keys(hub.key, self._script)
+                assert self.peer is not None
+                self._open(self.peer, send_key, receive_key)
+        except AuthError as error:
+            self.reject(error.reason, error.detail)
+
+    def _open(self, peer: NodeId, send_key: bytes, receive_key: bytes) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.peer = peer
+        self._sealer = Sealer(send_key)
+        self._opener = Opener(receive_key)
+        self.buffer.limit = self.hub.config.max_frame
+        self.state = State.OPEN
+        self.authenticated = True
+        self.hub.handshaking -= 1
+        self.last_active = self.hub.loop.time()
+        self.hub._opened(self)
+        if not self.opened.done():
+            self.opened.set_result(self)
+
+    def _handshake_timeout(self) -> None:
+        if self.state is State.HANDSHAKE:
+            limit = self.hub.config.handshake_timeout
+            self.reject("handshake-timeout", f"no complete handshake within {limit:g} s")
+
+    # ------------------------------------------------------------------ data
+    def _data(self, frame: bytes) -> None:
+        assert self._opener is not None
+        try:
+            tag, t_send, payload = self._opener.open(frame)
+        except FrameError as error:
+            self.reject(error.reason, error.detail)
+            return
+        self.last_active = self.hub.loop.time()
+        if tag == TAG_CONTROL:
+            self._control(bytes(payload))
+            return
+        try:
+            message = decode(tag, payload)
+        except CodecError as error:
+            self.reject(error.reason, error.detail)
+            return
+        assert self.peer is not None
+        self.hub._received(self.peer, message, t_send, len(frame))
+
+    def _control(self, payload: bytes) -> None:
+        if payload == _GOODBYE:
+            self.graceful = True
+            if self.state is State.OPEN:
+                self.hub._unusable(self)
+            self.send_frame(TAG_CONTROL, _GOODBYE_ACK, 0.0)
+            self._close_now()
+        elif payload == _GOODBYE_ACK and self.state is State.CLOSING:
+            self._close_now()
+        else:
+            self.reject("unknown-type", f"control frame {payload[:8].hex()}")
+
+    # ------------------------------------------------------------------ sending
+    def send_frame(self, tag: int, payload: bytes, t_send: float) -> int:
+        assert self._sealer is not None
+        frame = self._sealer.seal(tag, payload, t_send)
+        self._out.append(frame)
+        self._out_bytes += len(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.hub.loop.call_soon(self._flush)
+        return len(frame)
+
+    def backlog(self) -> int:
+        """Bytes accepted for this connection and not yet handed to the kernel."""
+        transport = self.transport
+        buffered = transport.get_write_buffer_size() if transport is not None else 0
+        return buffered + self._out_bytes
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._out:
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        self._out_bytes = 0
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+
+    # ------------------------------------------------------------------ closing
+    def begin_close(self) -> None:
+        """Graceful close: GOODBYE, keep reading until GOODBYE_ACK (or a timeout)."""
+        if self.state is not State.OPEN:
+            return
+        self.hub._unusable(self)
+        self.graceful = True
+        self.send_frame(TAG_CONTROL, _GOODBYE, 0.0)
+        self.state = State.CLOSING
+        self._timer = self.hub.loop.call_later(self.hub.config.goodbye_timeout, self._close_now)
+
+    def _close_now(self) -> None:
+        self._flush()
+        if self.state is State.HANDSHAKE:
+            self.hub.handshaking -= 1
+        self.state = State.CLOSED
+        if self.transport is not None:
+            self.transport.close()
+
+    def reject(self, reason: str, detail: str) -> None:
+        """Refuse what the peer sent: trace it, drop the connection at once."""
+        if self.state is State.CLOSED:
+            return
+        if self.state is State.OPEN:
+            self.hub._unusable(self)
+        if self.state is State.HANDSHAKE:
+            self.hub.handshaking -= 1
+        self.state = State.CLOSED
+        self.rejected = True
+        if not self.opened.done():
+            self.opened.set_exception(AuthError(reason, detail))
+            self.opened.exception()  # mark retrieved: nobody may be waiting
+        self.hub._reject(
+            self.peer if self.peer is not None else self.expected, self.remote, reason, detail
+        )
+        if self.transport is not None:
+            self.transport.abort()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+def _tune(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 10)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 5)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
+
+
+@dataclass
+class _Pending:
+    tag: int
+    payload: bytes
+    t_send: float
+    message: Message
+
+
+class Peer:
+    """What the transport keeps per remote node."""
+
+    __slots__ = ("dial_task", "id", "open", "pending", "pending_bytes")
+
+    def __init__(self, node: NodeId) -> None:
+        self.id = node
+        #: authenticated connections usable for sending, oldest first
+        self.open: list[Connection] = []
+        self.pending: deque[_Pending] = deque()
+        self.pending_bytes = 0
+        self.dial_task: asyncio.Task[None] | None = None
+
+
+class Transport:
+    """One node's connections. See the module docstring."""
+
+    def __init__(
+        self,
+        key: ClusterKey,
+        owner: TransportOwner,
+        config: NetConfig | None = None,
+    ) -> None:
+        self.key = key
+        self.owner = owner
+        self.config = config or NetConfig()
+        self.loop = asyncio.get_running_loop()
+        self.node_id: NodeId = 0
+        self.peers: dict[NodeId, Peer] = {}
+        self.connections: set[Connection] = set()
+        self.handshaking = 0
+        self.server: asyncio.Server | None = None
+        self.closed = False
+        self.counters: Counter[str] = Counter()
+        self.rejections: Counter[str] = Counter()
+        self.drops: Counter[str] = Counter()
+        self._tick: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def listen(self, host: str, port: int) -> int:
+        """Start accepting on ``host:port`` (port 0: any free port); returns the port."""
+        self.server = await self.loop.create_server(
+            lambda: Connection(self, dialer=False), host, port, reuse_address=True, backlog=512
+        )
+        bound: int = self.server.sockets[0].getsockname()[1]
+        from pubmesh.net.address import node_id
+
+        self.node_id = node_id(host, bound)
+        self._tick = self.loop.call_later(self.config.tick, self._maintain)
+        return bound
+
+    async def close(self, *, graceful: bool = True, timeout: float = 1.0) -> None:
+        """Stop: goodbye to every peer (waiting up to ``timeout`` for the answers), then close."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._tick is not None:
+            self._tick.cancel()
+        if self.server is not None:
+            self.server.close()
+        for peer in self.peers.values():
+            if peer.dial_task is not None:
+                peer.dial_task.cancel()
+        connections = list(self.connections)
+        if graceful:
+            for conn in connections:
+                conn.begin_close()
+            deadline = self.loop.time() + timeout
+            while any(c.state is not State.CLOSED for c in connections):
+                if self.loop.time() >= deadline:
+                    break
+                await asyncio.sleep(0.01)
+        for conn in connections:
+            conn.abort()
+        if self.server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), 1.0)
+
+    # ------------------------------------------------------------------ sending
+    def send(self, dst: NodeId, message: Message, t_send: float) -> None:
+        """Send ``message`` to ``dst`` now, or as soon as a connection is up; never blocks."""
+        if self.closed:
+            self.owner.net_dropped(dst, message, t_send, "closed")
+            self.drops["closed"] += 1
+            return
+        try:
+            tag, payload = encode(message)
+        except (TypeError, ValueError, OverflowError) as error:
+            self.drops["encode-error"] += 1
+            self.owner.net_dropped(dst, message, t_send, "encode-error")
+            self.owner.net_rejected(dst, "local", "encode-error", str(error))
+            return
+        peer = self.peers.get(dst)
+        if peer is None:
+            peer = self.peers[dst] = Peer(dst)
+        size = len(payload) + OVERHEAD
+        if peer.open:
+            conn = peer.open[0]
+            if conn.backlog() + size > self.config.max_queue_bytes:
+                self._drop(dst, message, t_send, "queue-full")
+                return
+            sent = conn.send_frame(tag, payload, t_send)
+            self.counters["frames_sent"] += 1
+            self.counters["bytes_sent"] += sent
+            self.owner.net_sent(dst, message, t_send, sent)
+            return
+        if peer.pending_bytes + size > self.config.max_queue_bytes:
+            self._drop(dst, message, t_send, "queue-full")
+            return
+        peer.pending.append(_Pending(tag, payload, t_send, message))
+        peer.pending_bytes += size
+        self._dial(peer)
+
+    def _drop(self, dst: NodeId, message: Message, t_send: float, reason: str) -> None:
+        self.drops[reason] += 1
+        self.owner.net_dropped(dst, message, t_send, reason)
+
+    def release(self, peer_id: NodeId) -> None:
+        """The protocol no longer needs ``peer_id``: close its connections gracefully."""
+        peer = self.peers.get(peer_id)
+        if peer is None:
+            return
+        for conn in list(peer.open):
+            conn.begin_close()
+
+    def connected(self, peer_id: NodeId) -> bool:
+        peer = self.peers.get(peer_id)
+        return peer is not None and bool(peer.open)
+
+    # ------------------------------------------------------------------ dialing
+    def _dial(self, peer: Peer) -> None:
+        if self.closed:
+            return
+        if peer.dial_task is None or peer.dial_task.done():
+            peer.dial_task = self.loop.create_task(self._dial_loop(peer))
+
+    async def _dial_loop(self, peer: Peer) -> None:
+        config = self.config
+        delay = config.backoff_initial
+        reason = "unreachable"
+        try:
+            host, port = address_of(peer.id)
+        except ValueError:
+            host, port, reason = "", 0, "not-an-address"
+        if host:
+            for attempt in range(config.dial_attempts):
+                if peer.open or self.closed:
+                    return
+                try:
+                    await self._connect(peer.id, host, port)
+                    self.counters["dials_ok"] += 1
+                    return
+                except AuthError as error:
+                    reason = error.reason
+                except (OSError, ConnectionError, TimeoutError) as error:
+                    reason = _dial_failure(error)
+                self.counters["dials_failed"] += 1
+                if attempt + 1 < config.dial_attempts:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, config.backoff_max)
+        if peer.open or self.closed:
+            return
+        while peer.pending:
+            item = peer.pending.popleft()
+            self._drop(peer.id, item.message, item.t_send, "unreachable")
+        peer.pending_bytes = 0
+        self.counters["unreachable"] += 1
+        self.owner.net_unreachable(peer.id, reason)
+
+    async def _connect(self, dst: NodeId, host: str, port: int) -> None:
+        config = self.config
+        async with asyncio.timeout(config.connect_timeout):
+            _transport, conn = await self.loop.create_connection(
+                lambda: Connection(self, dialer=True, expected=dst), host, port
+            )
+        async with asyncio.timeout(config.handshake_timeout):
+            await conn.opened
+
+    # ------------------------------------------------------------------ connection events
+    def _opened(self, conn: Connection) -> None:
+        assert conn.peer is not None
+        self.counters["connections_opened"] += 1
+        peer = self.peers.get(conn.peer)
+        if peer is None:
+            peer = self.peers[conn.peer] = Peer(conn.peer)
+        peer.open.append(conn)
+        while peer.pending:
+            item = peer.pending.popleft()
+            sent = conn.send_frame(item.tag, item.payload, item.t_send)
+            self.counters["frames_sent"] += 1
+            self.counters["bytes_sent"] += sent
+            self.owner.net_sent(peer.id, item.message, item.t_send, sent)
+        peer.pending_bytes = 0
+
+    def _unusable(self, conn: Connection) -> None:
+        if conn.peer is None:
+            return
+        peer = self.peers.get(conn.peer)
+        if peer is not None and conn in peer.open:
+            peer.open.remove(conn)
+
+    def _closed(self, conn: Connection, was: State) -> None:
+        self.connections.discard(conn)
+        if not conn.authenticated or conn.peer is None:
+            return
+        peer = self.peers.get(conn.peer)
+        usable = peer is not None and conn in peer.open
+        if peer is not None and usable:
+            peer.open.remove(conn)
+        if self.closed or conn.graceful:
+            return
+        if peer is not None and not peer.open and (usable or conn.rejected):
+            self.counters["connections_lost"] += 1
+            if peer.pending:
+                self._dial(peer)
+            self.owner.net_lost(peer.id)
+
+    def _received(self, src: NodeId, message: Message, t_send: float, size: int) -> None:
+        self.counters["frames_received"] += 1
+        self.counters["bytes_received"] += size
+        self.owner.net_receive(src, message, t_send, size)
+
+    def _reject(self, peer: NodeId | None, remote: str, reason: str, detail: str) -> None:
+        self.rejections[reason] += 1
+        self.owner.net_rejected(peer, remote, reason, detail)
+
+    # ------------------------------------------------------------------ maintenance
+    def _maintain(self) -> None:
+        if self.closed:
+            return
+        now = self.loop.time()
+        try:
+            monitored = self.owner.net_monitored()
+        except Exception:  # a protocol bug must not stop maintenance
+            monitored = set()
+        for node in sorted(monitored):
+            if node == self.node_id:
+                continue
+            peer = self.peers.get(node)
+            if peer is None:
+                peer = self.peers[node] = Peer(node)
+            if not peer.open:
+                self._dial(peer)
+        idle = self.config.idle_timeout
+        for peer in list(self.peers.values()):
+            if peer.id in monitored:
+                continue
+            for conn in list(peer.open):
+                if now - conn.last_active > idle:
+                    conn.begin_close()
+            if (
+                not peer.open
+                and not peer.pending
+                and (peer.dial_task is None or peer.dial_task.done())
+            ):
+                del self.peers[peer.id]
+        self._tick = self.loop.call_later(self.config.tick, self._maintain)
+
+    # ------------------------------------------------------------------ statistics
+    def statistics(self) -> dict[str, Any]:
+        return {
+            **dict(sorted(self.counters.items())),
+            "connections": sum(1 for c in self.connections if c.state is State.OPEN),
+            "peers_connected": sorted(p.id for p in self.peers.values() if p.open),
+            "rejected": dict(sorted(self.rejections.items())),
+            "dropped": dict(sorted(self.drops.items())),
+        }
+
+
+def _dial_failure(error: BaseException) -> str:
+    if isinstance(error, TimeoutError):
+        return "timeout"
+    if isinstance(error, ConnectionRefusedError):
+        return "refused"
+    return "connection-failed"

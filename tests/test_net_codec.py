@@ -1,0 +1,396 @@
+"""The wire codec, framing and the key handshake, without the runtime.
+
+Every registered message type (the test stack's and every real stack's) round-trips through
+the codec for values Hypothesis draws from its annotations; payloads of the wrong shape are
+refused with the right reason; frames are cut correctly from arbitrary chunkings; MACs and
+sequence numbers refuse tampered and replayed frames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pubmesh.net import codec, security
+from pubmesh.net.address import address_of, format_id, node_id, parse_hostport
+from pubmesh.net.codec import CodecError, decode, encode
+from pubmesh.net.framing import FrameBuffer, FrameTooLarge
+from pubmesh.net.security import ClusterKey, FrameError, Opener, Sealer
+from pubmesh.proto.core import MESSAGE_TYPES, Message
+from pubmesh.stacks.base import available_stacks
+from test_net_stack import Colour, NetTestFlood, NetTestHello, NetTestKitchenSink
+
+available_stacks()  # import every stack, so MESSAGE_TYPES holds every real message type
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# ------------------------------------------------------------------------------------------
+# Strategies from annotations
+# ------------------------------------------------------------------------------------------
+def plain_values() -> st.SearchStrategy[Any]:
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**64 - 1)
+        | st.floats(allow_nan=False)
+        | st.text(max_size=8)
+        | st.binary(max_size=8)
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+        ),
+        max_leaves=8,
+    )
+
+
+def strategy_for(tp: Any, depth: int = 0) -> st.SearchStrategy[Any]:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return plain_values()
+    if tp is int:
+        return st.integers(-(2**63), 2**64 - 1)
+    if tp is float:
+        return st.floats(allow_nan=False)
+    if tp is str:
+        return st.text(max_size=12)
+    if tp is bytes:
+        return st.binary(max_size=24)
+    if tp is bool:
+        return st.booleans()
+    if tp is type(None):
+        return st.none()
+    if origin is typing.Literal:
+        return st.sampled_from(args)
+    if origin in (typing.Union, types.UnionType):
+        return st.one_of([strategy_for(a, depth) for a in args])
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return st.lists(strategy_for(args[0], depth + 1), max_size=4).map(tuple)
+        return st.tuples(*[strategy_for(a, depth + 1) for a in args])
+    if origin is frozenset:
+        return st.frozensets(strategy_for(args[0], depth + 1), max_size=4)
+    if origin is list:
+        return st.lists(strategy_for(args[0], depth + 1), max_size=4)
+    if origin in (dict, Mapping, typing.Mapping) or tp in (dict, Mapping):
+        key = strategy_for(args[0]) if args else st.text(max_size=4)
+        value = strategy_for(args[1], depth + 1) if args else plain_values()
+        return st.dictionaries(key, value, max_size=3)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return st.sampled_from(list(tp))
+    if isinstance(tp, type) and issubclass(tp, Message):
+        if tp is Message:
+            return messages_strategy(NetTestHello, depth + 1)
+        return messages_strategy(tp, depth + 1)
+    raise AssertionError(f"no strategy for {tp!r}")
+
+
+def messages_strategy(cls: type[Message], depth: int = 0) -> st.SearchStrategy[Message]:
+    hints = typing.get_type_hints(cls)
+    if depth > 3:
+        return st.nothing()
+    fields = {f.name: strategy_for(hints[f.name], depth) for f in dataclasses.fields(cls)}
+    return st.builds(cls, **fields)
+
+
+def all_types() -> list[type[Message]]:
+    return [MESSAGE_TYPES[tag] for tag in sorted(MESSAGE_TYPES)]
+
+
+# ------------------------------------------------------------------------------------------
+# Codec
+# ------------------------------------------------------------------------------------------
+def test_every_registered_message_type_compiles() -> None:
+    assert codec.check_all_message_types() == []
+    names = {cls.__name__ for cls in all_types()}
+    assert {"NetTestFlood", "NetTestKitchenSink"} <= names
+
+
+@pytest.mark.parametrize("cls", all_types(), ids=lambda c: f"{c.__name__}")
+def test_every_message_type_round_trips(cls: type[Message]) -> None:
+    @SETTINGS
+    @given(messages_strategy(cls))
+    def round_trip(message: Message) -> None:
+        tag, payload = encode(message)
+        assert MESSAGE_TYPES[tag] is cls
+        back = decode(tag, payload)
+        assert back == _listify(message)
+        assert type(back) is cls
+
+    round_trip()
+
+
+def _listify(message: Message) -> Message:
+    """Any-typed arrays come back as lists (JSON-like); build the expected message that way."""
+    hints = typing.get_type_hints(type(message))
+    changes = {}
+    for f in dataclasses.fields(message):
+        value = getattr(message, f.name)
+        changes[f.name] = _expected(hints[f.name], value)
+    return dataclasses.replace(message, **changes)
+
+
+def _expected(tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return _plain(value)
+    if tp is float and isinstance(value, int):
+        return float(value)
+    if origin in (dict, Mapping, typing.Mapping) and len(args) == 2:
+        return {k: _expected(args[1], v) for k, v in value.items()}
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return tuple(_expected(args[0], v) for v in value)
+    if isinstance(value, Message):
+        return _listify(value)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def kitchen_sink(**changes: Any) -> NetTestKitchenSink:
+    base: dict[str, Any] = dict(
+        number=7,
+        ratio=0.5,
+        flag=True,
+        name="n",
+        blob=b"b",
+        maybe=None,
+        either="e",
+        ids=(1, 2),
+        pair=("p", b"q"),
+        members=frozenset({3}),
+        attributes={"price": 10, "tags": ["a"]},
+        counts={"x": 1},
+        inner=NetTestHello(seq=1),
+        optional_inner=NetTestFlood(topic="t", pub_id=1, hops=0, payload=b""),
+        colour=Colour.RED,
+        mode="fast",
+    )
+    base.update(changes)
+    return NetTestKitchenSink(**base)
+
+
+def test_kitchen_sink_round_trips_exactly() -> None:
+    message = kitchen_sink()
+    assert decode(*encode(message)) == message
+
+
+def _fields_of(message: Message) -> list[Any]:
+    _tag, payload = encode(message)
+    return list(msgpack.unpackb(payload, raw=False))
+
+
+def _payload(values: list[Any]) -> bytes:
+    return msgpack.packb(values, use_bin_type=True)
+
+
+KITCHEN_TAG = encode(kitchen_sink())[0]
+FIELD_INDEX = {f.name: i for i, f in enumerate(dataclasses.fields(NetTestKitchenSink))}
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("number", "7"),
+        ("number", True),
+        ("number", 1.5),
+        ("ratio", "x"),
+        ("flag", 1),
+        ("name", b"bytes-not-str"),
+        ("blob", "str-not-bytes"),
+        ("maybe", "x"),
+        ("either", 1.5),
+        ("ids", [1, "2"]),
+        ("ids", 5),
+        ("pair", ["only-one"]),
+        ("members", [[1]]),
+        ("attributes", {1: "int key"}),
+        ("attributes", "not a map"),
+        ("counts", {"x": "1"}),
+        ("inner", [93]),
+        ("inner", [92, "t", 1, 0, b""]),
+        ("optional_inner", [9999]),
+        ("colour", "green"),
+        ("mode", "medium"),
+        ("pairs", [["a", "not-bytes"]]),
+    ],
+)
+def test_wrong_field_types_are_refused(field: str, bad: Any) -> None:
+    values = _fields_of(kitchen_sink())
+    values[FIELD_INDEX[field]] = bad
+    with pytest.raises(CodecError) as caught:
+        decode(KITCHEN_TAG, _payload(values))
+    assert caught.value.reason in ("wrong-field-type", "unknown-type")
+    assert "NetTestKitchenSink" in str(caught.value)
+
+
+def test_structural_errors_name_their_reason() -> None:
+    values = _fields_of(kitchen_sink())
+    with pytest.raises(CodecError, match="expected 17 fields"):
+        decode(KITCHEN_TAG, _payload(values[:-1]))
+    with pytest.raises(CodecError) as caught:
+        decode(KITCHEN_TAG, b"\xc1")
+    assert caught.value.reason == "undecodable"
+    with pytest.raises(CodecError) as caught:
+        decode(KITCHEN_TAG, _payload(values) + b"\x00")
+    assert caught.value.reason == "undecodable"
+    with pytest.raises(CodecError) as caught:
+        decode(60_000, _payload(values))
+    assert caught.value.reason == "unknown-type"
+    with pytest.raises(CodecError) as caught:
+        decode(KITCHEN_TAG, msgpack.packb({"number": 1}))
+    assert caught.value.reason == "wrong-field-type"
+    values[FIELD_INDEX["attributes"]] = {"t": msgpack.Timestamp(1, 0)}  # an extension type
+    with pytest.raises(CodecError) as caught:
+        decode(KITCHEN_TAG, _payload(values))
+    assert caught.value.reason == "wrong-field-type"
+
+
+def test_float_fields_accept_ints_and_stay_floats() -> None:
+    values = _fields_of(kitchen_sink())
+    values[FIELD_INDEX["ratio"]] = 3
+    message = decode(KITCHEN_TAG, _payload(values))
+    assert isinstance(message, NetTestKitchenSink)
+    assert message.ratio == 3.0 and isinstance(message.ratio, float)
+    assert not math.isnan(message.ratio)
+
+
+@SETTINGS
+@given(st.binary(max_size=200), st.sampled_from(sorted(MESSAGE_TYPES)))
+def test_arbitrary_bytes_never_escape_as_anything_but_codec_errors(
+    payload: bytes, tag: int
+) -> None:
+    try:
+        message = decode(tag, payload)
+    except CodecError:
+        return
+    assert type(message) is MESSAGE_TYPES[tag]
+
+
+def test_unsupported_annotations_fail_when_compiled() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Weird(Message):
+        thing: complex
+
+    with pytest.raises(TypeError, match="cannot carry"):
+        codec.compile_message(Weird)
+
+
+# ------------------------------------------------------------------------------------------
+# Addresses
+# ------------------------------------------------------------------------------------------
+def test_node_ids_pack_address_and_port() -> None:
+    assert node_id("127.0.0.1", 7000) == (0x7F000001 << 16) | 7000
+    assert address_of(node_id("10.1.2.3", 65535)) == ("10.1.2.3", 65535)
+    assert format_id(node_id("127.0.0.1", 7000)) == "127.0.0.1:7000"
+    assert format_id(3) == "0.0.0.0:3"
+    assert parse_hostport("localhost:7000") == ("127.0.0.1", 7000)
+    with pytest.raises(ValueError):
+        address_of(1 << 48)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "127.0.0.1",
+        "127.0.0.1:",
+        ":7000",
+        "127.0.0.1:x",
+        "127.0.0.1:70000",
+        "0.0.0.0:7000",
+        "no-such-host.invalid:7000",
+    ],
+)
+def test_bad_addresses_are_user_errors(text: str) -> None:
+    from pubmesh.errors import UserError
+
+    with pytest.raises(UserError):
+        parse_hostport(text, what="--listen")
+
+
+# ------------------------------------------------------------------------------------------
+# Framing and MACs
+# ------------------------------------------------------------------------------------------
+@SETTINGS
+@given(
+    st.lists(st.binary(min_size=0, max_size=40), min_size=1, max_size=8),
+    st.lists(st.integers(1, 64), min_size=1, max_size=20),
+)
+def test_frames_survive_any_chunking(bodies: list[bytes], cuts: list[int]) -> None:
+    stream = b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
+    buffer = FrameBuffer(limit=1000)
+    got: list[bytes] = []
+    position = 0
+    index = 0
+    while position < len(stream):
+        step = cuts[index % len(cuts)]
+        index += 1
+        got.extend(buffer.feed(stream[position : position + step]))
+        position += step
+    assert [g[4:] for g in got] == bodies
+    assert buffer.pending() == 0
+
+
+def test_oversized_length_prefix_is_refused_before_the_body() -> None:
+    buffer = FrameBuffer(limit=100)
+    with pytest.raises(FrameTooLarge):
+        buffer.feed((101).to_bytes(4, "big"))
+
+
+def test_sealed_frames_open_in_order_and_refuse_tampering_and_replay() -> None:
+    key = bytes(32)
+    sealer, opener = Sealer(key), Opener(key)
+    first = sealer.seal(92, b"payload-1", 1.5)
+    second = sealer.seal(92, b"payload-2", 2.5)
+    tag, t_send, payload = opener.open(first)
+    assert (tag, t_send, bytes(payload)) == (92, 1.5, b"payload-1")
+    with pytest.raises(FrameError) as caught:
+        opener.open(first)
+    assert caught.value.reason == "replayed-frame"
+    assert bytes(opener.open(second)[2]) == b"payload-2"
+    tampered = bytearray(sealer.seal(92, b"payload-3", 3.0))
+    tampered[25] ^= 1
+    with pytest.raises(FrameError) as caught:
+        opener.open(bytes(tampered))
+    assert caught.value.reason == "bad-mac"
+    with pytest.raises(FrameError) as caught:
+        Opener(bytes(range(32))).open(sealer.seal(92, b"x", 0.0))
+    assert caught.value.reason == "bad-mac"
+    with pytest.raises(FrameError) as caught:
+        opener.open(b"\x00\x00\x00\x01\x01")
+    assert caught.value.reason == "truncated-frame"
+
+
+def test_handshake_proofs_bind_both_nonces_and_roles() -> None:
+    key = ClusterKey(b"k" * 16)
+    script = security.transcript(b"a" * 32, b"b" * 32, 1, 2)
+    acceptor = key.proof(security.ACCEPTOR_LABEL, script)
+    dialer = key.proof(security.DIALER_LABEL, script)
+    assert acceptor != dialer
+    other = security.transcript(b"a" * 32, b"c" * 32, 1, 2)
+    assert key.proof(security.DIALER_LABEL, other) != dialer
+    assert ClusterKey(b"j" * 16).proof(security.DIALER_LABEL, script) != dialer
+    d2a, a2d = security.session_keys(key, script)
+    assert d2a != a2d
+    with pytest.raises(ValueError):
+        ClusterKey(b"short")
