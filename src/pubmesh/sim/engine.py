@@ -508,7 +508,14 @@ class Simulation:
         return sorted(self._fault_rng.sample(ordered, count))
 
     def _fault(self, fault: Fault) -> None:
-        live_workload = [n for n in self.alive if n not in self.roles and n not in self.left]
+        # Fraction-based faults pick among live workload nodes other than the contacts: the
+        # well-known entry nodes are the ones that run the experiment (papers/004 §3.1: the
+        # contact node issues kill_random). Name a contact in `nodes` to crash it.
+        contacts = set(self.contacts)
+        live_workload = [
+            n for n in self.alive if n not in self.roles and n not in self.left
+            and n not in contacts
+        ]
         detail: dict[str, Any] = {}
         if fault.kind == "crash":
             victims = self._pick(fault, live_workload)
