@@ -43,11 +43,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pubmesh.net.address import format_id
 from pubmesh.net.security import ClusterKey
-from pubmesh.net.tracing import PartialTrace
 from pubmesh.net.transport import NetConfig, Transport
 from pubmesh.proto.core import (
     Command,
@@ -74,6 +73,9 @@ from pubmesh.proto.core import (
 )
 from pubmesh.stacks.base import StackNode, StackSpec, get_stack
 
+if TYPE_CHECKING:
+    from pubmesh.net.tracing import PartialTrace
+
 log = logging.getLogger("pubmesh.net")
 
 DeliveryCallback = Callable[[Deliver, float], None]
@@ -82,6 +84,8 @@ EventCallback = Callable[[str, Mapping[str, Any]], None]
 #: Drops and rejections of one kind toward one peer are traced at most this often; the rows in
 #: between are counted into the next one (``suppressed``), so a flood cannot flood the trace.
 TRACE_RATE_INTERVAL = 1.0
+#: Inputs kept for a node that has not booted yet (beyond this they are dropped).
+EARLY_INPUT_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ class NodeRuntime:
         self.node_id: NodeId = 0
         self.node: StackNode | None = None
         self.transport: Transport | None = None
-        self.trace: PartialTrace | None = None
+        self.trace: PartialTrace | None = None  # set in start() when tracing
         self.started = False
         self.booted = False
         self.closed = False
@@ -156,6 +160,7 @@ class NodeRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._housekeeping: asyncio.TimerHandle | None = None
         self._next_snapshot = 0.0
+        self._early: list[Input] = []
 
     # ------------------------------------------------------------------ clocks
     def now(self) -> float:
@@ -190,6 +195,8 @@ class NodeRuntime:
         )
         self.node = self.spec.create(ctx)
         if self.trace_dir is not None:
+            from pubmesh.net.tracing import PartialTrace  # pyarrow: only when tracing
+
             self.trace = PartialTrace(
                 self.trace_dir, self.node_id, segment_seconds=self.segment_seconds
             )
@@ -212,6 +219,9 @@ class NodeRuntime:
         if contacts is not None:
             self.contacts = tuple(contacts)
         self.dispatch(Start(self.contacts))
+        early, self._early = self._early, []
+        for event in early:
+            self.dispatch(event)
 
     async def close(self, *, leave: bool = False, linger: float = 2.0) -> None:
         """Stop the node. With ``leave``, run the stack's leave protocol first and wait (up to
@@ -302,6 +312,12 @@ class NodeRuntime:
     def dispatch(self, event: Input) -> None:
         """Hand ``event`` to the protocol and carry out what it returns."""
         if self.closed:
+            return
+        if not self.booted and not isinstance(event, Start):
+            # a peer reached us before our Start (a cluster boots nodes one by one): keep the
+            # input for after Start, as the simulator's ordering would have it
+            if len(self._early) < EARLY_INPUT_LIMIT:
+                self._early.append(event)
             return
         node = self._node()
         now = self.now()

@@ -9,7 +9,8 @@ gatherer (:mod:`pubmesh.net.gather`) maps both onto the run.
 
 A Parquet file is only readable once its footer is written, and a node may be SIGKILLed at any
 moment. So the trace is cut into *segments*: every ``segment_seconds`` the open writer is closed
-into ``DIR/seg-NNNNNN.tmp`` and renamed to ``DIR/seg-NNNNNN``; the gatherer reads complete
+(on a worker thread, off the event loop) into ``DIR/seg-NNNNNN.tmp`` and renamed to
+``DIR/seg-NNNNNN``; the gatherer reads complete
 segments only. A killed node loses at most its last ``segment_seconds`` of rows.
 
 Messages: the sender records a row per frame with ``t_recv`` null, the receiver a row with both
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,11 @@ class PartialTrace:
         self._rows = 0
         self._opened_at = 0.0
         self.closed = False
+        self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pubmesh-trace")
+        # pyarrow's first Parquet write sets up its codecs (a third of a second): do it now, off
+        # the event loop, rather than when the first segment is due (a node killed early would
+        # otherwise lose a segment that was still being written)
+        self._sealer.submit(_warm_up)
 
     def _open(self, now: float) -> TraceWriter:
         writer = self._writer
@@ -65,16 +72,19 @@ class PartialTrace:
         writer = self._writer
         if writer is None:
             return
-        writer.close()
         final = self.directory / f"{SEGMENT_PREFIX}{self._index:06d}"
-        os.replace(writer.run_dir, final)
         self._writer = None
         self._index += 1
         self._rows = 0
+        # writing Parquet takes milliseconds (the first time, with pyarrow's lazy set-up, a
+        # good part of a second): not on the event loop, which must keep serving peers. One
+        # worker thread seals segments in order; nothing else touches a writer once handed over
+        self._sealer.submit(_seal_segment, writer, final)
 
     def close(self) -> None:
         if not self.closed:
             self._seal()
+            self._sealer.shutdown(wait=True)
             self.closed = True
 
     # ------------------------------------------------------------------ rows
@@ -123,6 +133,22 @@ class PartialTrace:
             self._open(t).snapshot(
                 t, self.node, row.topic, row.layer, list(row.neighbors), row.state
             )
+
+
+def _warm_up() -> None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("x", pa.int64())])
+    with pq.ParquetWriter(io.BytesIO(), schema, compression="zstd") as writer:
+        writer.write_batch(pa.RecordBatch.from_arrays([pa.array([1], pa.int64())], schema=schema))
+
+
+def _seal_segment(writer: TraceWriter, final: Path) -> None:
+    writer.close()
+    os.replace(writer.run_dir, final)
 
 
 def segments(directory: Path | str) -> list[Path]:

@@ -1,0 +1,257 @@
+"""The Python API: a pubmesh node inside an asyncio application.
+
+::
+
+    import pubmesh
+
+    async with pubmesh.Node(stack="gossip", listen="127.0.0.1:7001",
+                            contact="127.0.0.1:7000", key=b"...") as node:
+        news = await node.subscribe("news")
+        await node.publish("news", b"hello")
+        async for message in news:
+            print(message.topic, message.payload, message.hops)
+
+A :class:`Node` is one node of a cluster, run by the same runtime as ``pubmesh node``
+(:class:`pubmesh.net.runtime.NodeRuntime`) on the application's event loop: it listens on
+``listen`` (its address is its id), joins through ``contact`` and authenticates every
+connection with the cluster key (``key``: bytes, the key text, a :class:`pathlib.Path` to a key
+file, or None for ``$PUBMESH_KEY``).
+
+:meth:`Node.subscribe` returns a :class:`Subscription`, an async iterator of :class:`Delivery`
+values; each subscription has its own bounded queue (``queue_size``; when the application falls
+that far behind, the oldest deliveries are dropped and counted in ``Subscription.dropped``), so
+a slow consumer cannot exhaust memory. Several subscriptions to one topic each get every
+delivery; the node leaves the topic when the last one is closed.
+
+Leaving the ``async with`` block leaves the cluster gracefully (the stack's leave protocol,
+then goodbyes on every connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pubmesh.errors import UserError
+from pubmesh.net.address import format_id, node_id, parse_hostport
+from pubmesh.net.runtime import Delivery, NodeRuntime
+from pubmesh.net.security import ClusterKey, as_key
+from pubmesh.net.transport import NetConfig
+from pubmesh.proto.core import Deliver, NodeId
+from pubmesh.stacks.base import get_stack
+
+__all__ = ["Delivery", "Node", "Subscription"]
+
+
+class Subscription:
+    """Deliveries of one topic, as an async iterator. Close it (or use ``async with``) to stop."""
+
+    def __init__(self, node: Node, topic: str, queue_size: int) -> None:
+        self.node = node
+        self.topic = topic
+        self.queue_size = queue_size
+        self.dropped = 0
+        self.closed = False
+        self._items: deque[Delivery] = deque()
+        self._ready = asyncio.Event()
+
+    def _put(self, delivery: Delivery) -> None:
+        if self.closed:
+            return
+        if len(self._items) >= self.queue_size:
+            self._items.popleft()
+            self.dropped += 1
+        self._items.append(delivery)
+        self._ready.set()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Delivery:
+        while not self._items:
+            if self.closed:
+                raise StopAsyncIteration
+            self._ready.clear()
+            await self._ready.wait()
+        return self._items.popleft()
+
+    async def get(self, timeout: float | None = None) -> Delivery:
+        """The next delivery (``TimeoutError`` after ``timeout`` seconds)."""
+        async with asyncio.timeout(timeout):
+            return await self.__anext__()
+
+    def pending(self) -> int:
+        return len(self._items)
+
+    async def close(self) -> None:
+        """Stop this subscription (the node unsubscribes if it was the topic's last)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._ready.set()
+        await self.node._release(self)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class Node:
+    """A pubmesh node on the running event loop. See the module docstring."""
+
+    def __init__(
+        self,
+        stack: str = "gossip",
+        *,
+        listen: str | tuple[str, int] = "127.0.0.1:0",
+        contact: str | Sequence[str] | None = None,
+        key: ClusterKey | bytes | str | Path | None = None,
+        role: str = "peer",
+        params: Mapping[str, Any] | Any = None,
+        seed: int | None = None,
+        trace_dir: str | Path | None = None,
+        config: NetConfig | None = None,
+        queue_size: int = 10_000,
+    ) -> None:
+        try:
+            spec = get_stack(stack)
+        except KeyError as error:
+            raise UserError(f"stack: {error.args[0]}") from None
+        if isinstance(listen, str):
+            listen = parse_hostport(listen, what="listen", allow_port_zero=True)
+        contacts: list[NodeId] = []
+        for text in [contact] if isinstance(contact, str) else list(contact or []):
+            host, port = parse_hostport(text, what="contact")
+            contacts.append(node_id(host, port))
+        if isinstance(params, Mapping):
+            try:
+                params = dataclasses.replace(spec.params_type(), **dict(params))
+            except TypeError as error:
+                raise UserError(f"params for stack {spec.name}: {error}") from None
+        self.queue_size = queue_size
+        self.runtime = NodeRuntime(
+            spec,
+            key=as_key(key),
+            listen=listen,
+            contacts=contacts,
+            role=role,
+            params=params,
+            seed=seed,
+            config=config,
+            trace_dir=trace_dir,
+        )
+        self._subscriptions: dict[str, list[Subscription]] = {}
+        self.runtime.delivery_callbacks.append(self._on_delivery)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> Node:
+        await self.runtime.start()
+        return self
+
+    async def close(self, *, leave: bool = True) -> None:
+        """Leave (unless ``leave=False``) and close every connection."""
+        for subscriptions in list(self._subscriptions.values()):
+            for subscription in subscriptions:
+                subscription.closed = True
+                subscription._ready.set()
+        await self.runtime.close(leave=leave, linger=1.0)
+
+    async def __aenter__(self) -> Node:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close(leave=exc_type is None)
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def id(self) -> NodeId:
+        """The node's id: its IPv4 address and port packed as ``ip << 16 | port``."""
+        return self.runtime.node_id
+
+    @property
+    def address(self) -> str:
+        return format_id(self.runtime.node_id)
+
+    # ------------------------------------------------------------------ pub/sub
+    async def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> Subscription:
+        subscription = Subscription(self, topic, self.queue_size)
+        first = topic not in self._subscriptions
+        self._subscriptions.setdefault(topic, []).append(subscription)
+        if first:
+            self.runtime.subscribe(topic, filter)
+        await asyncio.sleep(0)
+        return subscription
+
+    async def unsubscribe(self, topic: str) -> None:
+        """Close every subscription to ``topic`` and leave it."""
+        for subscription in list(self._subscriptions.get(topic, [])):
+            await subscription.close()
+
+    async def _release(self, subscription: Subscription) -> None:
+        subscriptions = self._subscriptions.get(subscription.topic, [])
+        if subscription in subscriptions:
+            subscriptions.remove(subscription)
+        if not subscriptions and subscription.topic in self._subscriptions:
+            del self._subscriptions[subscription.topic]
+            if not self.runtime.closed:
+                self.runtime.unsubscribe(subscription.topic)
+        await asyncio.sleep(0)
+
+    async def publish(
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Publish on ``topic``; returns the publication id."""
+        data = payload.encode() if isinstance(payload, str) else bytes(payload)
+        pub_id = self.runtime.publish(topic, data, attributes=attributes)
+        await asyncio.sleep(0)
+        return pub_id
+
+    def _on_delivery(self, delivery: Deliver, t: float) -> None:
+        subscriptions = self._subscriptions.get(delivery.topic)
+        if not subscriptions:
+            return
+        item = Delivery(
+            delivery.topic,
+            delivery.pub_id,
+            delivery.payload,
+            delivery.hops,
+            delivery.attributes,
+            t,
+        )
+        for subscription in subscriptions:
+            subscription._put(item)
+
+    # ------------------------------------------------------------------ introspection
+    def statistics(self) -> dict[str, Any]:
+        """Counters: deliveries, publications, frames, drops, rejections, the protocol's own."""
+        stats = self.runtime.statistics()
+        stats["subscription_queues"] = {
+            topic: {
+                "pending": sum(s.pending() for s in subs),
+                "dropped": sum(s.dropped for s in subs),
+            }
+            for topic, subs in sorted(self._subscriptions.items())
+        }
+        return stats
+
+    def neighbors(self) -> dict[str, list[str]]:
+        """Overlay neighbours per topic, as addresses."""
+        return {
+            topic: [format_id(n) for n in ids] for topic, ids in self.runtime.neighbors().items()
+        }

@@ -1,0 +1,581 @@
+"""``pubmesh node``: one node in its own process, with a shell on a terminal.
+
+On a terminal the node opens the shell of papers/004 §3.1 (help, subscribe, unsubscribe,
+publish, neighbors, stats, quit) and prints deliveries as they arrive. Otherwise it speaks JSON
+lines: one object per line on stdout for what happens (``ready``, ``deliver``, ``net``,
+``result``, ``stats``, ``bye``), and it reads commands from stdin, either as shell lines
+(``publish news hello``) or as JSON objects (``{"op": "publish", "topic": "news", ...}``), so a
+script or :mod:`pubmesh.net.cluster` can drive it.
+
+SIGTERM (and Ctrl-C) make the node leave gracefully: it hands its stack the ``Leave`` command,
+waits briefly for the leave protocol (the stack unsubscribes where it has one), closes its
+connections with goodbyes and writes the rest of its trace.
+
+``--control`` is the mode :mod:`pubmesh.net.cluster` uses: the node waits for a ``start`` op
+before it boots, exits when its stdin closes (its cluster is gone) and asks the kernel to
+signal it when its parent dies, so a cluster can never leave orphans behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from pubmesh.errors import UserError
+from pubmesh.net.address import format_id, node_id, parse_hostport
+from pubmesh.net.runtime import NodeRuntime
+from pubmesh.net.security import ClusterKey, load_key
+from pubmesh.proto.core import Deliver, NodeId
+from pubmesh.stacks.base import StackSpec, get_stack
+
+DESCRIPTION = """\
+Run one pubmesh node in this process, speaking TCP to the other nodes of its cluster.
+
+The node listens on HOST:PORT, which is also its id (ip << 16 | port), and joins the
+cluster through --contact (the contact node of papers/004, or the skipring supervisor).
+Every connection is authenticated with the cluster key (--key FILE or $PUBMESH_KEY):
+nodes without it are refused.
+
+On a terminal it opens a shell:
+  help                     list commands
+  subscribe TOPIC          deliver publications on TOPIC (printed as they arrive)
+  unsubscribe TOPIC
+  publish TOPIC MESSAGE    publish MESSAGE (the rest of the line) on TOPIC
+  neighbors                the overlay neighbours per topic
+  stats                    counters: deliveries, frames, drops, rejections, protocol
+  quit                     leave gracefully and exit
+Otherwise it prints JSON lines and reads the same commands (or JSON objects) from stdin.
+SIGTERM leaves gracefully."""
+
+EPILOG = """\
+examples:
+  export PUBMESH_KEY=$(head -c 32 /dev/urandom | xxd -p -c 64)
+  pubmesh node --stack gossip --listen 127.0.0.1:7000
+  pubmesh node --stack gossip --listen 127.0.0.1:7001 --contact 127.0.0.1:7000
+  pubmesh node --stack skipring --role supervisor --listen 127.0.0.1:7100
+  pubmesh node --stack skipring --listen 127.0.0.1:7101 --contact 127.0.0.1:7100 \\
+      --subscribe news --trace-dir traces/n7101
+  echo "publish news hello" | pubmesh node --stack gossip --listen 127.0.0.1:7002 \\
+      --contact 127.0.0.1:7000 --key cluster.key
+"""
+
+SHELL_HELP = """\
+commands:
+  subscribe TOPIC          deliver publications on TOPIC
+  unsubscribe TOPIC        stop delivering TOPIC
+  publish TOPIC MESSAGE    publish MESSAGE on TOPIC
+  neighbors                overlay neighbours per topic
+  stats                    counters of this node
+  help                     this list
+  quit                     leave gracefully and exit"""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "node",
+        help="run one node over TCP (an interactive shell on a terminal)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--stack", required=True, help="stack to run (see `pubmesh stacks`)")
+    parser.add_argument(
+        "--listen",
+        required=True,
+        metavar="HOST:PORT",
+        help="address to listen on; it is the node's id, so give the address peers dial "
+        "(port 0: any free port, reported on start)",
+    )
+    parser.add_argument(
+        "--contact",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a node of the cluster to join through (repeatable; none for the first node)",
+    )
+    parser.add_argument("--key", metavar="FILE", help="cluster key file (default: $PUBMESH_KEY)")
+    parser.add_argument(
+        "--role",
+        default="peer",
+        help="'peer' (default) or an infrastructure role of the stack, e.g. 'supervisor' "
+        "for skipring",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a stack parameter, e.g. --set fanout=3 (repeatable; as [stack.<name>] in "
+        "scenario files)",
+    )
+    parser.add_argument(
+        "--subscribe", action="append", default=[], metavar="TOPIC", help="subscribe on start"
+    )
+    parser.add_argument("--seed", type=int, help="seed of the node's random stream")
+    parser.add_argument("--trace-dir", metavar="DIR", help="write this node's partial trace here")
+    parser.add_argument(
+        "--snapshot-interval",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds between overlay snapshots in the trace (0: none)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="JSON lines even on a terminal (no shell)"
+    )
+    parser.add_argument(
+        "--stats-interval",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="in JSON mode, print a stats line every S seconds (0: never)",
+    )
+    parser.add_argument(
+        "--no-delivery-lines",
+        action="store_true",
+        help="in JSON mode, count deliveries without printing a line for each",
+    )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="driven by `pubmesh cluster`: boot on a 'start' command, exit when stdin closes",
+    )
+    parser.add_argument(
+        "--leave-linger",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="on SIGTERM/quit, seconds to let the leave protocol run (default 2)",
+    )
+    parser.set_defaults(func=run)
+    return parser
+
+
+@dataclass
+class NodeOptions:
+    spec: StackSpec
+    listen: tuple[str, int]
+    contacts: tuple[NodeId, ...]
+    key: ClusterKey
+    role: str
+    params: Any
+    seed: int | None
+    trace_dir: Path | None
+    snapshot_interval: float
+    subscribe: list[str] = field(default_factory=list)
+    json_mode: bool = False
+    stats_interval: float = 0.0
+    delivery_lines: bool = True
+    control: bool = False
+    leave_linger: float = 2.0
+
+
+def resolve_stack(name: str) -> StackSpec:
+    try:
+        return get_stack(name)
+    except KeyError as error:
+        raise UserError(f"--stack: {error.args[0]}") from None
+
+
+def stack_params(spec: StackSpec, settings: list[str], *, where: str = "--set") -> Any:
+    """The stack's params dataclass with ``KEY=VALUE`` settings applied and validated (by the
+    scenario loader, so the rules and messages are those of ``[stack.<name>]``)."""
+    if not settings:
+        return spec.params_type()
+    from pubmesh.sim.scenario import parse_scenario
+
+    overrides = []
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{where} {setting!r}: write KEY=VALUE, e.g. --set fanout=3")
+        overrides.append(f"stack.{spec.name}.{key.strip()}={value}")
+    infrastructure = len(spec.infrastructure(2, spec.params_type()))
+    text = f'[run]\nstack = "{spec.name}"\nnodes = {infrastructure + 2}\n'
+    scenario = parse_scenario(text, source=where, overrides=overrides)
+    return scenario.stack_params
+
+
+def options_from_args(args: argparse.Namespace) -> NodeOptions:
+    """Validate everything before any socket is opened; UserError names the flag at fault."""
+    spec = resolve_stack(args.stack)
+    listen = parse_hostport(args.listen, what="--listen", allow_port_zero=True)
+    contacts = []
+    for text in args.contact:
+        host, port = parse_hostport(text, what="--contact")
+        contacts.append(node_id(host, port))
+    key = load_key(args.key)
+    params = stack_params(spec, args.set)
+    roles = {"peer", *spec.infrastructure(64, params).values()}
+    if args.role not in roles:
+        raise UserError(
+            f"--role {args.role!r}: stack {spec.name} has roles {', '.join(sorted(roles))}"
+        )
+    if args.snapshot_interval < 0 or args.stats_interval < 0 or args.leave_linger < 0:
+        raise UserError("--snapshot-interval, --stats-interval and --leave-linger must be ≥ 0")
+    return NodeOptions(
+        spec=spec,
+        listen=listen,
+        contacts=tuple(contacts),
+        key=key,
+        role=args.role,
+        params=params,
+        seed=args.seed,
+        trace_dir=Path(args.trace_dir) if args.trace_dir else None,
+        snapshot_interval=args.snapshot_interval,
+        subscribe=list(args.subscribe),
+        json_mode=bool(args.json or args.control or not sys.stdin.isatty()),
+        stats_interval=args.stats_interval,
+        delivery_lines=not args.no_delivery_lines,
+        control=bool(args.control),
+        leave_linger=args.leave_linger,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
+    if options.control:
+        _die_with_parent()
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        import faulthandler  # `kill -USR1 PID` prints where every thread is, for debugging
+
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", stream=sys.stderr)
+    return asyncio.run(NodeProcess(options).main())
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to send SIGTERM when the parent (the cluster) dies; if it already has, go."""
+    parent = os.environ.get("PUBMESH_PARENT_PID")
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            pr_set_pdeathsig = 1
+            libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    if parent is not None and parent.isdigit() and os.getppid() != int(parent):
+        raise SystemExit(3)
+
+
+# --------------------------------------------------------------------------------------------
+# The process
+# --------------------------------------------------------------------------------------------
+class NodeProcess:
+    """The node, its stdin reader and its output (a shell or JSON lines)."""
+
+    def __init__(self, options: NodeOptions, out: TextIO | None = None) -> None:
+        self.options = options
+        self.out = out or sys.stdout
+        self.runtime = NodeRuntime(
+            options.spec,
+            key=options.key,
+            listen=options.listen,
+            contacts=options.contacts,
+            role=options.role,
+            params=options.params,
+            seed=options.seed,
+            trace_dir=options.trace_dir,
+            snapshot_interval=options.snapshot_interval,
+        )
+        self.stop = asyncio.Event()
+        self.leave_on_stop = True
+        self.shell = not options.json_mode
+
+    # ------------------------------------------------------------------ output
+    def emit(self, event: str, **fields: Any) -> None:
+        if self.shell:
+            return
+        record = {"event": event, **fields}
+        self.out.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+        self.out.flush()
+
+    def say(self, text: str) -> None:
+        if self.shell:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    # ------------------------------------------------------------------ main
+    async def main(self) -> int:
+        runtime = self.runtime
+        try:
+            await runtime.start(boot=not self.options.control)
+        except OSError as error:
+            host, port = self.options.listen
+            raise UserError(
+                f"--listen {host}:{port}: cannot listen ({error.strerror or error})"
+            ) from None
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._on_signal, signum)
+        runtime.delivery_callbacks.append(self._on_delivery)
+        runtime.event_callbacks.append(self._on_event)
+        self.emit(
+            "ready",
+            node=runtime.node_id,
+            address=format_id(runtime.node_id),
+            stack=runtime.spec.name,
+            role=runtime.role,
+            pid=os.getpid(),
+            t=runtime.wall(),
+        )
+        self.say(
+            f"pubmesh node {format_id(runtime.node_id)} ({runtime.spec.name}, "
+            f"{runtime.role}); type 'help' for commands"
+        )
+        for topic in self.options.subscribe:
+            runtime.subscribe(topic)
+        stats_task = None
+        if self.options.stats_interval > 0 and not self.shell:
+            stats_task = loop.create_task(self._stats_loop(self.options.stats_interval))
+        reader = StdinReader(loop, self._on_line, self._on_eof, prompt=self.shell)
+        reader.start()
+        await self.stop.wait()
+        if stats_task is not None:
+            stats_task.cancel()
+        await runtime.close(
+            leave=self.leave_on_stop and runtime.booted, linger=self.options.leave_linger
+        )
+        self.emit("bye", node=runtime.node_id, t=runtime.wall(), stats=runtime.statistics())
+        self.say("bye")
+        return 0
+
+    def _on_signal(self, signum: int) -> None:
+        self.leave_on_stop = True
+        self.stop.set()
+
+    def _on_eof(self) -> None:
+        if self.options.control:
+            self.leave_on_stop = False
+            self.stop.set()
+
+    async def _stats_loop(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            self.emit("stats", **self._stats_line())
+
+    def _stats_line(self) -> dict[str, Any]:
+        runtime = self.runtime
+        transport = runtime.transport
+        counters = transport.counters if transport is not None else {}
+        return {
+            "node": runtime.node_id,
+            "t": runtime.wall(),
+            "booted": runtime.booted,
+            "deliveries": runtime.deliveries,
+            "published": runtime.published,
+            "subscriptions": sorted(runtime.subscribed),
+            "neighbors": runtime.neighbors(),
+            "frames_sent": counters.get("frames_sent", 0),
+            "frames_received": counters.get("frames_received", 0),
+            "dropped": sum(transport.drops.values()) if transport is not None else 0,
+            "rejected": sum(transport.rejections.values()) if transport is not None else 0,
+            "peer_down": runtime.peer_down_notices,
+            "handler_errors": runtime.handler_errors,
+        }
+
+    # ------------------------------------------------------------------ events
+    def _on_delivery(self, delivery: Deliver, t: float) -> None:
+        if self.shell:
+            text = delivery.payload.decode("utf-8", errors="replace")
+            self.say(f"\n[{delivery.topic}] #{delivery.pub_id} ({delivery.hops} hops): {text}")
+        elif self.options.delivery_lines:
+            self.emit(
+                "deliver",
+                topic=delivery.topic,
+                pub_id=delivery.pub_id,
+                hops=delivery.hops,
+                size=len(delivery.payload),
+                payload=delivery.payload[:200].decode("utf-8", errors="replace"),
+                t=t,
+            )
+
+    def _on_event(self, kind: str, detail: Any) -> None:
+        if kind.startswith("net."):
+            if self.shell:
+                self.say(f"\n({kind}: {json.dumps(detail, default=str)})")
+            else:
+                self.emit("net", kind=kind, detail=detail, t=self.runtime.wall())
+
+    # ------------------------------------------------------------------ commands
+    def _on_line(self, line: str) -> None:
+        line = line.strip()
+        if not line:
+            return
+        try:
+            if line.startswith("{"):
+                try:
+                    request = json.loads(line)
+                except json.JSONDecodeError as error:
+                    raise CommandError(f"not JSON: {error}") from None
+                if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+                    raise CommandError('a JSON command needs "op"')
+                result = self.execute(request)
+            else:
+                words = line.split(None, 2)
+                request = {"op": words[0].lower()}
+                if len(words) > 1:
+                    request["topic"] = words[1]
+                if len(words) > 2:
+                    request["payload"] = words[2]
+                result = self.execute(request)
+        except CommandError as error:
+            self.emit("result", ok=False, error=str(error), line=line[:200])
+            self.say(f"error: {error}")
+            return
+        self.emit("result", ok=True, **result)
+
+    def execute(self, request: dict[str, Any]) -> dict[str, Any]:
+        runtime = self.runtime
+        op = request["op"]
+        topic = request.get("topic")
+        if op in ("subscribe", "unsubscribe", "publish") and not isinstance(topic, str):
+            raise CommandError(f"{op} needs a topic, e.g. {op} news")
+        assert topic is None or isinstance(topic, str)
+        if op == "help":
+            self.say(SHELL_HELP)
+            return {"op": op, "commands": SHELL_HELP}
+        if op == "start":
+            contacts = request.get("contacts")
+            if contacts is not None and not (
+                isinstance(contacts, list) and all(type(c) is int for c in contacts)
+            ):
+                raise CommandError("start: contacts must be a list of node ids")
+            runtime.boot(contacts)
+            return {"op": op, "t": runtime.wall()}
+        if op == "subscribe":
+            assert topic is not None
+            runtime.subscribe(topic)
+            self.say(f"subscribed to {topic}")
+            return {"op": op, "topic": topic, "t": runtime.wall()}
+        if op == "unsubscribe":
+            assert topic is not None
+            runtime.unsubscribe(topic)
+            self.say(f"unsubscribed from {topic}")
+            return {"op": op, "topic": topic, "t": runtime.wall()}
+        if op == "publish":
+            assert topic is not None
+            pub_id = request.get("pub_id")
+            if pub_id is not None and (type(pub_id) is not int or not 0 <= pub_id < 2**63):
+                raise CommandError("publish: pub_id must be an int in [0, 2^63)")
+            size = request.get("payload_size")
+            if size is not None:
+                if type(size) is not int or not 0 <= size <= 1 << 20:
+                    raise CommandError("publish: payload_size must be an int in [0, 1 MiB]")
+                payload = workload_payload(pub_id or 0, size)
+            else:
+                text = request.get("payload", "")
+                if not isinstance(text, str):
+                    raise CommandError("publish: payload must be text")
+                payload = text.encode()
+            t = runtime.wall()
+            pub_id = runtime.publish(topic, payload, pub_id=pub_id)
+            self.say(f"published #{pub_id} on {topic}")
+            return {"op": op, "topic": topic, "pub_id": pub_id, "t": t, "size": len(payload)}
+        if op in ("neighbors", "neighbours"):
+            neighbors = runtime.neighbors()
+            for name, ids in neighbors.items():
+                self.say(f"{name or '(overlay)'}: " + (" ".join(map(format_id, ids)) or "-"))
+            if not neighbors:
+                self.say("no neighbours yet")
+            return {"op": "neighbors", "neighbors": neighbors}
+        if op == "stats":
+            stats = runtime.statistics()
+            self.say(json.dumps(stats, indent=2, default=str))
+            return {"op": op, "stats": stats}
+        if op == "leave":
+            runtime.leave()
+            return {"op": op, "t": runtime.wall()}
+        if op in ("quit", "exit"):
+            # "exit" (the cluster's end of run) stops without the leave protocol, as the end of
+            # a simulation does; "quit" leaves gracefully
+            self.leave_on_stop = op == "quit"
+            self.stop.set()
+            return {"op": op}
+        raise CommandError(f"unknown command {op!r} (try help)")
+
+
+class CommandError(Exception):
+    pass
+
+
+def workload_payload(pub_id: int, size: int) -> bytes:
+    """A workload publication's payload, as the simulator builds it: the id, then padding."""
+    return (pub_id.to_bytes(8, "big") + bytes(max(0, size - 8)))[:size]
+
+
+class StdinReader:
+    """Reads stdin lines on a daemon thread (so a pending read never blocks exit) and hands
+    them to the event loop."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_line: Callable[[str], None],
+        on_eof: Callable[[], None],
+        *,
+        prompt: bool,
+    ) -> None:
+        self.loop = loop
+        self.on_line = on_line
+        self.on_eof = on_eof
+        self.prompt = prompt
+
+    def start(self) -> None:
+        thread = threading.Thread(target=self._read, name="pubmesh-stdin", daemon=True)
+        thread.start()
+
+    def _read(self) -> None:
+        if self.prompt:
+            with contextlib.suppress(ImportError):
+                import readline  # noqa: F401 - line editing and history for input()
+        while True:
+            try:
+                line = input("pubmesh> ") if self.prompt else sys.stdin.readline()
+            except (EOFError, KeyboardInterrupt, OSError, ValueError):
+                line = ""
+                if self.prompt:
+                    line = "quit"
+            if not line and not self.prompt:
+                with contextlib.suppress(RuntimeError):
+                    self.loop.call_soon_threadsafe(self.on_eof)
+                return
+            try:
+                self.loop.call_soon_threadsafe(self.on_line, line)
+            except RuntimeError:  # the loop is closed: the node is exiting
+                return
+            if self.prompt and line.strip().lower() in ("quit", "exit"):
+                return
+            if self.prompt:
+                time.sleep(0.05)  # let the answer print before the next prompt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pubmesh.net.node_cli ARGS``: ``pubmesh node ARGS`` without loading the rest
+    of the CLI (what :mod:`pubmesh.net.cluster` runs, to start its processes quickly)."""
+    parser = argparse.ArgumentParser(prog="pubmesh")
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["node", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return int(args.func(args))
+    except UserError as error:
+        print(f"pubmesh: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
