@@ -12,9 +12,19 @@ Other ``test_net_*`` files import this module for the stack and the helpers belo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from pubmesh.net.runtime import NodeRuntime
@@ -41,7 +51,14 @@ from pubmesh.proto.core import (
     Unsubscribe,
     message,
 )
-from pubmesh.stacks.base import STACKS, StackNode, StackSpec, register
+from pubmesh.stacks.base import (
+    KNOWN_STACKS,
+    STACKS,
+    StackNode,
+    StackSpec,
+    available_stacks,
+    register,
+)
 
 KEY = ClusterKey(b"test cluster key: 0123456789abcdef")
 OTHER_KEY = ClusterKey(b"a different key entirely, 0123456789")
@@ -229,3 +246,142 @@ def test_nettest_forgets_a_peer_reported_down() -> None:
     assert a.downs == [2]
     assert list(a.monitored_peers()) == [3]
     assert out == [TraceRecord("test.peer-down", {"peer": 2})]
+
+
+# ------------------------------------------------------------------------------------------
+# Node processes (for the CLI, cluster and hostile-input tests)
+# ------------------------------------------------------------------------------------------
+
+
+KEY_TEXT = "test cluster key: 0123456789abcdef"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def real_stacks() -> list[str]:
+    """The stacks of this build that the network tests run (test-only stacks excluded)."""
+    have = set(available_stacks())
+    return [name for name in KNOWN_STACKS if name in have]
+
+
+def node_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PUBMESH_KEY"] = KEY_TEXT
+    env["PYTHONPATH"] = str(ROOT / "src")
+    env.update(extra)
+    return env
+
+
+class NodeProcess:
+    """``pubmesh node`` in JSON mode as a child process, with its stdout parsed on a thread."""
+
+    def __init__(self, args: list[str], *, log: Path, cli: bool = False, env: Any = None) -> None:
+        module = ["-m", "pubmesh", "node"] if cli else ["-m", "pubmesh.net.node_cli"]
+        self.log = log
+        with open(log, "wb") as stderr:
+            self.proc = subprocess.Popen(
+                [sys.executable, *module, "--json", *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env or node_env(),
+                start_new_session=True,
+            )
+        self.records: list[dict[str, Any]] = []
+        self._results: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        ready = self.wait_event(lambda r: r.get("event") == "ready", 30, "ready")
+        self.node_id: int = ready["node"]
+        self.address: str = ready["address"]
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            with self._changed:
+                self.records.append(record)
+                if record.get("event") == "result":
+                    self._results.put(record)
+                self._changed.notify_all()
+
+    def wait_event(self, predicate: Any, timeout: float = 10.0, what: str = "event") -> Any:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for record in self.records:
+                    if predicate(record):
+                        return record
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._pending()):
+                    tail = self.log.read_text(errors="replace")[-2000:]
+                    raise AssertionError(f"no {what} from node (exit {self.proc.poll()}): {tail}")
+                self._changed.wait(min(left, 0.2))
+
+    def _pending(self) -> bool:
+        return False
+
+    def count(self, predicate: Any) -> int:
+        with self._changed:
+            return sum(1 for r in self.records if predicate(r))
+
+    def command(self, request: dict[str, Any] | str, timeout: float = 10.0) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        line = request if isinstance(request, str) else json.dumps(request)
+        self.proc.stdin.write((line + "\n").encode())
+        self.proc.stdin.flush()
+        return self._results.get(timeout=timeout)
+
+    def deliveries(self) -> set[int]:
+        with self._changed:
+            return {r["pub_id"] for r in self.records if r.get("event") == "deliver"}
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signum)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+            raise AssertionError("node did not stop in time") from None
+
+
+def small_cluster(stack: str, peers: int, tmp: Path, **trace: str) -> list[NodeProcess]:
+    """A contact (or the skipring supervisor) and ``peers`` nodes joined through it; node 0
+    is the contact. Extra keyword ``trace_dirs=1`` gives every node a --trace-dir."""
+    from pubmesh.stacks.base import get_stack
+
+    spec = get_stack(stack)
+    roles = spec.infrastructure(peers + 1, spec.params_type())
+    first_role = roles.get(0, "peer")
+    nodes: list[NodeProcess] = []
+
+    def extra(i: int) -> list[str]:
+        return ["--trace-dir", str(tmp / f"trace-{i}")] if trace.get("trace_dirs") else []
+
+    nodes.append(
+        NodeProcess(
+            ["--stack", stack, "--listen", "127.0.0.1:0", "--role", first_role, *extra(0)],
+            log=tmp / "node-0.log",
+        )
+    )
+    for i in range(1, peers + 1):
+        nodes.append(
+            NodeProcess(
+                [
+                    "--stack",
+                    stack,
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--contact",
+                    nodes[0].address,
+                    *extra(i),
+                ],
+                log=tmp / f"node-{i}.log",
+            )
+        )
+    return nodes

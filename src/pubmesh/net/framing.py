@@ -41,6 +41,8 @@ CONTROL_GOODBYE = 1
 """Graceful close: the sender will send nothing more on this connection and is not down."""
 CONTROL_GOODBYE_ACK = 2
 """Answer to a goodbye: the answerer has stopped sending too; the initiator may close."""
+CONTROL_PING = 3
+"""No-op keepalive: keeps a connection from counting as idle; carries nothing."""
 
 
 class FrameTooLarge(Exception):

@@ -86,6 +86,8 @@ EventCallback = Callable[[str, Mapping[str, Any]], None]
 TRACE_RATE_INTERVAL = 1.0
 #: Inputs kept for a node that has not booted yet (beyond this they are dropped).
 EARLY_INPUT_LIMIT = 10_000
+#: Rejections traced (and logged) per second at most; the rest are counted, not lost.
+REJECTIONS_TRACED_PER_SECOND = 50
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,9 @@ class NodeRuntime:
         self._housekeeping: asyncio.TimerHandle | None = None
         self._next_snapshot = 0.0
         self._early: list[Input] = []
+        self._reject_window = -1.0
+        self._rejections_in_window = 0
+        self._rejections_suppressed = 0
 
     # ------------------------------------------------------------------ clocks
     def now(self) -> float:
@@ -446,13 +451,28 @@ class NodeRuntime:
         self.dispatch(PeerDown(peer))
 
     def net_rejected(self, peer: NodeId | None, remote: str, reason: str, detail: str) -> None:
+        """A frame or connection refused: one ``net.rejected`` row per refusal, up to
+        ``REJECTIONS_TRACED_PER_SECOND``; beyond that they are counted into the next row
+        (``suppressed``), so a flood of bad connections cannot flood the trace or the log."""
+        now = self.now() if self._loop is not None else 0.0
+        if now - self._reject_window >= 1.0:
+            self._reject_window = now
+            self._rejections_in_window = 0
+        if self._rejections_in_window >= REJECTIONS_TRACED_PER_SECOND:
+            self._rejections_suppressed += 1
+            return
+        self._rejections_in_window += 1
+        record: dict[str, Any] = {
+            "peer": peer,
+            "remote": remote,
+            "reason": reason,
+            "detail": detail,
+        }
+        if self._rejections_suppressed:
+            record["suppressed"] = self._rejections_suppressed
+            self._rejections_suppressed = 0
         log.warning("%s: refused %s (%s): %s", format_id(self.node_id), remote, reason, detail)
-        self._rate_limited(
-            "net.rejected",
-            peer if peer is not None else remote,
-            reason,
-            {"peer": peer, "remote": remote, "reason": reason, "detail": detail},
-        )
+        self._event("net.rejected", record)
 
     def net_monitored(self) -> set[NodeId]:
         node = self.node

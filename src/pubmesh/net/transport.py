@@ -60,6 +60,7 @@ from pubmesh.net.codec import CodecError, decode, encode
 from pubmesh.net.framing import (
     CONTROL_GOODBYE,
     CONTROL_GOODBYE_ACK,
+    CONTROL_PING,
     DEFAULT_MAX_FRAME,
     OVERHEAD,
     TAG_CONTROL,
@@ -122,6 +123,7 @@ class State(enum.Enum):
 
 _GOODBYE = bytes([CONTROL_GOODBYE])
 _GOODBYE_ACK = bytes([CONTROL_GOODBYE_ACK])
+_PING = bytes([CONTROL_PING])
 
 
 class Connection(asyncio.Protocol):
@@ -304,6 +306,8 @@ class Connection(asyncio.Protocol):
             self._close_now()
         elif payload == _GOODBYE_ACK and self.state is State.CLOSING:
             self._close_now()
+        elif payload == _PING:
+            pass  # last_active is already updated
         else:
             self.reject("unknown-type", f"control frame {payload[:8].hex()}")
 
