@@ -1,0 +1,280 @@
+"""The ``gossip`` stack: topic publish/subscribe over HyParView + Plumtree, one swarm per topic.
+
+papers/004 (§2.2, "Peer Sampling Service") keeps track of subscribed topics and creates the
+protocols for each; this module is that layer. Per topic the node runs one
+:class:`~pubmesh.proto.hyparview.HyParView` and one :class:`~pubmesh.proto.plumtree.Plumtree`
+instance, so payload for a topic reaches only that topic's members (../shared/specs/gossip.md,
+"Topic swarms"). HyParView's NeighborUp/NeighborDown events feed Plumtree, which keeps its eager
+and lazy peers a subset of the active view.
+
+* **Subscribe(topic)**: join the topic's swarm through the contact (see the swarm discovery
+  rule in :mod:`pubmesh.proto.hyparview`) and deliver its publications from then on.
+* **Publish(topic)** on a topic the node does not subscribe to: the node joins the swarm as a
+  *relay*, a member that forwards but never delivers (the spec's first option). The
+  publication waits in a buffer until the join is confirmed, then is broadcast. The node stays
+  in the swarm, so its next publications go out at once.
+* **Unsubscribe / Leave**: DISCONNECT the swarm's active view and drop the instances.
+* **PeerDown** goes to every swarm.
+* A broadcast message from a peer outside the active view (a link left one-sided by
+  non-FIFO delivery, or by a peer that missed our DISCONNECT) is still delivered if new, but
+  the sender is told to DISCONNECT, so the overlay repairs itself with the traffic.
+
+The node that is the cluster's contact also keeps the per-topic swarm directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pubmesh.proto.core import (
+    Deliver,
+    Input,
+    Leave,
+    Message,
+    NodeContext,
+    NodeId,
+    Output,
+    PeerDown,
+    Publish,
+    Receive,
+    Send,
+    SnapshotRow,
+    Start,
+    Subscribe,
+    TimerFired,
+    Unsubscribe,
+)
+from pubmesh.proto.hyparview import (
+    NONE,
+    ContactReply,
+    ContactRequest,
+    DisconnectRequest,
+    GossipParams,
+    HyParView,
+    Joined,
+    MembershipOutput,
+    NeighborDown,
+    NeighborUp,
+    SwarmDirectory,
+)
+from pubmesh.proto.plumtree import GRAFT_TIMER, IHAVE_TIMER, BroadcastOutput, Delivered, Plumtree
+from pubmesh.stacks.base import StackNode, StackSpec, register
+
+__all__ = ["GossipNode", "GossipParams", "Swarm"]
+
+
+class Swarm:
+    """One topic's protocol instances at one node."""
+
+    __slots__ = ("broadcast", "buffer", "delivering", "membership", "topic")
+
+    def __init__(self, membership: HyParView, broadcast: Plumtree, delivering: bool) -> None:
+        self.topic = membership.topic
+        self.membership = membership
+        self.broadcast = broadcast
+        self.delivering = delivering
+        self.buffer: list[Publish] = []
+
+
+class GossipNode(StackNode):
+    """A gossip node: a set of topic swarms, plus the swarm directory if it is the contact."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.params: GossipParams = ctx.params if ctx.params is not None else GossipParams()
+        self.contact: NodeId = NONE
+        self.swarms: dict[str, Swarm] = {}
+        self.directory = SwarmDirectory(self.params.directory_size, self.rng)
+        self.epochs = 0
+        self.delivered = 0
+        self.left = False
+
+    # ------------------------------------------------------------------ the one entry point
+    def handle(self, event: Input, now: float) -> list[Output]:
+        out: list[Output] = []
+        match event:
+            case Receive(src=src, message=msg):
+                self._receive(src, msg, out)
+            case TimerFired(timer=timer):
+                swarm = self.swarms.get(timer.topic)
+                if swarm is not None:
+                    if timer.kind in (GRAFT_TIMER, IHAVE_TIMER):
+                        self._broadcast_out(swarm, swarm.broadcast.timer(timer), out)
+                    else:
+                        self._membership_out(swarm, swarm.membership.timer(timer), out)
+            case PeerDown(peer=peer):
+                for topic in sorted(self.swarms):
+                    swarm = self.swarms[topic]
+                    self._membership_out(swarm, swarm.membership.peer_down(peer), out)
+            case Start(contacts=contacts):
+                self.contact = contacts[0] if contacts else self.node_id
+            case Subscribe(topic=topic):
+                if self.left:
+                    return out
+                swarm = self.swarms.get(topic)
+                if swarm is None:
+                    self._join(topic, delivering=True, out=out)
+                else:
+                    swarm.delivering = True
+            case Unsubscribe(topic=topic):
+                self._drop(topic, out)
+            case Publish() as publish:
+                self._publish(publish, out)
+            case Leave():
+                self.left = True
+                for topic in sorted(self.swarms):
+                    self._drop(topic, out)
+        return out
+
+    # ------------------------------------------------------------------ swarms
+    def _join(self, topic: str, delivering: bool, out: list[Output]) -> Swarm:
+        self.epochs += 1
+        directory = self.directory if self.contact == self.node_id else None
+        membership = HyParView(self.node_id, topic, self.params, self.rng, self.epochs, directory)
+        swarm = Swarm(
+            membership, Plumtree(self.node_id, topic, self.params, self.epochs), delivering
+        )
+        self.swarms[topic] = swarm
+        self._membership_out(swarm, membership.start(self.contact), out)
+        return swarm
+
+    def _drop(self, topic: str, out: list[Output]) -> None:
+        swarm = self.swarms.pop(topic, None)
+        if swarm is not None:
+            self._membership_out(swarm, swarm.membership.leave(), out)
+
+    def _publish(self, publish: Publish, out: list[Output]) -> None:
+        if self.left:
+            return
+        swarm = self.swarms.get(publish.topic)
+        if swarm is None:
+            swarm = self._join(publish.topic, delivering=False, out=out)
+        if not swarm.membership.joined:
+            swarm.buffer.append(publish)
+            return
+        self._broadcast_out(swarm, swarm.broadcast.broadcast(publish.pub_id, publish.payload), out)
+
+    # ------------------------------------------------------------------ messages
+    def _receive(self, src: NodeId, msg: Message, out: list[Output]) -> None:
+        if type(msg) is ContactRequest:
+            topic = msg.topic
+            swarm = self.swarms.get(topic)
+            me = self.node_id if swarm is not None and swarm.membership.joined else NONE
+            member = self.directory.lookup(topic, src, msg.dead, extra=me)
+            out.append(Send(src, ContactReply(topic=topic, member=member)))
+            return
+        topic_field = getattr(msg, "topic", None)
+        if not isinstance(topic_field, str):
+            return
+        topic = topic_field
+        swarm = self.swarms.get(topic)
+        if msg.LAYER == "membership":
+            if swarm is None:
+                # not (or no longer) a member: refuse links, so the sender's view stays true
+                if msg.TYPE_NAME in ("Join", "ForwardJoinAccept", "Neighbor"):
+                    out.append(Send(src, DisconnectRequest(topic=topic)))
+                return
+            self._membership_out(swarm, swarm.membership.receive(src, msg), out)
+            return
+        if swarm is None:
+            out.append(Send(src, DisconnectRequest(topic=topic)))
+            return
+        if src not in swarm.membership.active:
+            # one-sided link: keep the payload, tell the sender we are not its neighbour
+            out.append(Send(src, DisconnectRequest(topic=topic)))
+            if msg.TYPE_NAME == "Gossip":
+                outputs = swarm.broadcast.receive(src, msg)
+                swarm.broadcast.neighbor_down(src)
+                self._broadcast_out(
+                    swarm, [o for o in outputs if not (isinstance(o, Send) and o.dst == src)], out
+                )
+            return
+        self._broadcast_out(swarm, swarm.broadcast.receive(src, msg), out)
+
+    def _membership_out(
+        self, swarm: Swarm, outputs: list[MembershipOutput], out: list[Output]
+    ) -> None:
+        for item in outputs:
+            if isinstance(item, NeighborUp):
+                swarm.broadcast.neighbor_up(item.peer)
+            elif isinstance(item, NeighborDown):
+                swarm.broadcast.neighbor_down(item.peer)
+            elif isinstance(item, Joined):
+                buffered, swarm.buffer = swarm.buffer, []
+                for publish in buffered:
+                    self._broadcast_out(
+                        swarm, swarm.broadcast.broadcast(publish.pub_id, publish.payload), out
+                    )
+            else:
+                out.append(item)
+
+    def _broadcast_out(
+        self, swarm: Swarm, outputs: list[BroadcastOutput], out: list[Output]
+    ) -> None:
+        for item in outputs:
+            if isinstance(item, Delivered):
+                if swarm.delivering:
+                    self.delivered += 1
+                    out.append(Deliver(swarm.topic, item.pub_id, item.payload, item.hops))
+            else:
+                out.append(item)
+
+    # ------------------------------------------------------------------ queries
+    def monitored_peers(self) -> Iterable[NodeId]:
+        peers: set[NodeId] = set()
+        for swarm in self.swarms.values():
+            peers.update(swarm.membership.active)
+            if swarm.membership.pending_join != NONE:
+                peers.add(swarm.membership.pending_join)
+        return peers
+
+    def snapshot(self) -> Iterable[SnapshotRow]:
+        rows = []
+        for topic in sorted(self.swarms):
+            swarm = self.swarms[topic]
+            hv, pt = swarm.membership, swarm.broadcast
+            rows.append(
+                SnapshotRow(
+                    topic,
+                    "membership",
+                    tuple(sorted(hv.active)),
+                    {
+                        "passive": sorted(hv.passive),
+                        "joined": hv.joined,
+                        "delivering": swarm.delivering,
+                    },
+                )
+            )
+            rows.append(
+                SnapshotRow(topic, "broadcast", tuple(sorted(pt.eager)), {"lazy": sorted(pt.lazy)})
+            )
+        return rows
+
+    def subscriptions(self) -> Iterable[str]:
+        return sorted(t for t, s in self.swarms.items() if s.delivering)
+
+    def statistics(self) -> dict[str, Any]:
+        received: dict[str, int] = {}
+        for swarm in self.swarms.values():
+            for counters in (swarm.membership.counters, swarm.broadcast.counters):
+                for name, count in counters.items():
+                    received[name] = received.get(name, 0) + count
+        return {
+            "swarms": len(self.swarms),
+            "subscriptions": len(list(self.subscriptions())),
+            "delivered": self.delivered,
+            "active_view": {t: sorted(s.membership.active) for t, s in sorted(self.swarms.items())},
+            "received_by_type": dict(sorted(received.items())),
+        }
+
+
+SPEC = register(
+    StackSpec(
+        name="gossip",
+        params_type=GossipParams,
+        create=GossipNode,
+        contacts=lambda n, params: (0,),
+        description="HyParView membership + Plumtree broadcast per topic swarm (papers/004)",
+    )
+)
