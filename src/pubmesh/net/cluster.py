@@ -426,28 +426,43 @@ class Cluster:
 
     # ------------------------------------------------------------------ main
     async def main(self) -> int:
+        """Run the cluster; 0 when the run completed, 143 on SIGTERM (KeyboardInterrupt on
+        Ctrl-C). An interrupted run still gathers what its nodes traced (run.json says so)."""
         self.loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-        self.loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        terminated = False
+
+        def on_sigterm() -> None:
+            nonlocal terminated
+            terminated = True
+            task.cancel()
+
+        self.loop.add_signal_handler(signal.SIGTERM, on_sigterm)
         self._prepare_out()
         live = None
+        interrupted = False
         try:
             await self._launch()
             live = self._start_live_table()
             await self._run_timeline()
             await self._stop_all()
         except asyncio.CancelledError:
-            await self._terminate_all()
-            if live is not None:
-                live.cancel()
-            raise KeyboardInterrupt from None
+            interrupted = True
         finally:
             if live is not None:
                 live.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await live
             await self._terminate_all()
+        if interrupted:
+            self.summary["interrupted"] = True
+            if self.t0_wall:
+                with contextlib.suppress(Exception):
+                    self._gather()
+            if terminated:
+                return 143
+            raise KeyboardInterrupt
         stats = self._gather()
         if not self.config.quiet:
             self._print_summary(stats)

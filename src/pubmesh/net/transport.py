@@ -194,6 +194,14 @@ class Connection(asyncio.Protocol):
             self.reject("oversized-frame", str(error))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.state in (State.OPEN, State.CLOSING) and self.buffer.pending():
+            # the peer went away in the middle of a frame: a truncated frame
+            self.hub._reject(
+                self.peer,
+                self.remote,
+                "truncated-frame",
+                f"{self.buffer.pending()} bytes of an incomplete frame when the connection closed",
+            )
         was = self.state
         self.state = State.CLOSED
         if self._timer is not None:

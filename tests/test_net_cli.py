@@ -1,0 +1,220 @@
+"""``pubmesh node`` and ``pubmesh cluster`` as users run them: bad input gets one line and exit
+status 2; a node speaks JSON lines when piped and opens a shell on a terminal; SIGTERM leaves
+gracefully and leaves the partial trace behind."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pubmesh.net.tracing import segments
+from test_net_stack import NodeProcess, node_env, real_stacks
+
+STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
+
+
+def pubmesh(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pubmesh", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env or node_env(),
+    )
+
+
+def test_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    busy_port = busy.getsockname()[1]
+    no_key = {k: v for k, v in node_env().items() if k != "PUBMESH_KEY"}
+    node = ["node", "--stack", STACK]
+    cases: list[tuple[list[str], str, dict[str, str] | None]] = [
+        ([*node, "--listen", "127.0.0.1"], "--listen", None),
+        ([*node, "--listen", "127.0.0.1:99999"], "--listen", None),
+        ([*node, "--listen", "0.0.0.0:7000"], "0.0.0.0", None),
+        ([*node, "--listen", "no-such-host.invalid:7000"], "--listen", None),
+        ([*node, "--listen", f"127.0.0.1:{busy_port}"], "cannot listen", None),
+        (
+            [*node, "--listen", "127.0.0.1:0", "--key", str(tmp_path / "missing.key")],
+            "missing.key",
+            None,
+        ),
+        ([*node, "--listen", "127.0.0.1:0"], "PUBMESH_KEY", no_key),
+        (["node", "--stack", "nosuch", "--listen", "127.0.0.1:0"], "nosuch", None),
+        ([*node, "--listen", "127.0.0.1:0", "--role", "king"], "--role", None),
+        ([*node, "--listen", "127.0.0.1:0", "--contact", "127.0.0.1"], "--contact", None),
+        (["cluster", "--stack", "nosuch"], "nosuch", None),
+        (["cluster", "--stack", STACK, "--kill", "2@3"], "--kill", None),
+        (["cluster", "--stack", STACK, "--kill", "half"], "--kill", None),
+        (["cluster", "--stack", STACK, "--nodes", "1"], "--nodes", None),
+        (
+            ["cluster", "--stack", STACK, "--workload", str(tmp_path / "none.toml")],
+            "none.toml",
+            None,
+        ),
+        (
+            ["cluster", "--stack", STACK, "--key", str(tmp_path / "missing.key")],
+            "missing.key",
+            None,
+        ),
+    ]
+    short_key = tmp_path / "short.key"
+    short_key.write_text("tiny")
+    cases.append(([*node, "--listen", "127.0.0.1:0", "--key", str(short_key)], "16 bytes", None))
+    bad_workload = tmp_path / "bad.toml"
+    bad_workload.write_text("[workload]\npublications = -3\n")
+    cases.append(
+        (["cluster", "--stack", STACK, "--workload", str(bad_workload)], "publications", None)
+    )
+    processes = [(pubmesh(*args, env=env), args, needle) for args, needle, env in cases]
+    try:
+        for process, args, needle in processes:
+            out, err = process.communicate(timeout=60)
+            lines = err.strip().splitlines()
+            assert process.returncode == 2, (args, process.returncode, err)
+            assert len(lines) == 1, (args, err)
+            assert lines[0].startswith("pubmesh: error: ") and needle in lines[0], (args, err)
+            assert out == ""
+    finally:
+        busy.close()
+
+
+@pytest.mark.parametrize("command", ["node", "cluster"])
+def test_help_teaches_with_examples(command: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pubmesh", command, "--help"],
+        capture_output=True,
+        text=True,
+        env=node_env(),
+        timeout=60,
+    )
+    assert result.returncode == 0
+    assert "examples:" in result.stdout and f"pubmesh {command} --stack" in result.stdout
+
+
+def test_piped_node_speaks_json_lines_and_leaves_on_sigterm(tmp_path: Path) -> None:
+    contact = NodeProcess(
+        [
+            "--stack",
+            STACK,
+            "--listen",
+            "127.0.0.1:0",
+            "--role",
+            "supervisor" if STACK == "skipring" else "peer",
+        ],
+        log=tmp_path / "contact.log",
+        cli=True,
+    )
+    reader = NodeProcess(
+        [
+            "--stack",
+            STACK,
+            "--listen",
+            "127.0.0.1:0",
+            "--contact",
+            contact.address,
+            "--trace-dir",
+            str(tmp_path / "trace"),
+        ],
+        log=tmp_path / "reader.log",
+        cli=True,
+    )
+    writer = NodeProcess(
+        ["--stack", STACK, "--listen", "127.0.0.1:0", "--contact", contact.address],
+        log=tmp_path / "writer.log",
+        cli=True,
+    )
+    try:
+        answer = reader.command("subscribe news")
+        assert answer["ok"] and answer["topic"] == "news"
+        assert writer.command({"op": "subscribe", "topic": "news"})["ok"]
+        deadline = time.monotonic() + 15
+        while not reader.command("neighbors")["neighbors"].get("news"):
+            assert time.monotonic() < deadline, "the reader never got a neighbour"
+            time.sleep(0.1)
+        published = writer.command({"op": "publish", "topic": "news", "payload": "hello there"})
+        assert published["ok"] and published["size"] == len("hello there")
+        delivery = reader.wait_event(
+            lambda r: r.get("event") == "deliver" and r["pub_id"] == published["pub_id"],
+            15,
+            "delivery",
+        )
+        assert delivery["payload"] == "hello there" and delivery["topic"] == "news"
+        stats = reader.command("stats")["stats"]
+        assert stats["deliveries"] >= 1 and stats["subscriptions"] == ["news"]
+        assert reader.command("fly away")["ok"] is False
+        assert reader.command("{not json")["ok"] is False
+        assert reader.command({"op": "publish", "topic": "news", "pub_id": -1})["ok"] is False
+        assert reader.command("help")["ok"]
+        assert reader.stop(signal.SIGTERM) == 0
+        bye = reader.wait_event(lambda r: r.get("event") == "bye", 5, "bye")
+        assert bye["stats"]["deliveries"] >= 1
+        assert segments(tmp_path / "trace"), "no partial trace written"
+    finally:
+        for node in (writer, reader, contact):
+            node.stop(signal.SIGKILL)
+
+
+def test_node_on_a_terminal_opens_the_shell(tmp_path: Path) -> None:
+    if STACK != "gossip":
+        pytest.fail("the shell test runs a lone gossip node (its own contact); no gossip stack")
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pubmesh", "node", "--stack", "gossip", "--listen", "127.0.0.1:0"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=node_env(),
+        start_new_session=True,
+    )
+    os.close(slave)
+    seen = b""
+
+    def read_until(needle: bytes, timeout: float = 15.0) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while needle not in seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {needle!r} in {seen.decode(errors='replace')[-1500:]}"
+            ready, _, _ = select.select([master], [], [], left)
+            if ready:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+
+    def type_line(line: str) -> None:
+        os.write(master, line.encode() + b"\n")
+
+    try:
+        read_until(b"pubmesh> ")
+        type_line("help")
+        read_until(b"publish TOPIC MESSAGE")
+        type_line("subscribe news")
+        read_until(b"subscribed to news")
+        type_line("publish news hello shell")
+        read_until(b"published #")
+        read_until(b"[news] #")  # a gossip publisher delivers its own publication (004 §3.4)
+        read_until(b"hops): hello shell")
+        type_line("neighbors")
+        type_line("stats")
+        read_until(b'"deliveries": 1')
+        type_line("quit")
+        assert process.wait(15) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+        os.close(master)

@@ -1,0 +1,273 @@
+"""Hostile input against a live node process: it refuses, traces, and keeps serving.
+
+A small cluster of real processes (a contact, the target, an honest peer) runs the gossip stack
+(or the first stack this build has). Hypothesis then throws connections at the target, each
+carrying one kind of hostility: random bytes, frames cut short, length prefixes over the limit
+(before and after the handshake), well-sealed frames with unknown type tags or fields of the
+wrong type, a replayed frame, a frame whose MAC fails, and a client that does not hold the
+cluster key. For every connection the target must drop it and print a ``net.rejected`` record
+naming that connection and the expected reason; afterwards the target still delivers to and
+from its honest peer, and its trace holds one ``events`` row per rejection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pubmesh.net import security
+from pubmesh.net.address import node_id
+from pubmesh.net.framing import CONTROL_PING, TAG_CONTROL
+from pubmesh.net.security import ClusterKey, Sealer
+from pubmesh.net.tracing import segments
+from pubmesh.proto.core import MESSAGE_TYPES
+from test_net_stack import KEY_TEXT, NodeProcess, real_stacks, small_cluster
+
+STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
+KEY = ClusterKey(KEY_TEXT.encode())
+WRONG_KEY = ClusterKey(b"not the cluster key at all, 0123456789")
+#: tags of real stacks' messages (the target knows them; test-only tags 90-99 it does not)
+REAL_TAGS = sorted(tag for tag in MESSAGE_TYPES if tag >= 100)
+#: Pause between attacks: the target traces up to 50 rejections a second one by one (more are
+#: counted into the next row); staying under that rate lets the test check one row each.
+PACE = 0.03
+
+
+@dataclass
+class Target:
+    node: NodeProcess
+    honest: NodeProcess
+    contact: NodeProcess
+    trace: Path
+    host: str
+    port: int
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    tmp = tmp_path_factory.mktemp("hostile")
+    contact, node, honest = small_cluster(STACK, 2, tmp, trace_dirs="1")
+    host, port_text = node.address.split(":")
+    try:
+        yield Target(node, honest, contact, tmp / "trace-1", host, int(port_text))
+    finally:
+        for process in (honest, node, contact):
+            process.stop()
+
+
+# ------------------------------------------------------------------------------------------
+# A raw client
+# ------------------------------------------------------------------------------------------
+def read_frame(sock: socket.socket) -> bytes:
+    head = _read_exactly(sock, 4)
+    return _read_exactly(sock, int.from_bytes(head, "big"))
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def handshake(sock: socket.socket, key: ClusterKey, claimed: int) -> Sealer:
+    """Our side of the handshake, as a dialer; returns the sealer for our frames."""
+    nonce = security.new_nonce()
+    sock.sendall(security.hello(claimed, nonce))
+    acceptor, their_nonce, proof = security.parse_challenge(read_frame(sock))
+    script = security.transcript(nonce, their_nonce, claimed, acceptor)
+    if key is KEY:
+        security.verify(key.proof(security.ACCEPTOR_LABEL, script), proof, "target")
+    sock.sendall(security.proof_frame(key.proof(security.DIALER_LABEL, script)))
+    send_key, _receive = security.session_keys(key, script)
+    return Sealer(send_key)
+
+
+def wait_closed(sock: socket.socket, timeout: float = 5.0) -> None:
+    """The target must drop the connection: EOF or reset, within ``timeout``."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if not sock.recv(65536):
+                return
+        except (ConnectionResetError, BrokenPipeError):
+            return
+        except TimeoutError:
+            break
+    raise AssertionError("the target kept a hostile connection open")
+
+
+# ------------------------------------------------------------------------------------------
+# Attacks: each returns the reasons the target may give for refusing it
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Attack:
+    kind: str
+    data: bytes = b""
+    number: int = 0
+    index: int = 0
+
+    def run(self, sock: socket.socket) -> set[str]:
+        claimed = node_id("127.0.0.1", 1 + self.number % 60000)
+        if self.kind == "random-bytes":
+            sock.sendall(self.data)
+            sock.shutdown(socket.SHUT_WR)
+            if len(self.data) >= 4 and int.from_bytes(self.data[:4], "big") > 78:
+                return {"oversized-frame"}
+            return {"oversized-frame", "bad-handshake", "bad-version", "handshake-aborted"}
+        if self.kind == "no-key":
+            with contextlib.suppress(ConnectionError):
+                handshake(sock, WRONG_KEY, claimed)
+            return {"auth-failed"}
+        if self.kind == "oversized-before-handshake":
+            sock.sendall((79 + self.number).to_bytes(4, "big") + self.data)
+            return {"oversized-frame"}
+        sealer = handshake(sock, KEY, claimed)
+        if self.kind == "oversized-after-handshake":
+            sock.sendall(((1 << 20) + 1 + self.number).to_bytes(4, "big") + self.data)
+            return {"oversized-frame"}
+        if self.kind == "truncated":
+            frame = sealer.seal(TAG_CONTROL, bytes([CONTROL_PING]) + self.data, 0.0)
+            cut = 1 + self.number % (len(frame) - 1)
+            sock.sendall(frame[:cut])
+            sock.shutdown(socket.SHUT_WR)
+            return {"truncated-frame"}
+        if self.kind == "unknown-tag":
+            tag = 1000 + self.number % 60000
+            while tag in MESSAGE_TYPES:
+                tag += 1
+            sock.sendall(sealer.seal(tag, msgpack.packb([1, "x"]), 0.0))
+            return {"unknown-type"}
+        if self.kind == "wrong-field-types":
+            cls = MESSAGE_TYPES[REAL_TAGS[self.index % len(REAL_TAGS)]]
+            count = len(cls.__dataclass_fields__)
+            poison = msgpack.Timestamp(self.number, 0)  # an extension type: never a field
+            sock.sendall(
+                sealer.seal(
+                    REAL_TAGS[self.index % len(REAL_TAGS)], msgpack.packb([poison] * count), 0.0
+                )
+            )
+            return {"wrong-field-type"}
+        if self.kind == "garbage-payload":
+            tag = REAL_TAGS[self.index % len(REAL_TAGS)]
+            sock.sendall(sealer.seal(tag, b"\xc1" + self.data, 0.0))
+            return {"undecodable"}
+        if self.kind == "replay":
+            frame = sealer.seal(TAG_CONTROL, bytes([CONTROL_PING]), 0.0)
+            sock.sendall(frame + frame)
+            return {"replayed-frame"}
+        if self.kind == "bad-mac":
+            frame = bytearray(sealer.seal(TAG_CONTROL, bytes([CONTROL_PING]), 0.0))
+            frame[4 + self.number % (len(frame) - 4)] ^= 1 << (self.index % 8)
+            sock.sendall(bytes(frame))
+            return {"bad-mac", "bad-version"}
+        raise AssertionError(self.kind)
+
+
+KINDS = [
+    "random-bytes",
+    "no-key",
+    "oversized-before-handshake",
+    "oversized-after-handshake",
+    "truncated",
+    "unknown-tag",
+    "wrong-field-types",
+    "garbage-payload",
+    "replay",
+    "bad-mac",
+]
+attacks = st.builds(
+    Attack,
+    kind=st.sampled_from(KINDS),
+    data=st.binary(min_size=0, max_size=120),
+    number=st.integers(0, 1 << 30),
+    index=st.integers(0, 1000),
+)
+
+
+def rejection_for(target: Target, local_port: int) -> dict[str, Any]:
+    remote = f"127.0.0.1:{local_port}"
+    record: dict[str, Any] = target.node.wait_event(
+        lambda r: (
+            r.get("event") == "net"
+            and r.get("kind") == "net.rejected"
+            and r["detail"].get("remote") == remote
+        ),
+        10,
+        f"a rejection of {remote}",
+    )
+    return record
+
+
+def test_hostile_connections_are_refused_traced_and_the_node_keeps_serving(
+    target: Target,
+) -> None:
+    refused: list[tuple[str, str]] = []
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(attack=attacks)
+    def attack_once(attack: Attack) -> None:
+        with socket.create_connection((target.host, target.port), timeout=5) as sock:
+            local_port = sock.getsockname()[1]
+            allowed = attack.run(sock)
+            wait_closed(sock)
+        record = rejection_for(target, local_port)
+        reason = record["detail"]["reason"]
+        assert reason in allowed, (attack, record)
+        assert "suppressed" not in record["detail"]
+        refused.append((f"127.0.0.1:{local_port}", reason))
+        time.sleep(PACE)
+
+    attack_once()
+    assert len(refused) >= 30
+    assert target.node.proc.poll() is None, "the target died"
+
+    # still serving its honest peers, both ways
+    for node in (target.node, target.honest):
+        assert node.command({"op": "subscribe", "topic": "after"})["ok"]
+    honest_pubs: set[int] = set()
+    target_pubs: set[int] = set()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        honest_pubs.add(
+            target.honest.command({"op": "publish", "topic": "after", "payload": "to"})["pub_id"]
+        )
+        target_pubs.add(
+            target.node.command({"op": "publish", "topic": "after", "payload": "from"})["pub_id"]
+        )
+        time.sleep(0.3)
+        if honest_pubs & target.node.deliveries() and target_pubs & target.honest.deliveries():
+            break
+    assert honest_pubs & target.node.deliveries(), "the target no longer delivers"
+    assert target_pubs & target.honest.deliveries(), "the target no longer sends"
+    stats = target.node.command("stats")["stats"]
+    assert sum(stats["transport"]["rejected"].values()) == len(refused)
+    assert stats["handler_errors"] == 0
+
+    # one events row per rejection in the target's trace
+    assert target.node.stop() == 0
+    rows = []
+    for segment in segments(target.trace):
+        rows += pq.read_table(segment / "events" / "part-00000.parquet").to_pylist()
+    traced = sorted(
+        (json.loads(r["detail"])["remote"], json.loads(r["detail"])["reason"])
+        for r in rows
+        if r["kind"] == "net.rejected"
+    )
+    assert traced == sorted(refused)
