@@ -7,3 +7,15 @@ traces into metrics on Spark.
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["Node", "__version__"]
+
+
+def __getattr__(name: str) -> object:
+    # `pubmesh.Node` is the application API (pubmesh.api); import it on first use so that the
+    # simulator and the analysis do not pay for asyncio networking they do not use.
+    if name == "Node":
+        from pubmesh.api import Node
+
+        return Node
+    raise AttributeError(f"module 'pubmesh' has no attribute {name!r}")
