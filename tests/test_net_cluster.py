@@ -195,3 +195,124 @@ def test_survivors_get_the_publications_after_a_quarter_of_the_processes_is_kill
         f"--kill 0.25@{KILL_AT} --set workload.publications=140 ...)"
     )
     check_trace_v1(out, 12)
+
+
+# ------------------------------------------------------------------------------------------
+# One scenario, two runtimes
+# ------------------------------------------------------------------------------------------
+PLAN_SCENARIO = """
+[run]
+stack = "gossip"
+nodes = 30
+seed = 4
+duration = 12.0
+start_spread = 3.0
+[workload]
+topics = 5
+topic_popularity = "zipf"
+subscriptions_per_node = 2
+subscribe_at = 0.5
+publications = 40
+publish_start = 4.0
+publish_rate = 10.0
+publisher = "subscriber"
+unsubscribe_fraction = 0.2
+unsubscribe_at = 6.0
+[[faults]]
+at = 7.0
+kind = "crash"
+fraction = 0.2
+[[faults]]
+at = 7.5
+kind = "leave"
+fraction = 0.1
+[[faults]]
+at = 8.0
+kind = "crash"
+nodes = [3, 0]
+"""
+
+
+def test_the_workload_plan_makes_the_simulators_draws(tmp_path: Path) -> None:
+    from pubmesh.net.workload import plan
+    from pubmesh.sim.runner import run_scenario
+    from pubmesh.sim.scenario import parse_scenario
+
+    stack = STACKS[0]
+    scenario = parse_scenario(PLAN_SCENARIO, overrides=[f'run.stack="{stack}"'])
+    planned = plan(scenario)
+    run_scenario(scenario, tmp_path / "sim")
+    sim = tmp_path / "sim"
+
+    publications = [(p["pub_id"], p["publisher"], p["topic"]) for p in table(sim, "publications")]
+    assert sorted(publications) == sorted(
+        (p.pub_id, p.publisher, p.topic) for p in planned.publications
+    )
+    subscriptions = table(sim, "subscriptions")
+    assert sorted((s["node"], s["topic"], s["t_start"]) for s in subscriptions) == sorted(
+        (node, topic, planned.subscribe_time(node))
+        for node, topics in planned.topics.items()
+        for topic in topics
+        if planned.subscribe_time(node) <= scenario.run.duration
+    )
+    unsubscribed = {(s["node"], s["topic"]) for s in subscriptions if s["t_end"] == 6.0}
+    assert unsubscribed == {(u.node, u.topic) for u in planned.unsubscriptions}
+    crashes = sorted(
+        (f["t"], json.loads(f["detail"])["nodes"])
+        for f in table(sim, "faults")
+        if f["kind"] in ("crash", "leave")
+    )
+    assert [(t, nodes) for t, nodes in crashes[:2]] == [
+        (f.t, list(f.nodes)) for f in planned.faults[:2]
+    ]
+    crashed_at_8 = {
+        r["node"] for r in table(sim, "nodes") if r["event"] == "crash" and r["t"] == 8.0
+    }
+    assert crashed_at_8 == set(planned.faults[2].nodes)
+
+
+SAME_SCENARIO = """
+[run]
+nodes = 12
+seed = 9
+start_spread = 1.0
+[workload]
+topics = 3
+subscriptions_per_node = 2
+subscribe_at = 0.2
+publications = 40
+publish_start = 2.5
+publish_rate = 20.0
+payload_size = 64
+"""
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_same_scenario_same_deliveries_in_the_simulator_and_on_the_network(
+    stack: str, tmp_path: Path
+) -> None:
+    from pubmesh.sim.runner import run_scenario
+    from pubmesh.sim.scenario import parse_scenario
+
+    scenario_file = tmp_path / "same.toml"
+    text = SAME_SCENARIO.replace("[run]\n", f'[run]\nstack = "{stack}"\nduration = 7.0\n')
+    scenario_file.write_text(text)
+    scenario = parse_scenario(text)
+    run_scenario(scenario, tmp_path / "sim")
+    run_cluster(
+        tmp_path / "net", "--stack", stack, "--nodes", "12", "--workload", str(scenario_file)
+    )
+    sim_pubs = sorted(
+        (p["pub_id"], p["publisher"], p["topic"]) for p in table(tmp_path / "sim", "publications")
+    )
+    net_pubs = sorted(
+        (p["pub_id"], p["publisher"], p["topic"]) for p in table(tmp_path / "net", "publications")
+    )
+    assert net_pubs == sim_pubs and len(sim_pubs) == 40
+    sim_pairs = delivered_pairs(tmp_path / "sim")
+    net_pairs = delivered_pairs(tmp_path / "net")
+    assert sim_pairs == expected_pairs(tmp_path / "sim"), "the simulated run itself lost some"
+    assert net_pairs == sim_pairs, (
+        f"only in sim: {sorted(sim_pairs - net_pairs)[:10]}, "
+        f"only on the network: {sorted(net_pairs - sim_pairs)[:10]}"
+    )
