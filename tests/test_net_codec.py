@@ -381,6 +381,14 @@ def test_sealed_frames_open_in_order_and_refuse_tampering_and_replay() -> None:
     assert caught.value.reason == "truncated-frame"
 
 
+@SETTINGS
+@given(st.binary(min_size=0, max_size=100), st.binary(max_size=300))
+def test_frame_mac_is_hmac_sha256_truncated(key: bytes, data: bytes) -> None:
+    import hmac
+
+    assert security.FrameMac(key)(data) == hmac.digest(key, data, "sha256")[:16]
+
+
 def test_handshake_proofs_bind_both_nonces_and_roles() -> None:
     key = ClusterKey(b"k" * 16)
     script = security.transcript(b"a" * 32, b"b" * 32, 1, 2)

@@ -150,6 +150,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="keep the nodes' partial traces (OUT/.partial) after gathering",
     )
+    parser.add_argument(
+        "--no-message-trace",
+        action="store_true",
+        help="leave frames out of the trace (for benchmarks; RMR and load need them)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live table, no summary")
     parser.set_defaults(func=run)
     return parser
@@ -169,6 +174,7 @@ class ClusterConfig:
     keep_partial: bool = False
     quiet: bool = False
     snapshot_interval: float = 0.0
+    trace_messages: bool = True
     #: stack parameters as --set arguments for the node processes
     param_args: list[str] = field(default_factory=list)
 
@@ -302,6 +308,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         keep_partial=args.keep_partial,
         quiet=args.quiet,
         snapshot_interval=snapshot,
+        trace_messages=not args.no_message_trace,
         param_args=param_args,
     )
 
@@ -508,6 +515,8 @@ class Cluster:
             command += ["--snapshot-interval", str(self.config.snapshot_interval)]
         if self.config.key_file is not None:
             command += ["--key", str(self.config.key_file)]
+        if not self.config.trace_messages:
+            command.append("--no-message-trace")
         for setting in self.config.param_args:
             command += ["--set", setting]
         return command

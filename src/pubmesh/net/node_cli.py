@@ -126,6 +126,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="seed of the node's random stream")
     parser.add_argument("--trace-dir", metavar="DIR", help="write this node's partial trace here")
     parser.add_argument(
+        "--no-message-trace",
+        action="store_true",
+        help="with --trace-dir, leave frames out of the trace (deliveries, events and "
+        "snapshots only): what a benchmark wants",
+    )
+    parser.add_argument(
         "--snapshot-interval",
         type=float,
         default=0.0,
@@ -174,6 +180,7 @@ class NodeOptions:
     seed: int | None
     trace_dir: Path | None
     snapshot_interval: float
+    trace_messages: bool = True
     subscribe: list[str] = field(default_factory=list)
     json_mode: bool = False
     stats_interval: float = 0.0
@@ -235,6 +242,7 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
         seed=args.seed,
         trace_dir=Path(args.trace_dir) if args.trace_dir else None,
         snapshot_interval=args.snapshot_interval,
+        trace_messages=not args.no_message_trace,
         subscribe=list(args.subscribe),
         json_mode=bool(args.json or args.control or not sys.stdin.isatty()),
         stats_interval=args.stats_interval,
@@ -288,6 +296,7 @@ class NodeProcess:
             params=options.params,
             seed=options.seed,
             trace_dir=options.trace_dir,
+            trace_messages=options.trace_messages,
             snapshot_interval=options.snapshot_interval,
         )
         self.stop = asyncio.Event()
