@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -285,11 +284,6 @@ TestReorderingCluster = ReorderingMachine.TestCase
 TestReorderingCluster.settings = SETTINGS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hyparview.py HyParView.timer (JOIN_TIMER branch) drops the pending member without "
-    "DisconnectRequest, and the late JoinReply is ignored: a one-sided active link",
-)
 def test_join_timeout_before_join_reply_leaves_one_sided_link() -> None:
     """Members 1 and 3 form the swarm; 2 joins through whichever the contact names, but its
     join timer fires before the JoinReply arrives. 2 asks the contact again; when it is named

@@ -787,13 +787,6 @@ def test_peer_down_reaches_every_swarm() -> None:
     check_subset(n)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hyparview.py HyParView.timer, JOIN_TIMER branch: a join abandoned on timeout moves "
-    "the pending member to the passive view without DisconnectRequest, although that member "
-    "may already hold the joiner in its active view (JoinReply still in flight); the late "
-    "JoinReply is then ignored, leaving a one-sided active link",
-)
 def test_join_timeout_tells_the_abandoned_member_to_disconnect() -> None:
     n = node(5)
     n.handle(Start((0,)), 0.0)

@@ -508,8 +508,11 @@ class HyParView:
             and timer.generation == self.join_generation
             and not self.joined
         ):
-            # no JoinReply and no failure notice: the request or its answer was lost
+            # no JoinReply and no failure notice: the request or its answer was lost, or is
+            # slow. The member may already hold us in its active view, so tell it to drop us
+            # (a DISCONNECT for a link it does not have is ignored) before asking again.
             if self.pending_join != NONE:
+                out.append(Send(self.pending_join, DisconnectRequest(topic=self.topic)))
                 if self.pending_join in self.active:
                     self._remove_active(self.pending_join, out, to_passive=True)
                 self.pending_join = NONE
