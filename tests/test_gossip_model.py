@@ -278,11 +278,15 @@ class ReorderingMachine(GossipMachine):
     FIFO = False
 
 
-SETTINGS = settings(deadline=None, max_examples=60, stateful_step_count=40)
+# Measured on the shared 2-core machine: 8 s CPU, 20-40 s wall under load (FIFO ~5 s CPU; the
+# reordering machine is slower per example because duplicated membership messages multiply
+# the traffic). A reintroduced join-timeout bug (DISCONNECT filtered out) is found by the
+# FIFO machine in some runs at this budget, not all: it needs a timer to fire in a window of
+# a few deliveries.
 TestFifoCluster = GossipMachine.TestCase
-TestFifoCluster.settings = SETTINGS
+TestFifoCluster.settings = settings(deadline=None, max_examples=200, stateful_step_count=50)
 TestReorderingCluster = ReorderingMachine.TestCase
-TestReorderingCluster.settings = SETTINGS
+TestReorderingCluster.settings = settings(deadline=None, max_examples=80, stateful_step_count=50)
 
 
 def test_join_timeout_before_join_reply_keeps_links_symmetric() -> None:
