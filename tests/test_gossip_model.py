@@ -4,11 +4,14 @@ The model is a cluster of 4–8 :class:`~pubmesh.stacks.gossip.GossipNode` objec
 message pool and timer list (no simulator). Node 0 is the contact (every node gets
 ``Start(contacts=(0,))``). The rules interleave, in any order Hypothesis picks:
 
-* subscribe a node to the topic; publish from a subscribed node;
-* deliver a pending message. HyParView assumes TCP channels (DSN 2007 §4.1: "TCP is used as a
-  reliable transport and as a failure detector"), so in :class:`FifoCluster` delivery is FIFO
-  within each (src, dst) link and random across links; :class:`ReorderingCluster` delivers any
-  pending message (the simulator's per-message latency reorders a link);
+* subscribe a node to the topic; publish from a subscribed node; publish from a node outside
+  the topic (it joins as a relay, which must never deliver);
+* deliver a pending message. HyParView assumes TCP channels between active neighbours (the
+  DSN 2007 paper uses TCP both as reliable FIFO transport and as its failure detector), so in
+  :class:`GossipMachine` (test ``TestFifoCluster``) delivery is FIFO within each (src, dst)
+  link and random across links; :class:`ReorderingMachine` (``TestReorderingCluster``)
+  delivers any pending message (as the simulator's per-message latency can), and checks every
+  invariant except symmetry;
 * fire a pending timer, in any order (the model has no clock, so a join timeout may fire
   while the Join or its JoinReply is still in flight:
   :func:`test_join_timeout_before_join_reply_keeps_links_symmetric` is the sequence that
@@ -117,6 +120,8 @@ class Cluster:
                     elif isinstance(out, SetTimer):
                         self.timers.append((at, out.timer))
                     elif isinstance(out, Deliver):
+                        swarm = self.nodes[at].swarms.get(out.topic)
+                        assert swarm is not None and swarm.delivering, f"relay {at} delivered"
                         got = self.delivered[at]
                         assert out.pub_id not in got, f"node {at} delivered {out.pub_id} twice"
                         got.add(out.pub_id)
@@ -252,6 +257,15 @@ class GossipMachine(RuleBasedStateMachine):
         if subscribers:
             c.next_pub += 1
             c.run(subscribers[pick % len(subscribers)], Publish(TOPIC, c.next_pub, b"m"))
+
+    @rule(pick=st.integers(0, 7))
+    def publish_as_relay(self, pick: int) -> None:
+        """A node outside the topic publishes: it joins as a relay that never delivers."""
+        c = self.c
+        outside = [i for i in c.live if TOPIC not in c.nodes[i].subscriptions()]
+        if outside:
+            c.next_pub += 1
+            c.run(outside[pick % len(outside)], Publish(TOPIC, c.next_pub, b"r"))
 
     @precondition(lambda self: self.since_quiesce >= 8)
     @rule()
