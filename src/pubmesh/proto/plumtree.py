@@ -153,13 +153,14 @@ class Plumtree:
     def _push(
         self, pub_id: PubId, rnd: int, payload: bytes, exclude: NodeId, out: list[BroadcastOutput]
     ) -> None:
+        # messages are immutable: one object serves every peer
+        gossip = Gossip(topic=self.topic, pub_id=pub_id, round=rnd, payload=payload)
         for peer in sorted(self.eager):
             if peer != exclude:
-                out.append(
-                    Send(peer, Gossip(topic=self.topic, pub_id=pub_id, round=rnd, payload=payload))
-                )
-        if self.p.flood:
+                out.append(Send(peer, gossip))
+        if self.p.flood or not self.lazy:
             return
+        announcement = IHave(topic=self.topic, announcements=((pub_id, rnd),))
         for peer in sorted(self.lazy):
             if peer == exclude:
                 continue
@@ -174,7 +175,7 @@ class Plumtree:
                         )
                     )
             else:
-                out.append(Send(peer, IHave(topic=self.topic, announcements=((pub_id, rnd),))))
+                out.append(Send(peer, announcement))
 
     # ------------------------------------------------------------------ the handler
     def receive(self, src: NodeId, msg: Message) -> list[BroadcastOutput]:
