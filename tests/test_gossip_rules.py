@@ -801,14 +801,6 @@ def test_join_timeout_tells_the_abandoned_member_to_disconnect() -> None:
     assert linked or told, "5 dropped 3 silently: 3 keeps a one-sided link to 5"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stacks/gossip.py GossipNode._receive: with no swarm for the topic, only Join, "
-    "ForwardJoinAccept and Neighbor are answered with DisconnectRequest; a NeighborReply"
-    "(accepted=True) arriving after Unsubscribe/Leave is dropped silently, so the accepter "
-    "keeps a one-sided active link (HyParView.leave only DISCONNECTs the active view, not "
-    "the pending Neighbor target)",
-)
 def test_accepted_neighbor_reply_after_unsubscribe_is_refused() -> None:
     """A node that unsubscribed while its Neighbor request was pending must refuse the late
     acceptance, or the accepter keeps a one-sided active link to a non-member."""

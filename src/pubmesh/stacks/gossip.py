@@ -50,11 +50,16 @@ from pubmesh.proto.hyparview import (
     ContactReply,
     ContactRequest,
     DisconnectRequest,
+    ForwardJoinAccept,
     GossipParams,
     HyParView,
+    Join,
     Joined,
+    JoinReply,
     MembershipOutput,
+    Neighbor,
     NeighborDown,
+    NeighborReply,
     NeighborUp,
     SwarmDirectory,
 )
@@ -62,6 +67,9 @@ from pubmesh.proto.plumtree import GRAFT_TIMER, IHAVE_TIMER, BroadcastOutput, De
 from pubmesh.stacks.base import StackNode, StackSpec, register
 
 __all__ = ["GossipNode", "GossipParams", "Swarm"]
+
+#: membership messages whose sender holds (or is about to hold) us in its active view
+LINKING = (Join, JoinReply, ForwardJoinAccept, Neighbor, NeighborReply)
 
 
 class Swarm:
@@ -171,8 +179,12 @@ class GossipNode(StackNode):
         swarm = self.swarms.get(topic)
         if msg.LAYER == "membership":
             if swarm is None:
-                # not (or no longer) a member: refuse links, so the sender's view stays true
-                if msg.TYPE_NAME in ("Join", "ForwardJoinAccept", "Neighbor"):
+                # Not (or no longer) a member: refuse every message by which the sender puts us
+                # in its active view (including late answers to requests made before we left),
+                # so that its view stays true.
+                if isinstance(msg, LINKING) and not (
+                    isinstance(msg, NeighborReply) and not msg.accepted
+                ):
                     out.append(Send(src, DisconnectRequest(topic=topic)))
                 return
             self._membership_out(swarm, swarm.membership.receive(src, msg), out)
