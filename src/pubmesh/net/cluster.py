@@ -500,7 +500,7 @@ class Cluster:
             "127.0.0.1:0",
             "--control",
             "--stats-interval",
-            "0.25",
+            "0.5",
             "--no-delivery-lines",
             "--trace-dir",
             str(self.partial / f"node-{index}"),

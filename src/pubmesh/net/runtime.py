@@ -124,7 +124,7 @@ class NodeRuntime:
         trace_dir: Path | str | None = None,
         trace_messages: bool = True,
         snapshot_interval: float = 0.0,
-        segment_seconds: float = 2.0,
+        segment_seconds: float = 5.0,
     ) -> None:
         self.spec = stack if isinstance(stack, StackSpec) else get_stack(stack)
         self.key = key

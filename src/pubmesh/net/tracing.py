@@ -8,10 +8,11 @@ start is unknown here) and node ids are network ids (``ip << 16 | port``); the c
 gatherer (:mod:`pubmesh.net.gather`) maps both onto the run.
 
 A Parquet file is only readable once its footer is written, and a node may be SIGKILLed at any
-moment. So the trace is cut into *segments*: every ``segment_seconds`` the open writer is closed
-(on a worker thread, off the event loop) into ``DIR/seg-NNNNNN.tmp`` and renamed to
-``DIR/seg-NNNNNN``; the gatherer reads complete
-segments only. A killed node loses at most its last ``segment_seconds`` of rows.
+moment. So the trace is cut into *segments*: every ``segment_seconds`` (default 5) the open
+writer is closed (on a worker thread, off the event loop) into ``DIR/seg-NNNNNN.tmp`` and
+renamed to ``DIR/seg-NNNNNN``; the gatherer reads complete segments only. A killed node loses
+at most its last ``segment_seconds`` of rows (its deliveries do not count anyway: only
+survivors are expected to deliver).
 
 Messages: the sender records a row per frame with ``t_recv`` null, the receiver a row with both
 times (the send time travels in the frame header). The gatherer pairs them up: a sent frame
@@ -36,7 +37,7 @@ class PartialTrace:
     """Rows of one node; see the module docstring. Call :meth:`tick` now and then."""
 
     def __init__(
-        self, directory: Path | str, node: NodeId, *, segment_seconds: float = 2.0
+        self, directory: Path | str, node: NodeId, *, segment_seconds: float = 5.0
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -49,10 +50,11 @@ class PartialTrace:
         self._opened_at = 0.0
         self.closed = False
         self._sealer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pubmesh-trace")
-        # pyarrow's first Parquet write sets up its codecs (a third of a second): do it now, off
-        # the event loop, rather than when the first segment is due (a node killed early would
-        # otherwise lose a segment that was still being written)
-        self._sealer.submit(_warm_up)
+        # pyarrow's first conversion imports pandas and its first Parquet write sets up the
+        # codecs: half a second to a second of CPU. Pay it now, before the node says it is
+        # ready, not in the middle of a run (where it would steal that CPU from the protocol,
+        # and a node killed early would lose a segment still being written)
+        _warm_up()
 
     def _open(self, now: float) -> TraceWriter:
         writer = self._writer
@@ -142,8 +144,9 @@ def _warm_up() -> None:
     import pyarrow.parquet as pq
 
     schema = pa.schema([("x", pa.int64())])
+    column = pa.array([1], type=pa.int64())  # from a list, as TraceWriter does: imports pandas
     with pq.ParquetWriter(io.BytesIO(), schema, compression="zstd") as writer:
-        writer.write_batch(pa.RecordBatch.from_arrays([pa.array([1], pa.int64())], schema=schema))
+        writer.write_batch(pa.RecordBatch.from_arrays([column], schema=schema))
 
 
 def _seal_segment(writer: TraceWriter, final: Path) -> None:

@@ -1,0 +1,385 @@
+"""Network runtime benchmark: a 32-process gossip cluster beside redis-server, same fan-out.
+
+Both systems get the same job, measured in the same run on the same machine:
+
+* **pubmesh**: ``pubmesh cluster --stack gossip --nodes 32`` on 127.0.0.1, one topic, every
+  node subscribed, 100-byte payloads, each publication issued by a random node (the workload
+  plan), frames authenticated (HMAC) as always; the trace keeps publications and deliveries
+  (no per-frame rows), from which the figures come.
+* **Redis**: redis-server (Debian package, started by ``scripts/start-redis.sh``) and 32
+  redis-py client processes; each subscribes to one channel and publishes its share of the
+  publications (100-byte payloads carrying their send time) on a second connection.
+
+Publications are offered open-loop at fixed rates (neither system has flow control between
+publisher and subscribers, so a closed loop would measure the publisher, not the fan-out); for
+each rate the figures are the deliveries per second achieved over the publishing window
+(every delivery counts, the publisher's own included: fan-out 32 on both sides), the share of
+the expected deliveries made, and p50/p99 publish-to-delivery latency (deliveries to other
+nodes). The headline compares the best rate each system sustains (≥ 99.9% of the deliveries,
+p99 under one second).
+
+    .venv/bin/python bench/bench_net.py [--quick] [--rates 500,1000,2000] [--seconds 5]
+
+Figures go to bench/net.md (the lead merges them into BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+console = Console()
+NODES = 32
+PAYLOAD = 100
+REDIS_PORT = 6390
+SUSTAINED_SHARE = 0.999
+SUSTAINED_P99 = 1.0
+#: Gossip parameters of the run: the report's (papers/004 §4) except IHAVE batching, which the
+#: Plumtree paper allows and which turns one announcement frame per message and lazy peer into
+#: one per 50 ms and lazy peer.
+GOSSIP_SETTINGS = ["stack.gossip.ihave_batch_interval=0.05"]
+
+
+@dataclass
+class Figures:
+    system: str
+    rate: float
+    publications: int
+    expected: int
+    deliveries: int
+    window: float
+    p50: float
+    p99: float
+
+    @property
+    def per_second(self) -> float:
+        return self.deliveries / self.window if self.window > 0 else 0.0
+
+    @property
+    def share(self) -> float:
+        return self.deliveries / self.expected if self.expected else 0.0
+
+    @property
+    def sustained(self) -> bool:
+        return self.share >= SUSTAINED_SHARE and self.p99 < SUSTAINED_P99
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+# --------------------------------------------------------------------------------------------
+# pubmesh
+# --------------------------------------------------------------------------------------------
+def run_pubmesh(rate: float, seconds: float, workdir: Path) -> Figures:
+    import pyarrow.parquet as pq
+
+    out = workdir / f"pubmesh-{int(rate)}"
+    count = int(rate * seconds)
+    workload = workdir / "workload.toml"
+    workload.write_text(
+        textwrap.dedent(
+            f"""
+            [run]
+            start_spread = 0.0
+            seed = 1
+            [workload]
+            topics = 1
+            subscriptions_per_node = 1
+            publications = {count}
+            publish_start = 3.0
+            publish_rate = {rate}
+            payload_size = {PAYLOAD}
+            """
+        )
+    )
+    env = dict(os.environ)
+    env.pop("PUBMESH_KEY", None)
+    env["PYTHONPATH"] = str(ROOT / "src")
+    command = [
+        sys.executable,
+        "-m",
+        "pubmesh",
+        "cluster",
+        "--stack",
+        "gossip",
+        "--nodes",
+        str(NODES),
+        "--workload",
+        str(workload),
+        "--out",
+        str(out),
+        "--no-message-trace",
+        "--quiet",
+        "--duration",
+        str(3.0 + seconds + 4.0),
+        *[arg for setting in GOSSIP_SETTINGS for arg in ("--set", setting)],
+    ]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise RuntimeError(f"pubmesh cluster failed: {result.stderr[-2000:]}")
+    pubs = pq.read_table(out / "publications").to_pylist()
+    deliveries = pq.read_table(out / "deliveries").to_pylist()
+    published_at = {p["pub_id"]: (p["t"], p["publisher"]) for p in pubs}
+    latencies = []
+    last = 0.0
+    for row in deliveries:
+        t_pub, publisher = published_at[row["pub_id"]]
+        last = max(last, row["t"])
+        if row["node"] != publisher:
+            latencies.append(row["t"] - t_pub)
+    first = min(t for t, _ in published_at.values())
+    return Figures(
+        "pubmesh gossip",
+        rate,
+        len(pubs),
+        len(pubs) * NODES,
+        len(deliveries),
+        max(last - first, seconds),
+        percentile(latencies, 0.5),
+        percentile(latencies, 0.99),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Redis
+# --------------------------------------------------------------------------------------------
+REDIS_CLIENT = r"""
+import json, sys, threading, time
+import redis
+
+port, me, clients, rate, count, size = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
+                                        float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
+subscriber = redis.Redis(port=port)
+pubsub = subscriber.pubsub(ignore_subscribe_messages=True)
+pubsub.subscribe("bench")
+while pubsub.get_message(timeout=0.1) is not None:
+    pass
+publisher = redis.Redis(port=port)
+publisher.ping()
+mine = [i for i in range(count) if i % clients == me]
+sys.stdout.write("ready\n"); sys.stdout.flush()
+start = float(sys.stdin.readline())  # every client has subscribed: the controller says go
+
+def publish():
+    for i in mine:
+        delay = start + i / rate - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        head = b"%.6f %d %d " % (time.time(), me, i)
+        publisher.publish("bench", head + b"x" * (size - len(head)))
+
+thread = threading.Thread(target=publish)
+thread.start()
+received = 0
+latencies = []
+last = 0.0
+give_up = start + count / rate + 10.0
+while received < count and time.time() < give_up:
+    message = pubsub.get_message(timeout=0.5)
+    if message is None:
+        continue
+    now = time.time()
+    received += 1
+    last = now
+    sent, sender, _ = message["data"].split(b" ", 2)
+    if int(sender) != me:
+        latencies.append(now - float(sent))
+thread.join()
+json.dump({"received": received, "last": last, "latencies": latencies}, sys.stdout)
+"""
+
+
+def run_redis(rate: float, seconds: float, workdir: Path) -> Figures:
+    script = workdir / "redis_client.py"
+    script.write_text(REDIS_CLIENT)
+    count = int(rate * seconds)
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(script),
+                str(REDIS_PORT),
+                str(me),
+                str(NODES),
+                str(rate),
+                str(count),
+                str(PAYLOAD),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for me in range(NODES)
+    ]
+    for process in processes:  # wait until every client has subscribed
+        assert process.stdout is not None
+        if process.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"redis client failed: {process.communicate()[1][-1500:]}")
+    start = time.time() + 0.5
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write(f"{start!r}\n")
+        process.stdin.flush()
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=seconds + 120)
+        if process.returncode != 0:
+            raise RuntimeError(f"redis client failed: {err[-1500:]}")
+        results.append(json.loads(out))
+    deliveries = sum(r["received"] for r in results)
+    latencies = [x for r in results for x in r["latencies"]]
+    last = max(r["last"] for r in results)
+    return Figures(
+        "redis-server + redis-py",
+        rate,
+        count,
+        count * NODES,
+        deliveries,
+        max(last - start, seconds),
+        percentile(latencies, 0.5),
+        percentile(latencies, 0.99),
+    )
+
+
+def redis_script(action: str) -> None:
+    subprocess.run([str(ROOT / "scripts" / "start-redis.sh"), action, str(REDIS_PORT)], check=True)
+
+
+def redis_version() -> str:
+    result = subprocess.run(["redis-server", "--version"], capture_output=True, text=True)
+    return result.stdout.split("v=")[1].split()[0] if "v=" in result.stdout else "?"
+
+
+# --------------------------------------------------------------------------------------------
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="two rates, 3 s windows")
+    parser.add_argument("--rates", help="publications per second, comma-separated")
+    parser.add_argument("--seconds", type=float, help="publishing window per rate")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "net.md"))
+    args = parser.parse_args()
+    rates = (
+        [float(r) for r in args.rates.split(",")]
+        if args.rates
+        else ([250.0, 1000.0] if args.quick else [250.0, 500.0, 1000.0, 1500.0, 2000.0, 3000.0])
+    )
+    seconds = args.seconds or (3.0 if args.quick else 5.0)
+
+    redis_script("start")
+    rows: list[Figures] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="pubmesh-bench-net-") as tmp:
+            workdir = Path(tmp)
+            for rate in rates:
+                console.print(f"rate {rate:.0f}/s: pubmesh ...", end=" ")
+                rows.append(run_pubmesh(rate, seconds, workdir))
+                console.print(f"{rows[-1].per_second:,.0f} deliveries/s; redis ...", end=" ")
+                rows.append(run_redis(rate, seconds, workdir))
+                console.print(f"{rows[-1].per_second:,.0f} deliveries/s")
+    finally:
+        redis_script("stop")
+
+    table = Table(title=f"{NODES} processes, one topic, {PAYLOAD}-byte payloads, loopback")
+    for column in (
+        "system",
+        "offered pubs/s",
+        "deliveries/s",
+        "delivered",
+        "p50 ms",
+        "p99 ms",
+        "sustained",
+    ):
+        table.add_column(column, justify="left" if column == "system" else "right")
+    for f in rows:
+        table.add_row(
+            f.system,
+            f"{f.rate:,.0f}",
+            f"{f.per_second:,.0f}",
+            f"{f.share:.4f}",
+            f"{f.p50 * 1000:.1f}",
+            f"{f.p99 * 1000:.1f}",
+            "yes" if f.sustained else "no",
+        )
+    console.print(table)
+
+    def best(system: str) -> Figures | None:
+        sustained = [f for f in rows if f.system.startswith(system) and f.sustained]
+        return max(sustained, key=lambda f: f.per_second) if sustained else None
+
+    ours, theirs = best("pubmesh"), best("redis")
+    ratio = ours.per_second / theirs.per_second if ours and theirs else float("nan")
+    console.print(
+        f"best sustained: pubmesh {ours.per_second if ours else 0:,.0f}/s, "
+        f"redis {theirs.per_second if theirs else 0:,.0f}/s, ratio {ratio:.2f}x"
+    )
+    write_markdown(Path(args.out), rows, ours, theirs, ratio, rates, seconds)
+    return 0
+
+
+def write_markdown(
+    path: Path,
+    rows: list[Figures],
+    ours: Figures | None,
+    theirs: Figures | None,
+    ratio: float,
+    rates: list[float],
+    seconds: float,
+) -> None:
+    cpu = platform.processor() or platform.machine()
+    lines = [
+        "# Network runtime: 32-process gossip cluster beside Redis pub/sub",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} with `.venv/bin/python bench/bench_net.py"
+        f" --rates {','.join(f'{r:g}' for r in rates)} --seconds {seconds:g}` on "
+        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
+        f"redis-server {redis_version()} with redis-py (pure-Python parser), all on 127.0.0.1.",
+        "",
+        "Same job for both: 32 processes, one topic/channel, every process subscribed and "
+        "publishing its share, 100-byte payloads, publications offered open-loop at the rate "
+        f"shown for {seconds:g} s. *deliveries/s* counts every delivery over the publishing "
+        "window (fan-out 32, the publisher's own delivery included); *delivered* is the share "
+        "of the expected deliveries; latency is publish → delivery at the other processes. "
+        f"*Sustained*: ≥ {SUSTAINED_SHARE:.1%} delivered and p99 < {SUSTAINED_P99:g} s.",
+        "",
+        "| system | offered pubs/s | deliveries/s | delivered | p50 ms | p99 ms | sustained |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for f in rows:
+        lines.append(
+            f"| {f.system} | {f.rate:,.0f} | {f.per_second:,.0f} | {f.share:.4f} | "
+            f"{f.p50 * 1000:.1f} | {f.p99 * 1000:.1f} | {'yes' if f.sustained else 'no'} |"
+        )
+    lines += [
+        "",
+        f"**Best sustained deliveries/s: pubmesh {ours.per_second if ours else 0:,.0f}, "
+        f"Redis {theirs.per_second if theirs else 0:,.0f}: ratio {ratio:.2f}×** "
+        "(goal ≥ 1.0×).",
+        "",
+    ]
+    path.write_text("\n".join(lines))
+    console.print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.exit(main())
