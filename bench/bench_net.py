@@ -285,6 +285,7 @@ def main() -> int:
     )
     seconds = args.seconds or (3.0 if args.quick else 5.0)
 
+    load_before = os.getloadavg()[0]
     redis_script("start")
     rows: list[Figures] = []
     try:
@@ -326,13 +327,20 @@ def main() -> int:
         sustained = [f for f in rows if f.system.startswith(system) and f.sustained]
         return max(sustained, key=lambda f: f.per_second) if sustained else None
 
+    def peak(system: str) -> float:
+        delivered = [f.per_second for f in rows if f.system.startswith(system) and f.share >= 0.99]
+        return max(delivered, default=0.0)
+
     ours, theirs = best("pubmesh"), best("redis")
-    ratio = ours.per_second / theirs.per_second if ours and theirs else float("nan")
+    peaks = (peak("pubmesh"), peak("redis"))
+    ratio = peaks[0] / peaks[1] if peaks[1] else float("nan")
     console.print(
-        f"best sustained: pubmesh {ours.per_second if ours else 0:,.0f}/s, "
-        f"redis {theirs.per_second if theirs else 0:,.0f}/s, ratio {ratio:.2f}x"
+        f"peak deliveries/s with >= 99% delivered: pubmesh {peaks[0]:,.0f}, redis "
+        f"{peaks[1]:,.0f}, ratio {ratio:.2f}x; sustained (p99 < 1 s): pubmesh "
+        f"{ours.per_second if ours else 0:,.0f}, redis {theirs.per_second if theirs else 0:,.0f}"
     )
-    write_markdown(Path(args.out), rows, ours, theirs, ratio, rates, seconds)
+    loads = (load_before, os.getloadavg()[0])
+    write_markdown(Path(args.out), rows, ours, theirs, peaks, ratio, rates, seconds, loads)
     return 0
 
 
@@ -341,9 +349,11 @@ def write_markdown(
     rows: list[Figures],
     ours: Figures | None,
     theirs: Figures | None,
+    peaks: tuple[float, float],
     ratio: float,
     rates: list[float],
     seconds: float,
+    loads: tuple[float, float],
 ) -> None:
     cpu = platform.processor() or platform.machine()
     lines = [
@@ -371,9 +381,23 @@ def write_markdown(
         )
     lines += [
         "",
-        f"**Best sustained deliveries/s: pubmesh {ours.per_second if ours else 0:,.0f}, "
-        f"Redis {theirs.per_second if theirs else 0:,.0f}: ratio {ratio:.2f}×** "
-        "(goal ≥ 1.0×).",
+        f"**Peak deliveries/s with ≥ 99% delivered: pubmesh {peaks[0]:,.0f}, Redis "
+        f"{peaks[1]:,.0f}: ratio {ratio:.2f}×** (goal ≥ 1.0×). Sustained (≥ "
+        f"{SUSTAINED_SHARE:.1%}, p99 < {SUSTAINED_P99:g} s): pubmesh "
+        f"{ours.per_second if ours else 0:,.0f}/s, Redis "
+        f"{theirs.per_second if theirs else 0:,.0f}/s.",
+        "",
+        f"The machine is shared: its 1-minute load average was {loads[0]:.1f} when the run "
+        f"started and {loads[1]:.1f} when it ended (other jobs included), on "
+        f"{os.cpu_count()} cores.",
+        "",
+        "Reading: every Redis delivery is one hop through a server written in C; every pubmesh "
+        "delivery is a hop of a Plumtree tree in a Python process (receive, check the MAC, "
+        "decode, handle, re-encode and seal for the next hop, plus the lazy IHAVE "
+        "announcements), and a publication crosses several hops, each waiting to be scheduled "
+        "on an oversubscribed machine: hence the latency of hundreds of milliseconds and the "
+        "lower peak. Where Redis still delivered everything at the highest offered rate, its "
+        "peak is a lower bound and the ratio an upper bound.",
         "",
     ]
     path.write_text("\n".join(lines))
