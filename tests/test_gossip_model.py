@@ -298,11 +298,11 @@ class ReorderingMachine(GossipMachine):
 # FIFO machine in some runs at this budget, not all: it needs a timer to fire in a window of
 # a few deliveries.
 #
-# Derandomized (a fixed example sequence every run): a longer hunt (1,500 examples of 60
-# steps) finds a known one-sided link that FIFO links do not prevent, an accept crossing a
+# Derandomized (a fixed example sequence every run), so that `make test` decides the same way
+# on every machine; a longer hunt (1,500 examples of 60 steps) found an accept crossing a
 # DISCONNECT (test_gossip_rules.py::test_forward_join_accept_crossing_a_disconnect_keeps_
-# links_symmetric, strict xfail); with random examples that bug would make this file fail now
-# and then. Once it is fixed, drop derandomize to explore new sequences on every run.
+# links_symmetric), since fixed by echoing the DISCONNECT. Hunt for more with
+# `derandomize=False` and a larger max_examples when changing the protocol.
 MODEL_SETTINGS = settings(
     deadline=None, max_examples=200, stateful_step_count=50, derandomize=True, database=None
 )

@@ -387,6 +387,11 @@ class HyParView:
                 # "Disconnect(q): q leaves the active view and goes to the passive view."
                 if src in self.active:
                     self._remove_active(src, out, to_passive=True)
+                    # Echo the DISCONNECT: an accept we sent q before (a ForwardJoinAccept or
+                    # NeighborReply crossing q's DISCONNECT on the link) may re-add us at q
+                    # after this; the echo removes that one-sided link. q ignores the echo
+                    # when it does not hold us, so it cannot loop.
+                    out.append(Send(src, DisconnectRequest(topic=self.topic)))
                     self._promote(NONE, out)
             case Shuffle(origin=origin, nodes=nodes, ttl=ttl):
                 self._on_shuffle(src, origin, nodes, ttl, out)
