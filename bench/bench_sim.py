@@ -149,6 +149,7 @@ def largest_overlay(sizes: list[int], limit_s: int, limit_bytes: int) -> list[di
                 "nodes": nodes,
                 "ok": delivered == nodes,
                 "wall": wall,
+                "cpu": cpu,
                 "peak_gib": stats["peak_memory_bytes"] / 2**30,
                 "delivered": delivered,
                 "events": stats["events_processed"],
