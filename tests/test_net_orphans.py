@@ -64,19 +64,15 @@ def start_cluster(tmp_path: Path) -> tuple[subprocess.Popen[bytes], set[int]]:
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 60
-    nodes: set[int] = set()
-    while time.monotonic() < deadline:
-        nodes = children_of(controller.pid)
-        booted = (tmp_path / "run" / ".partial").is_dir() and len(nodes) == NODES
-        if booted and all(
-            (tmp_path / "run" / ".partial" / f"node-{i}").is_dir() for i in range(NODES)
-        ):
-            break
+    deadline = time.monotonic() + 90
+    started = tmp_path / "run" / ".partial" / "started.json"
+    while not started.is_file():  # the controller writes it once every node is up
+        assert time.monotonic() < deadline, "the cluster did not start"
         assert controller.poll() is None, controller.stderr.read() if controller.stderr else ""
         time.sleep(0.1)
+    nodes = children_of(controller.pid)
     assert len(nodes) == NODES, f"expected {NODES} node processes, found {nodes}"
-    time.sleep(1.0)  # well into the run: booted, subscribed, publishing
+    time.sleep(1.0)  # into the run: booted, subscribed, publishing
     return controller, nodes
 
 

@@ -564,6 +564,18 @@ class Cluster:
         self.id_map = {child.node_id: child.index for child in self.children}
         self.t0_wall = time.time()
         self.t0_mono = loop.time()
+        # for tools and tests that watch a running cluster: every node is up, the run began
+        (self.partial / "started.json").write_text(
+            json.dumps(
+                {
+                    "t0": self.t0_wall,
+                    "nodes": {
+                        c.index: {"pid": c.pid, "address": format_id(c.node_id)}
+                        for c in self.children
+                    },
+                }
+            )
+        )
 
     async def _read(self, child: Child) -> None:
         stdout = child.process.stdout
