@@ -1,0 +1,101 @@
+"""The Python API (``pubmesh.api.Node``) on real sockets, and the example that documents it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pubmesh.api import Node
+from pubmesh.errors import UserError
+from test_net_stack import KEY_TEXT, ROOT, node_env, real_stacks
+
+STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
+ROLE = "supervisor" if STACK == "skipring" else "peer"
+
+
+def test_subscribe_publish_and_iterate() -> None:
+    async def main() -> None:
+        async with (
+            Node(STACK, listen="127.0.0.1:0", key=KEY_TEXT, role=ROLE) as contact,
+            Node(STACK, listen="127.0.0.1:0", contact=contact.address, key=KEY_TEXT) as a,
+            Node(STACK, listen="127.0.0.1:0", contact=contact.address, key=KEY_TEXT) as b,
+        ):
+            assert a.address.startswith("127.0.0.1:") and a.id > 0xFFFF
+            news = await b.subscribe("news")
+            also = await b.subscribe("news")  # a second subscription gets everything too
+            await a.subscribe("news")
+            for _ in range(100):
+                if b.neighbors().get("news"):
+                    break
+                await asyncio.sleep(0.05)
+            sent = {await a.publish("news", f"item {i}") for i in range(5)}
+            got = {(await news.get(timeout=10)).pub_id for _ in range(5)}
+            assert got == sent
+            seen = []
+            async for message in also:
+                seen.append(message)
+                if len(seen) == 5:
+                    break
+            assert {m.pub_id for m in seen} == sent
+            assert {m.payload for m in seen} == {f"item {i}".encode() for i in range(5)}
+            assert all(m.topic == "news" and m.hops >= 1 for m in seen)
+            stats = b.statistics()
+            assert stats["deliveries"] == 5
+            assert stats["subscription_queues"]["news"] == {"pending": 0, "dropped": 0}
+            await news.close()
+            await also.close()
+            assert "news" not in b.runtime.subscribed
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_slow_consumer_drops_its_oldest_deliveries_not_memory() -> None:
+    async def main() -> None:
+        async with (
+            Node(STACK, listen="127.0.0.1:0", key=KEY_TEXT, role=ROLE, queue_size=3) as contact,
+            Node(
+                STACK, listen="127.0.0.1:0", contact=contact.address, key=KEY_TEXT, queue_size=3
+            ) as node,
+        ):
+            sub = await node.subscribe("t")
+            for _ in range(100):
+                if node.neighbors().get("t"):
+                    break
+                await asyncio.sleep(0.05)
+            ids = [await node.publish("t", b"x") for _ in range(10)]
+            for _ in range(100):
+                if node.statistics()["deliveries"] >= 10:
+                    break
+                await asyncio.sleep(0.05)
+            assert sub.pending() == 3 and sub.dropped == 7
+            assert [(await sub.get(timeout=1)).pub_id for _ in range(3)] == ids[-3:]
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_bad_arguments_are_user_errors() -> None:
+    with pytest.raises(UserError, match="unknown stack"):
+        Node("nosuch", key=KEY_TEXT)
+    with pytest.raises(UserError, match="listen"):
+        Node(STACK, listen="0.0.0.0:7000", key=KEY_TEXT)
+    with pytest.raises(UserError, match="16 bytes"):
+        Node(STACK, key=b"short")
+    with pytest.raises(UserError, match="params"):
+        Node(STACK, key=KEY_TEXT, params={"no_such_parameter": 1})
+
+
+def test_the_api_example_runs(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "api_example.py"), "--stack", STACK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=node_env(),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("bob got [news]") == 3
