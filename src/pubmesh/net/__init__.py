@@ -1,1 +1,30 @@
-"""pubmesh.net."""
+"""pubmesh.net: the protocols of :mod:`pubmesh.stacks` over real TCP, one node per process.
+
+The same stack objects the simulator drives run here unchanged; this package only adds
+sockets, clocks and timers (DESIGN.md, Layers). From the bottom up:
+
+=================  ==========================================================================
+module             what it does
+=================  ==========================================================================
+``address``        node ids are addresses: ``ip << 16 | port`` (127.0.0.1:7000 is
+                   0x7F000001_1B58), so a protocol can send to any id it learns
+``codec``          every registered message type as a msgpack array of its fields, checked
+                   against the annotations on the way in (no pickle, no eval)
+``framing``        length-prefixed frames: version, type tag, sequence number, send time,
+                   payload, MAC; oversized lengths refused before reading
+``security``       the cluster key: HMAC-SHA256 challenge-response both ways, per-connection
+                   and per-direction frame keys, replay-proof sequence numbers
+``transport``      asyncio connections: dial with backoff, accept, graceful goodbyes, bounded
+                   queues, peer-down notices (the papers' failure detector)
+``runtime``        :class:`~pubmesh.net.runtime.NodeRuntime`: one stack node driven by the
+                   event loop through ``handle(event, now)``
+``tracing``        a node's partial trace v1, in segments that survive SIGKILL
+``node_cli``       ``pubmesh node``: a shell on a terminal, JSON lines otherwise
+``workload``       a scenario's workload as a plan, with the simulator's random draws
+``cluster``        ``pubmesh cluster``: N processes, a workload, kills, a live table
+``gather``         the partial traces of a cluster into one run directory (runtime "net")
+``command``        the CLI wiring (:func:`~pubmesh.net.command.register`)
+=================  ==========================================================================
+
+Applications use :class:`pubmesh.api.Node` (also ``pubmesh.Node``).
+"""
