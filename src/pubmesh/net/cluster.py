@@ -728,7 +728,7 @@ class Cluster:
         )
 
     async def _fault(self, fault: Any) -> None:
-        t = self.now() - self.publish_shift if self.publish_shift else self.now()
+        t = self.now()  # run time as it happened (shifted with the publications, if they were)
         if fault.kind == "crash":
             for index in fault.nodes:
                 child = self.children[index]
