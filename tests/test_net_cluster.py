@@ -295,7 +295,7 @@ def test_same_scenario_same_deliveries_in_the_simulator_and_on_the_network(
     from pubmesh.sim.scenario import parse_scenario
 
     scenario_file = tmp_path / "same.toml"
-    text = SAME_SCENARIO.replace("[run]\n", f'[run]\nstack = "{stack}"\nduration = 7.0\n')
+    text = SAME_SCENARIO.replace("[run]\n", f'[run]\nstack = "{stack}"\nduration = 8.0\n')
     scenario_file.write_text(text)
     scenario = parse_scenario(text)
     run_scenario(scenario, tmp_path / "sim")
