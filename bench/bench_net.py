@@ -388,8 +388,8 @@ def write_markdown(
         f"{theirs.per_second if theirs else 0:,.0f}/s.",
         "",
         f"The machine is shared: its 1-minute load average was {loads[0]:.1f} when the run "
-        f"started and {loads[1]:.1f} when it ended (other jobs included), on "
-        f"{os.cpu_count()} cores.",
+        f"started and {loads[1]:.1f} when it ended (this benchmark's own processes and other "
+        f"jobs), on {os.cpu_count()} cores.",
         "",
         "Reading: every Redis delivery is one hop through a server written in C; every pubmesh "
         "delivery is a hop of a Plumtree tree in a Python process (receive, check the MAC, "
