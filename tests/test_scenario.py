@@ -143,7 +143,7 @@ def test_cli_missing_file_and_bad_override(tmp_path: Path) -> None:
 def test_cli_help_reads_like_a_tour() -> None:
     result = _cli("--help")
     assert result.returncode == 0
-    for word in ("pubmesh sim", "pubmesh analyze", "pubmesh cluster", "pubmesh demo", "tour"):
+    for word in ("pubmesh sim", "pubmesh node", "pubmesh cluster", "pubmesh demo", "tour"):
         assert word in result.stdout
     result = _cli("sim", "--help")
     assert result.returncode == 0 and "[workload]" in result.stdout and "--set" in result.stdout

@@ -14,7 +14,7 @@ from pubmesh.errors import UserError
 TOUR = """\
 pubmesh runs publish/subscribe without a central broker, on self-organizing overlays.
 The same protocol code runs in a deterministic simulator and over real TCP, and every run
-leaves a Parquet trace that a Spark job turns into metrics, tables and plots.
+leaves a Parquet trace.
 
 A short tour:
 
@@ -22,15 +22,12 @@ A short tour:
        pubmesh sim scenarios/gossip_1000.toml --seed 3 --out runs/g1000
   2. Change anything from the command line, e.g. crash 80% of the nodes:
        pubmesh sim scenarios/gossip_crash.toml --set faults.0.fraction=0.8
-  3. Turn the trace into metrics and a report (Spark, local mode):
-       pubmesh analyze runs/g1000 --out reports/g1000
-  4. Sweep a grid of parameters x seeds as Spark tasks and compare:
-       pubmesh sweep scenarios/sweeps/gossip_fanout.toml --out sweeps/fanout
-  5. Run real nodes on this machine, or one node with an interactive shell:
+  3. Reproduce papers/004's experiment (0/10/50/85% of nodes failed) and its tables:
+       pubmesh demo
+  4. Run real nodes on this machine, or one node with an interactive shell:
        pubmesh cluster --stack gossip --nodes 12 --duration 30 --out runs/net12
        pubmesh node --stack gossip --listen 127.0.0.1:7000
-  6. The whole default experiment, every stack, with a report:
-       pubmesh demo --out out/demo
+  5. Coming next: pubmesh analyze (metrics and reports on Spark) and pubmesh sweep.
 
 Stacks: gossip, skipring, chord, brokertree, clique, d2g (`pubmesh stacks` lists the ones
 this build has). Scenario files are TOML; `pubmesh sim --help` lists every key.
