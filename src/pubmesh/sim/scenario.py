@@ -34,8 +34,9 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
     ``crash`` / ``leave`` (``fraction`` of live workload nodes other than the stack's contact
     nodes, which run the experiment as in papers/004 §3.1, or ``nodes = [ids]``, which may name
     any node; a leave runs the stack's leave protocol), ``recover`` (``fraction`` of crashed
-    nodes or ``nodes``; they restart with fresh state and resubscribe), ``partition`` (``fraction`` of live nodes split
-    off, or ``parts = k`` random sets, or ``groups = [[ids], ...]``), ``heal``, ``churn``
+    nodes or ``nodes``; they restart with fresh state and resubscribe), ``partition``
+    (``fraction`` of live nodes split off, or ``parts = k`` random sets, or
+    ``groups = [[ids], ...]``), ``heal``, ``churn``
     (``rate`` events per second until ``until``; each event is a join of a new node with
     probability ``join_fraction``, else a crash, or a graceful leave if ``graceful = true``).
 ``[trace]``
