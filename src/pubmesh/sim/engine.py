@@ -513,8 +513,9 @@ class Simulation:
         # contact node issues kill_random). Name a contact in `nodes` to crash it.
         contacts = set(self.contacts)
         live_workload = [
-            n for n in self.alive if n not in self.roles and n not in self.left
-            and n not in contacts
+            n
+            for n in self.alive
+            if n not in self.roles and n not in self.left and n not in contacts
         ]
         detail: dict[str, Any] = {}
         if fault.kind == "crash":
