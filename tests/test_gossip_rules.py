@@ -850,3 +850,16 @@ def test_forward_join_accept_crossing_a_disconnect_keeps_links_symmetric() -> No
             a_to_b += to(a.receive(7, b_to_a.pop(0)), 7)
     assert not b_to_a and not a_to_b
     assert (2 in b.active) == (7 in a.active), f"b {b.active} a {a.active}"
+
+
+def test_shuffle_over_a_one_sided_link_is_answered_with_disconnect() -> None:
+    """Every shuffle hop uses an active link, so a Shuffle from a node outside the active view
+    means that node holds a link we do not: we tell it to drop it (and still serve the walk)."""
+    a = hv(me=2, shuffle_ttl=1)
+    a.active = [4]
+    a.passive = [5, 6]
+    out = a.receive(7, Shuffle(topic=T, origin=7, nodes=(7, 8), ttl=1))
+    assert [s.dst for s in sends(out, DisconnectRequest)] == [7]
+    assert [s.dst for s in sends(out, ShuffleReply)] == [7]
+    out = a.receive(4, Shuffle(topic=T, origin=4, nodes=(4,), ttl=1))
+    assert not sends(out, DisconnectRequest)

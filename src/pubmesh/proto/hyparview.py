@@ -49,8 +49,10 @@ Three rules pubmesh adds, because the paper leaves them to the implementation:
   the contact for a member again (otherwise a node isolated by a mass failure stays isolated).
 
 Non-FIFO delivery (the simulator's per-message latency) can reorder a DISCONNECT and an accept
-on one link, leaving a link one-sided; the stack repairs that lazily: broadcast traffic from a
-peer outside the active view is answered with DISCONNECT (see :mod:`pubmesh.stacks.gossip`).
+on one link, leaving a link one-sided. Two lazy repairs answer traffic over such a link with
+DISCONNECT: a Shuffle from a node outside the active view (every shuffle hop uses an active
+link), and broadcast traffic from one (see :mod:`pubmesh.stacks.gossip`). Before the first, a
+node of 30,000 whose only link was one-sided missed a broadcast.
 """
 
 from __future__ import annotations
@@ -394,6 +396,12 @@ class HyParView:
                     out.append(Send(src, DisconnectRequest(topic=self.topic)))
                     self._promote(NONE, out)
             case Shuffle(origin=origin, nodes=nodes, ttl=ttl):
+                if src not in self.active:
+                    # Every hop of a shuffle walk goes over an active link, so the sender holds
+                    # us in its active view and we do not hold it: a one-sided link (left by
+                    # reordered messages). Tell it to drop us; it will refill from its passive
+                    # view. Shuffles run every period, so such links do not outlive a few.
+                    out.append(Send(src, DisconnectRequest(topic=self.topic)))
                 self._on_shuffle(src, origin, nodes, ttl, out)
             case ShuffleReply(nodes=nodes):
                 # the origin merges the reply, evicting first what it sent
