@@ -1,0 +1,182 @@
+"""``pubmesh demo`` (``make demo``): the default experiment, as a sweep, and its report.
+
+Every stack this build has × failed fraction 0, 0.1, 0.5, 0.85 × 3 seeds (``--quick``: one
+seed). Each stack runs its demo scenario (:data:`DEMO_SCENARIOS`), whose first fault crashes a
+fraction of the nodes before publishing starts; gossip runs papers/004 §4 (17 nodes, 50 topics,
+680 publications). The grid is written to ``OUT/grid.toml`` (``pubmesh sweep OUT/grid.toml``
+reruns it), simulated as Spark tasks and analysed in one Spark job. The printed table has the
+shape of papers/004's Tables 1-3, totals over seeds:
+
+* Table 1: publications expected at subscribers, received, reliability;
+* Table 2: eager (payload) messages against lazy messages (control messages of the
+  dissemination layer: Plumtree's IHave/Graft/Prune, skipring's trie checks);
+* Table 3: membership messages (every other layer: HyParView, ring, shortcut, supervisor);
+
+plus mean latency, RMR and LDH.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from pubmesh.analysis.sweep import Grid, SweepResult, column_name, load_grid, run_sweep
+from pubmesh.errors import UserError
+
+#: stack -> its demo scenario in scenarios/ (first fault: a crash with a fraction).
+DEMO_SCENARIOS = {"gossip": "paper004_fail50.toml", "skipring": "skipring_demo.toml"}
+FRACTIONS = (0.0, 0.1, 0.5, 0.85)
+DISSEMINATION_LAYERS = ("broadcast", "publish")
+
+
+def scenarios_dir() -> Path:
+    here = Path(__file__).resolve().parents[3] / "scenarios"
+    return here if here.is_dir() else Path("scenarios").resolve()
+
+
+def write_grid(out: Path, seeds: list[int]) -> Path:
+    from pubmesh.stacks.base import available_stacks
+
+    directory = scenarios_dir()
+    bases = [
+        str(directory / DEMO_SCENARIOS[stack])
+        for stack in available_stacks()
+        if stack in DEMO_SCENARIOS and (directory / DEMO_SCENARIOS[stack]).exists()
+    ]
+    if not bases:
+        raise UserError(f"{directory}: no demo scenarios found; run pubmesh demo from the checkout")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "grid.toml"
+    path.write_text(
+        "# pubmesh demo: every stack × failed fraction × seeds (pubmesh sweep this file)\n"
+        f"seeds = {seeds}\n\n[grid]\n"
+        f"scenario = [{', '.join(repr(b).replace(chr(39), chr(34)) for b in bases)}]\n"
+        f'"faults.0.fraction" = [{", ".join(str(f) for f in FRACTIONS)}]\n'
+    )
+    return path
+
+
+def paper_table(spark: Any, sweep: SweepResult) -> list[dict[str, Any]]:
+    """Rows of the Tables 1-3 shaped table: one per (stack, failed fraction), totals over
+    seeds, computed with Spark from the per-run and per-message-type metrics."""
+    from pyspark.sql import functions as F
+
+    grid: Grid = sweep.grid
+    fraction = column_name("faults.0.fraction")
+    points = spark.createDataFrame(
+        [
+            (r["run_id"], str(dict(grid.tasks[r["index"]].values)["faults.0.fraction"]))
+            for r in sweep.results
+            if r.get("ok")
+        ],
+        f"run_id string, {fraction} string",
+    )
+    kinds = sweep.analysis.metrics.node_messages.groupBy("run_id").agg(
+        F.sum(F.when(F.col("payload"), F.col("sent")).otherwise(0)).alias("eager"),
+        F.sum(
+            F.when(
+                ~F.col("payload") & F.col("layer").isin(*DISSEMINATION_LAYERS), F.col("sent")
+            ).otherwise(0)
+        ).alias("lazy"),
+        F.sum(
+            F.when(~F.col("layer").isin(*DISSEMINATION_LAYERS), F.col("sent")).otherwise(0)
+        ).alias("membership"),
+    )
+    table = (
+        sweep.analysis.metrics.runs.join(points, ["run_id"])
+        .join(kinds, ["run_id"], "left")
+        .groupBy("stack", fraction)
+        .agg(
+            F.count("*").alias("runs"),
+            F.sum("expected").alias("expected"),
+            F.sum("delivered").alias("received"),
+            F.sum("eager").alias("eager"),
+            F.sum("lazy").alias("lazy"),
+            F.sum("membership").alias("membership"),
+            F.avg("latency_p50").alias("latency_p50"),
+            F.avg("rmr_mean").alias("rmr"),
+            F.avg("ldh_mean").alias("ldh"),
+        )
+        .orderBy("stack", F.col(fraction).cast("double"))
+    )
+    return [row.asDict() | {"fraction": float(row[fraction])} for row in table.collect()]
+
+
+def print_paper_table(rows: list[dict[str, Any]], seeds: list[int], console: Console) -> None:
+    table = Table(
+        title="papers/004 Tables 1-3 in shape: every stack × failed nodes, "
+        f"totals over seeds {', '.join(map(str, seeds))}"
+    )
+    for column in (
+        "stack", "failed", "expected", "received", "reliability", "eager", "lazy",
+        "eager/lazy", "membership", "latency p50 ms", "RMR", "LDH",
+    ):  # fmt: skip
+        table.add_column(column, justify="left" if column == "stack" else "right")
+    for r in rows:
+        expected, received = r["expected"] or 0, r["received"] or 0
+        table.add_row(
+            r["stack"],
+            f"{r['fraction']:.0%}",
+            f"{expected:,}",
+            f"{received:,}",
+            f"{received / expected:.2%}" if expected else "–",
+            f"{r['eager'] or 0:,}",
+            f"{r['lazy'] or 0:,}",
+            f"{(r['eager'] or 0) / r['lazy']:.2f}" if r["lazy"] else "–",
+            f"{r['membership'] or 0:,}",
+            "–" if r["latency_p50"] is None else f"{r['latency_p50'] * 1000:.1f}",
+            "–" if r["rmr"] is None else f"{r['rmr']:.2f}",
+            "–" if r["ldh"] is None else f"{r['ldh']:.2f}",
+        )
+    console.print(table)
+
+
+def paper_table_html(rows: list[dict[str, Any]]) -> str:
+    from pubmesh.analysis.report import html_table
+
+    shaped = [
+        r
+        | {
+            "failed": f"{r['fraction']:.0%}",
+            "reliability": (r["received"] or 0) / r["expected"] if r["expected"] else None,
+        }
+        for r in rows
+    ]
+    columns = [
+        ("failed", "failed", "{}"),
+        ("expected", "expected", "{:,}"),
+        ("received", "received", "{:,}"),
+        ("reliability", "reliability", "{:.2%}"),
+        ("eager", "eager", "{:,}"),
+        ("lazy", "lazy", "{:,}"),
+        ("membership", "membership", "{:,}"),
+        ("latency_p50", "latency p50 ms", "ms"),
+        ("rmr", "RMR", "{:.2f}"),
+        ("ldh", "LDH", "{:.2f}"),
+    ]
+    return html_table(shaped, columns, first="stack")
+
+
+def run_demo(
+    spark: Any, out: Path, *, quick: bool, progress: bool, console: Console
+) -> list[dict[str, Any]]:
+    seeds = [1] if quick else [1, 2, 3]
+    grid = load_grid(write_grid(out, seeds))
+    sweep = run_sweep(
+        spark,
+        grid,
+        out,
+        progress=progress,
+        console=console,
+        title="pubmesh demo: every stack × 0/10/50/85% of the nodes failed",
+    )
+    rows = paper_table(spark, sweep)
+    sweep.write_report(
+        out / "report.html",
+        [("papers/004 Tables 1-3 in shape (totals over seeds)", paper_table_html(rows))],
+    )
+    print_paper_table(rows, seeds, console)
+    return rows

@@ -1,0 +1,281 @@
+"""``pubmesh analyze``: one Spark job from trace v1 to metrics, a summary and a report.
+
+The job reads one or many run directories (or sweep datasets), computes the metrics of
+:mod:`pubmesh.analysis.metrics`, and writes into ``--out``:
+
+``metrics/publications``, ``metrics/nodes``, ``metrics/node_messages``, ``metrics/overlay``,
+``metrics/messages_per_second``, ``metrics/runs``
+    Parquet datasets (one row per publication, node, (node, message type), snapshot graph,
+    (second, type), run).
+``summary.json``
+    the per-run metrics as JSON, for scripts and CI.
+``report.html``
+    self-contained (PNG plots inlined): the run table, latency CDF, reliability by publish
+    time with the faults marked, per-node load and degree distributions, messages per second
+    by type.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pubmesh.analysis import metrics, plots
+from pubmesh.analysis.load import TraceSource, inspect, load
+from pubmesh.analysis.metrics import Trace
+from pubmesh.errors import TraceError
+
+CDF_POINTS = [i / 100 for i in range(101)]
+
+
+@dataclass
+class Metrics:
+    """The DataFrames one analysis produces (cached: each feeds several outputs)."""
+
+    publications: DataFrame
+    nodes: DataFrame
+    node_messages: DataFrame
+    overlay: DataFrame
+    messages_per_second: DataFrame
+    runs: DataFrame
+    first: DataFrame
+
+    def tables(self) -> dict[str, DataFrame]:
+        return {
+            "publications": self.publications,
+            "nodes": self.nodes,
+            "node_messages": self.node_messages,
+            "overlay": self.overlay,
+            "messages_per_second": self.messages_per_second,
+            "runs": self.runs,
+        }
+
+
+def timeout_intervals(spark: SparkSession, trace: Trace) -> DataFrame:
+    """(run_id, timeout_interval) from each run's scenario (``[stack.<stack>]``), for stacks
+    whose parameters have one; the runs table is one row a run, so this reads it on the
+    driver."""
+    rows = []
+    for run in trace.runs.select("run_id", "stack", "scenario").collect():
+        try:
+            data = tomllib.loads(run["scenario"] or "")
+        except tomllib.TOMLDecodeError:
+            continue
+        table = data.get("stack", {}).get(run["stack"], {})
+        interval = table.get("timeout_interval") if isinstance(table, dict) else None
+        if interval is None and run["stack"] == "skipring":
+            interval = 1.0  # SkipRingParams' default
+        if isinstance(interval, int | float) and interval > 0:
+            rows.append((run["run_id"], float(interval)))
+    return spark.createDataFrame(rows, "run_id string, timeout_interval double")
+
+
+def has_filters(trace: Trace) -> bool:
+    """Whether any subscription is content-based (a filter): only then does the analysis plan
+    the filter-matching joins."""
+    return bool(trace.subscriptions.where(F.col("filter").isNotNull()).limit(1).count())
+
+
+def materialize(frame: DataFrame) -> DataFrame:
+    """Compute ``frame`` now and keep it in the executors' memory with its lineage cut.
+
+    The metrics reuse each other (deliveries feed publications and runs; message totals feed
+    nodes and runs), and a Spark plan is a tree: without this, every reuse copies the whole
+    upstream plan into the next, and the final per-run plan grows large enough to take the
+    optimizer minutes and the driver's heap."""
+    return frame.localCheckpoint(eager=True)
+
+
+def compute(spark: SparkSession, trace: Trace) -> Metrics:
+    content_based = has_filters(trace)
+    first = materialize(metrics.first_deliveries(trace.deliveries, trace.publications))
+    expected = metrics.expected_pairs(
+        trace.publications,
+        trace.subscriptions,
+        trace.nodes,
+        trace.runs,
+        content_based=content_based,
+    )
+    publications = materialize(metrics.per_publication(trace, expected, first))
+    totals = materialize(metrics.message_totals(trace))
+    nodes = materialize(metrics.per_node(trace, totals))
+    overlay = materialize(metrics.overlay_over_time(trace.snapshots))
+    convergence = materialize(metrics.convergence_time(trace.checks))
+    history = materialize(metrics.history_reliability(trace, content_based=content_based))
+    config = metrics.config_requests(trace, convergence, timeout_intervals(spark, trace))
+    runs = materialize(
+        metrics.per_run(
+            trace,
+            publications=publications,
+            nodes=nodes,
+            overlay=overlay,
+            first=first,
+            message_totals=totals,
+            convergence=convergence,
+            history=history,
+            config=config,
+        )
+    )
+    return Metrics(
+        publications=publications,
+        nodes=nodes,
+        node_messages=totals,
+        overlay=overlay,
+        messages_per_second=metrics.messages_per_second(trace),
+        runs=runs,
+        first=first,
+    )
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    return value
+
+
+def run_rows(runs: DataFrame) -> list[dict[str, Any]]:
+    return [
+        {k: _clean(v) for k, v in row.asDict().items()}
+        for row in runs.orderBy("stack", "run_id").collect()
+    ]
+
+
+def make_plots(trace: Trace, result: Metrics) -> dict[str, bytes]:
+    """The report's plots, from small Spark aggregates."""
+    figures: dict[str, bytes] = {}
+    cdf = result.first.groupBy("run_id").agg(F.percentile("latency", CDF_POINTS).alias("qs"))
+    cdf_rows = [
+        (r["run_id"], q, v)
+        for r in cdf.collect()
+        if r["qs"]
+        for q, v in zip(CDF_POINTS, r["qs"], strict=True)
+    ]
+    import pandas as pd
+
+    if cdf_rows:
+        figures["Latency CDF"] = plots.latency_cdf(
+            pd.DataFrame(cdf_rows, columns=["run_id", "q", "latency"])
+        )
+    span = result.publications.agg(F.min("t"), F.max("t")).first()
+    if span is not None and span[0] is not None:
+        bucket = max(1.0, math.ceil((span[1] - span[0]) / 40))
+        buckets = (
+            result.publications.withColumn("bucket_t", F.floor(F.col("t") / bucket) * bucket)
+            .groupBy("run_id", "bucket_t")
+            .agg((F.sum("delivered") / F.sum("expected")).alias("reliability"))
+            .where(F.col("reliability").isNotNull())
+            .toPandas()
+        )
+        faults = trace.faults.select("run_id", "t", "kind").toPandas()
+        if len(buckets):
+            figures["Reliability by publish time"] = plots.reliability_over_time(
+                buckets, faults, bucket
+            )
+    load = result.nodes.select("run_id", "load")
+    top = load.agg(F.max("load")).first()
+    if top is not None and top[0]:
+        width = max(1.0, math.ceil(top[0] / 30))
+        hist = (
+            load.withColumn("load_bin", F.floor(F.col("load") / width) * width)
+            .groupBy("run_id", "load_bin")
+            .agg(F.count("*").alias("count"))
+            .toPandas()
+        )
+        figures["Per-node load"] = plots.histogram(
+            hist, "load_bin", "count", "Per-node load (messages in + out)",
+            f"messages (bins of {width:g})",
+        )  # fmt: skip
+    degrees = metrics.node_degrees(trace.snapshots)
+    last = degrees.groupBy("run_id").agg(F.max("t").alias("t"))
+    degree_hist = degrees.join(last, ["run_id", "t"]).groupBy("run_id", "degree").count().toPandas()
+    if len(degree_hist):
+        figures["Degree distribution (last snapshot)"] = plots.histogram(
+            degree_hist, "degree", "count", "Degree distribution at the last snapshot",
+            "degree (overlay neighbours per node and topic)",
+        )  # fmt: skip
+    per_second = (
+        result.messages_per_second.groupBy("second", "type")
+        .agg(F.sum("sent").alias("sent"))
+        .toPandas()
+    )
+    if len(per_second):
+        figures["Messages per second by type"] = plots.messages_per_second(per_second)
+    return figures
+
+
+def write_tables(result: Metrics, out: Path) -> None:
+    for name, frame in result.tables().items():
+        frame.coalesce(1).write.mode("overwrite").parquet(str(out / "metrics" / name))
+
+
+@dataclass
+class Analysis:
+    sources: list[TraceSource]
+    trace: Trace
+    metrics: Metrics
+    rows: list[dict[str, Any]]
+    figures: dict[str, bytes]
+
+
+def analyze(
+    spark: SparkSession,
+    roots: list[Path],
+    out: Path,
+    *,
+    title: str | None = None,
+    report: bool = True,
+) -> Analysis:
+    """Check, load, compute and write ``metrics/`` and ``summary.json`` (and ``report.html``
+    unless ``report`` is false: a sweep adds its comparison first)."""
+    from pubmesh.analysis.report import write_report
+
+    sources: list[TraceSource] = [inspect(root) for root in roots]
+    trace = load(spark, sources)
+    try:
+        result = compute(spark, trace)
+        out.mkdir(parents=True, exist_ok=True)
+        write_tables(result, out)
+        rows = run_rows(result.runs)
+        figures = make_plots(trace, result)
+    except Exception as error:  # a data page that only Spark's reader found broken
+        raise _trace_error(error, sources) from error
+    (out / "summary.json").write_text(
+        json.dumps(
+            {"sources": [str(s.root) for s in sources], "runs": rows}, indent=2, sort_keys=True
+        )
+        + "\n"
+    )
+    if report:
+        write_report(
+            out / "report.html",
+            title or "pubmesh analyze: " + ", ".join(str(s.root) for s in sources),
+            rows,
+            figures,
+        )
+    return Analysis(sources, trace, result, rows, figures)
+
+
+def _trace_error(error: Exception, sources: list[TraceSource]) -> Exception:
+    text = str(error)
+    for source in sources:
+        for files in source.tables.values():
+            for path in files:
+                if str(path.resolve()) in text or (path.name in text and str(path.parent) in text):
+                    return TraceError(f"{path}: Spark cannot read it ({_first_line(text)})")
+    if "parquet" in text.lower() or "FAILED_READ_FILE" in text:
+        return TraceError(f"{sources[0].root}: Spark cannot read the trace ({_first_line(text)})")
+    return error
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return "unknown error"

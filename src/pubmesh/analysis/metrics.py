@@ -1,0 +1,724 @@
+"""The metrics of DESIGN.md, as pure ``DataFrame -> DataFrame`` functions over trace v1.
+
+Every function here takes Spark DataFrames with the trace v1 columns (see
+:mod:`pubmesh.trace.schema`) and returns a DataFrame; none collects to the driver, none loops
+in Python over rows, so the same code runs on a laptop in local mode and on a cluster over
+millions of rows. The names are DESIGN.md's, one name each, everywhere:
+
+``reliability``
+    delivered expected (subscriber, publication) pairs ÷ expected pairs. A pair is *expected*
+    when the subscriber's subscription (same topic, or a filter matching the publication's
+    attributes) and its life both cover the interval from the publish time to the end of the
+    observation window (``runs.duration``). This is an interval question and is answered with
+    interval joins (:func:`expected_pairs`): subscription intervals [t_start, t_end) and life
+    intervals [up, next event) built with a window function over the ``nodes`` table.
+``history_reliability`` (skipring's full-history guarantee, papers/000 §4)
+    every publication ever issued on a topic counts for every subscriber subscribed and alive
+    at the end, whenever it joined.
+``duplicates``, ``order_violations``
+    deliveries beyond the first of a (publication, node); deliveries at a node of a
+    publication older (publish time, then id) than one already delivered there from the same
+    publisher.
+``latency``
+    first delivery time − publish time, p50/p95/p99 (exact, linearly interpolated) and max.
+``hops``, ``ldh``
+    hops of first deliveries; the last delivery hop is the hop count of the chronologically
+    last first delivery of a publication (Plumtree, Leitão et al. 2007 §4: "the number of hops
+    required to deliver a broadcast message to all recipients").
+``rmr``
+    payload messages ÷ (receivers − 1) − 1 per publication (Plumtree §4), receivers being the
+    distinct nodes that delivered it; null with fewer than two receivers or when the trace
+    keeps message counts only.
+``control_overhead``, ``load``
+    non-payload messages sent per node per second of the run; messages in + out per node,
+    summarized per run as max, mean and Gini coefficient.
+``degree``, ``diameter``
+    of the overlay in each snapshot: per (time, topic), the undirected graph whose edges are
+    every neighbour reference between two nodes of the snapshot, over all layers but the
+    supervisor's (gossip: the active view; skipring: ring and shortcut edges).
+``convergence_time``
+    the first check time from which the stack's legitimacy predicate holds at every later
+    check; null when it does not hold at the last one.
+``supervisor_messages``, ``config_requests``
+    messages the supervisor sent per subscribe and per unsubscribe (its ``supervisor.*``
+    trace events); ConfigurationRequest messages sent after convergence per subscriber per
+    timeout interval.
+
+Filters (content-based stacks) are JSON objects, a conjunction of constraints on attributes:
+``{"price": {"lt": 10}, "symbol": "ACME"}``: a bare value means equality; an object holds
+operators ``eq``, ``ne``, ``lt``, ``le``, ``gt``, ``ge``, ``prefix`` and ``in`` (a list). Values
+compare as numbers when both sides are numbers, else as strings. ``{}`` matches everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+INFINITY = float("inf")
+PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The tables of one or more runs, as DataFrames (empty ones where a table is absent)."""
+
+    runs: DataFrame
+    nodes: DataFrame
+    subscriptions: DataFrame
+    publications: DataFrame
+    deliveries: DataFrame
+    messages: DataFrame
+    message_counts: DataFrame
+    snapshots: DataFrame
+    checks: DataFrame
+    faults: DataFrame
+    events: DataFrame
+
+
+# --------------------------------------------------------------------------------------------
+# Intervals: who is alive and subscribed when
+# --------------------------------------------------------------------------------------------
+def life_intervals(nodes: DataFrame) -> DataFrame:
+    """(run_id, node, t_up, t_down): each stretch a node ran, from an ``up`` or ``recover``
+    event to its next event of any kind (crash, leave), or +inf."""
+    order = Window.partitionBy("run_id", "node").orderBy("t", "event")
+    return (
+        nodes.withColumn("t_next", F.lead("t").over(order))
+        .where(F.col("event").isin("up", "recover"))
+        .select(
+            "run_id",
+            "node",
+            F.col("t").alias("t_up"),
+            F.coalesce("t_next", F.lit(INFINITY)).alias("t_down"),
+        )
+    )
+
+
+def _constraints(subscriptions: DataFrame) -> DataFrame:
+    """One row per (filter subscription, attribute constraint): (sub_key.., attr, op, value)."""
+    map_type = T.MapType(T.StringType(), T.StringType())
+    exploded = subscriptions.select(
+        "run_id",
+        "node",
+        "topic",
+        "t_start",
+        "t_end",
+        "filter",
+        F.explode(F.from_json("filter", map_type)).alias("attr", "constraint"),
+    )
+    is_object = F.col("constraint").startswith("{")
+    with_ops = exploded.select(
+        "*",
+        F.when(is_object, F.from_json("constraint", map_type)).alias("ops"),
+    )
+    scalar = with_ops.where(~is_object).select(
+        "run_id", "node", "topic", "t_start", "t_end", "filter", "attr",
+        F.lit("eq").alias("op"), F.col("constraint").alias("value"),
+    )  # fmt: skip
+    operators = with_ops.where(is_object).select(
+        "run_id", "node", "topic", "t_start", "t_end", "filter", "attr",
+        F.explode("ops").alias("op", "value"),
+    )  # fmt: skip
+    return scalar.unionByName(operators)
+
+
+def _satisfied(op: Column, value: Column, actual: Column) -> Column:
+    """Does attribute value ``actual`` satisfy ``op value``? (numbers as numbers)"""
+    a_num, v_num = actual.try_cast("double"), value.try_cast("double")
+    numeric = a_num.isNotNull() & v_num.isNotNull()
+
+    def cmp(name: str) -> Column:
+        ops = {
+            "lt": (a_num < v_num, actual < value),
+            "le": (a_num <= v_num, actual <= value),
+            "gt": (a_num > v_num, actual > value),
+            "ge": (a_num >= v_num, actual >= value),
+            "eq": (a_num == v_num, actual == value),
+            "ne": (a_num != v_num, actual != value),
+        }
+        as_number, as_string = ops[name]
+        return F.when(numeric, as_number).otherwise(as_string)
+
+    listed = F.from_json(value, T.ArrayType(T.StringType()))
+    in_list = F.exists(
+        listed,
+        lambda x: F.when(
+            x.try_cast("double").isNotNull() & a_num.isNotNull(), x.try_cast("double") == a_num
+        ).otherwise(x == actual),
+    )
+    return (
+        F.when(op == "prefix", actual.startswith(value))
+        .when(op == "in", F.coalesce(in_list, F.lit(False)))
+        .when(op.isin("lt", "le", "gt", "ge", "eq", "ne"), F.coalesce(
+            F.when(op == "lt", cmp("lt")).when(op == "le", cmp("le")).when(op == "gt", cmp("gt"))
+            .when(op == "ge", cmp("ge")).when(op == "eq", cmp("eq")).otherwise(cmp("ne")),
+            F.lit(False),
+        ))
+        .otherwise(F.lit(False))
+    )  # fmt: skip
+
+
+def matching_subscriptions(
+    publications: DataFrame, subscriptions: DataFrame, *, content_based: bool = True
+) -> DataFrame:
+    """Every (publication, subscription) whose topic or filter matches, regardless of time:
+    (run_id, pub_id, t, node, t_start, t_end). Without ``content_based`` the filter half of
+    the plan is left out (no subscription has a filter)."""
+    pubs = publications.select(
+        "run_id", "pub_id", F.col("t"), F.col("topic").alias("pub_topic"), "attributes"
+    )
+    sub_cols = ["run_id", "node", "topic", "t_start", "t_end"]
+    out_cols = ["run_id", "pub_id", "t", "node", "t_start", "t_end"]
+    by_topic = (
+        subscriptions.where(F.col("filter").isNull())
+        .select(*sub_cols)
+        .join(pubs, ["run_id"])
+        .where(F.col("topic") == F.col("pub_topic"))
+        .select(*out_cols)
+    )
+    if not content_based:
+        return by_topic
+    with_filter = subscriptions.where(F.col("filter").isNotNull()).select(*sub_cols, "filter")
+    topic_ok = F.col("topic").isNull() | (F.col("topic") == F.col("pub_topic"))
+    sub_key = ["run_id", "node", "topic", "t_start", "t_end"]
+    # constraints per subscription, by a window (a join on these keys would drop null topics
+    # and open-ended subscriptions, since null = null is not true)
+    constraints = _constraints(with_filter).withColumn(
+        "k", F.count("*").over(Window.partitionBy(*sub_key, "filter"))
+    )
+    empty = (
+        with_filter.where(F.size(F.from_json("filter", T.MapType(T.StringType(), T.StringType())))
+                          == 0)
+        .select(*sub_cols).join(pubs, ["run_id"]).where(topic_ok).select(*out_cols)
+    )  # fmt: skip
+    attrs = pubs.select(
+        "run_id", "pub_id", "t", "pub_topic",
+        F.explode(F.from_json("attributes", T.MapType(T.StringType(), T.StringType())))
+        .alias("attr", "actual"),
+    )  # fmt: skip
+    hits = (
+        constraints.join(attrs, ["run_id", "attr"])
+        .where(topic_ok & _satisfied(F.col("op"), F.col("value"), F.col("actual")))
+        .groupBy(*sub_key, "filter", "k", "pub_id", "t")
+        .agg(F.count("*").alias("satisfied"))
+        .where(F.col("satisfied") == F.col("k"))
+        .select(*out_cols)
+    )
+    return by_topic.unionByName(empty).unionByName(hits)
+
+
+def expected_pairs(
+    publications: DataFrame,
+    subscriptions: DataFrame,
+    nodes: DataFrame,
+    runs: DataFrame,
+    *,
+    history: bool = False,
+    content_based: bool = True,
+) -> DataFrame:
+    """(run_id, pub_id, node): the (publication, subscriber) pairs ``reliability`` expects.
+
+    Expected: subscription and life both cover [publish time, end of the observation window].
+    With ``history`` (``history_reliability``): subscription and life cover the end of the
+    window, and every matching publication counts, whenever it was issued."""
+    window = runs.select("run_id", F.col("duration").alias("t_window_end"))
+    life = life_intervals(nodes)
+    candidates = matching_subscriptions(
+        publications, subscriptions, content_based=content_based
+    ).join(window, ["run_id"])
+    start = F.col("t_window_end") if history else F.col("t")
+    subscribed = (F.col("t_start") <= start) & (
+        F.col("t_end").isNull() | (F.col("t_end") >= F.col("t_window_end"))
+    )
+    alive = (F.col("t_up") <= start) & (F.col("t_down") >= F.col("t_window_end"))
+    return (
+        candidates.where(subscribed)
+        .join(life, ["run_id", "node"])
+        .where(alive)
+        .select("run_id", "pub_id", "node")
+        .distinct()
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Deliveries and messages
+# --------------------------------------------------------------------------------------------
+def first_deliveries(deliveries: DataFrame, publications: DataFrame) -> DataFrame:
+    """(run_id, pub_id, node, t, hops, copies, latency): the first delivery of each
+    (publication, node) and how many times it was delivered there."""
+    return (
+        deliveries.groupBy("run_id", "pub_id", "node")
+        .agg(
+            F.min("t").alias("t"),
+            F.min_by("hops", F.struct("t", "hops")).alias("hops"),
+            F.count("*").alias("copies"),
+        )
+        .join(
+            publications.select("run_id", "pub_id", F.col("t").alias("t_publish")),
+            ["run_id", "pub_id"],
+        )
+        .withColumn("latency", F.col("t") - F.col("t_publish"))
+        .drop("t_publish")
+    )
+
+
+def payload_messages(messages: DataFrame) -> DataFrame:
+    """(run_id, pub_id, payload_messages) from a full message trace."""
+    return (
+        messages.where(F.col("payload") & F.col("pub_id").isNotNull())
+        .groupBy("run_id", "pub_id")
+        .agg(F.count("*").alias("payload_messages"))
+    )
+
+
+def _percentiles(column: str) -> list[Column]:
+    return [F.percentile(column, q).alias(f"latency_{name}") for name, q in PERCENTILES] + [
+        F.max(column).alias("latency_max")
+    ]
+
+
+def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> DataFrame:
+    """One row per publication: expected, delivered, reliability, receivers, duplicates,
+    latency p50/p95/p99/max, hops_mean, ldh, payload_messages, rmr.
+
+    ``expected`` and ``first`` are :func:`expected_pairs` and :func:`first_deliveries`."""
+    pubs = trace.publications
+    hit = (
+        expected.join(first.select("run_id", "pub_id", "node"), ["run_id", "pub_id", "node"])
+        .groupBy("run_id", "pub_id")
+        .agg(F.count("*").alias("delivered"))
+    )
+    wanted = expected.groupBy("run_id", "pub_id").agg(F.count("*").alias("expected"))
+    got = first.groupBy("run_id", "pub_id").agg(
+        F.count("*").alias("receivers"),
+        F.sum(F.col("copies") - 1).alias("duplicates"),
+        *_percentiles("latency"),
+        F.avg("hops").alias("hops_mean"),
+        F.max_by("hops", F.struct("t", "hops")).alias("ldh"),
+    )
+    payload = payload_messages(trace.messages)
+    full = trace.runs.where(F.col("messages_mode") == "full").select("run_id")
+    out = (
+        pubs.select("run_id", "pub_id", "publisher", "topic", "t")
+        .join(wanted, ["run_id", "pub_id"], "left")
+        .join(hit, ["run_id", "pub_id"], "left")
+        .join(got, ["run_id", "pub_id"], "left")
+        .join(payload, ["run_id", "pub_id"], "left")
+        .join(full.withColumn("_full", F.lit(True)), ["run_id"], "left")
+        .fillna(0, ["expected", "delivered", "receivers", "duplicates"])
+    )
+    payload_col = F.when(F.col("_full"), F.coalesce("payload_messages", F.lit(0)))
+    return (
+        out.withColumn("payload_messages", payload_col)
+        .withColumn(
+            "reliability",
+            F.when(F.col("expected") > 0, F.col("delivered") / F.col("expected")),
+        )
+        .withColumn(
+            "rmr",
+            F.when(
+                (F.col("receivers") >= 2) & F.col("payload_messages").isNotNull(),
+                F.col("payload_messages") / (F.col("receivers") - 1) - 1,
+            ),
+        )
+        .select(
+            "run_id", "pub_id", "publisher", "topic", "t", "expected", "delivered",
+            "reliability", "receivers", "duplicates", "latency_p50", "latency_p95",
+            "latency_p99", "latency_max", "hops_mean", "ldh", "payload_messages", "rmr",
+        )
+    )  # fmt: skip
+
+
+def order_violations(deliveries: DataFrame, publications: DataFrame) -> DataFrame:
+    """(run_id, order_violations): first deliveries at a node of a publication issued before
+    (publish time, then id) one from the same publisher already delivered there."""
+    first = deliveries.groupBy("run_id", "pub_id", "node").agg(F.min("t").alias("t_deliver"))
+    keyed = first.join(
+        publications.select("run_id", "pub_id", "publisher", F.col("t").alias("t_publish")),
+        ["run_id", "pub_id"],
+    ).withColumn("issue_order", F.struct("t_publish", "pub_id"))
+    seen = (
+        Window.partitionBy("run_id", "node", "publisher")
+        .orderBy("t_deliver", "pub_id")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    return (
+        keyed.withColumn("latest_before", F.max("issue_order").over(seen))
+        .where(F.col("issue_order") < F.col("latest_before"))
+        .groupBy("run_id")
+        .agg(F.count("*").alias("order_violations"))
+    )
+
+
+def message_totals(trace: Trace) -> DataFrame:
+    """(run_id, node, type, layer, payload, sent, received, bytes_sent) from whichever of
+    ``messages`` (full) and ``message_counts`` (counts) the run keeps."""
+    keys = ["run_id", "node", "type", "layer", "payload"]
+    m = trace.messages
+    sent = m.groupBy("run_id", F.col("src").alias("node"), "type", "layer", "payload").agg(
+        F.count("*").alias("sent"), F.sum("bytes").cast("long").alias("bytes_sent")
+    )
+    received = (
+        m.where(F.col("t_recv").isNotNull())
+        .groupBy("run_id", F.col("dst").alias("node"), "type", "layer", "payload")
+        .agg(F.count("*").alias("received"))
+    )
+    full = sent.join(received, keys, "full_outer").fillna(0, ["sent", "received", "bytes_sent"])
+    counted = trace.message_counts.groupBy(*keys).agg(
+        F.sum("sent").alias("sent"),
+        F.sum("received").alias("received"),
+        F.sum("bytes_sent").alias("bytes_sent"),
+    )
+    return (
+        full.unionByName(counted)
+        .groupBy(*keys)
+        .agg(
+            F.sum("sent").alias("sent"),
+            F.sum("received").alias("received"),
+            F.sum("bytes_sent").alias("bytes_sent"),
+        )
+    )
+
+
+def messages_per_second(trace: Trace) -> DataFrame:
+    """(run_id, second, type, layer, payload, sent): messages sent per whole second."""
+    keys = ["run_id", "second", "type", "layer", "payload"]
+    full = (
+        trace.messages.withColumn("second", F.floor("t_send").cast("long"))
+        .groupBy(*keys)
+        .agg(F.count("*").alias("sent"))
+    )
+    counted = trace.message_counts.groupBy(*keys).agg(F.sum("sent").alias("sent"))
+    return full.unionByName(counted)
+
+
+def per_node(trace: Trace, message_totals: DataFrame) -> DataFrame:
+    """One row per node: role, sent, received, load (in + out), payload_sent, control_sent,
+    control_overhead (non-payload messages sent per second), deliveries.
+
+    ``message_totals`` is :func:`message_totals` of the trace."""
+    totals = message_totals.groupBy("run_id", "node").agg(
+        F.sum("sent").alias("sent"),
+        F.sum("received").alias("received"),
+        F.sum(F.when(F.col("payload"), F.col("sent")).otherwise(0)).alias("payload_sent"),
+        F.sum(F.when(~F.col("payload"), F.col("sent")).otherwise(0)).alias("control_sent"),
+    )
+    roles = trace.nodes.groupBy("run_id", "node").agg(
+        F.max_by("role", F.struct("t", "event")).alias("role")
+    )
+    delivered = trace.deliveries.groupBy("run_id", "node").agg(
+        F.countDistinct("pub_id").alias("deliveries")
+    )
+    durations = trace.runs.select("run_id", "duration")
+    return (
+        roles.join(totals, ["run_id", "node"], "left")
+        .join(delivered, ["run_id", "node"], "left")
+        .fillna(0, ["sent", "received", "payload_sent", "control_sent", "deliveries"])
+        .join(durations, ["run_id"])
+        .withColumn("load", F.col("sent") + F.col("received"))
+        .withColumn(
+            "control_overhead",
+            F.when(F.col("duration") > 0, F.col("control_sent") / F.col("duration")),
+        )
+        .select(
+            "run_id", "node", "role", "sent", "received", "load", "payload_sent",
+            "control_sent", "control_overhead", "deliveries",
+        )
+    )  # fmt: skip
+
+
+def load_summary(nodes: DataFrame) -> DataFrame:
+    """(run_id, load_max, load_mean, load_gini, control_overhead) from :func:`per_node`.
+
+    Gini = 2 Σ i·x₍ᵢ₎ / (n Σ x) − (n + 1)/n over loads sorted ascending (i from 1)."""
+    ranked = nodes.withColumn(
+        "rank", F.row_number().over(Window.partitionBy("run_id").orderBy("load", "node"))
+    )
+    return ranked.groupBy("run_id").agg(
+        F.max("load").alias("load_max"),
+        F.avg("load").alias("load_mean"),
+        F.when(
+            F.sum("load") > 0,
+            2 * F.sum(F.col("rank") * F.col("load")) / (F.count("*") * F.sum("load"))
+            - (F.count("*") + 1) / F.count("*"),
+        )
+        .otherwise(0.0)
+        .alias("load_gini"),
+        F.avg("control_overhead").alias("control_overhead"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Overlay snapshots and self-stabilization
+# --------------------------------------------------------------------------------------------
+def overlay_edges(snapshots: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(vertices, edges) of each snapshot graph: vertices (run_id, t, topic, node) and
+    undirected edges (run_id, t, topic, a, b) with a < b between two vertices."""
+    rows = snapshots.where(F.col("layer") != "supervisor")
+    vertices = rows.select("run_id", "t", "topic", "node").distinct()
+    refs = rows.select(
+        "run_id", "t", "topic", "node", F.explode("neighbors").alias("neighbor")
+    ).where(F.col("node") != F.col("neighbor"))
+    known = vertices.select("run_id", "t", "topic", F.col("node").alias("neighbor"))
+    edges = (
+        refs.join(known, ["run_id", "t", "topic", "neighbor"])
+        .select(
+            "run_id",
+            "t",
+            "topic",
+            F.least("node", "neighbor").alias("a"),
+            F.greatest("node", "neighbor").alias("b"),
+        )
+        .distinct()
+    )
+    return vertices, edges
+
+
+def node_degrees(snapshots: DataFrame) -> DataFrame:
+    """(run_id, t, topic, node, degree) for every vertex of every snapshot graph."""
+    vertices, edges = overlay_edges(snapshots)
+    ends = edges.select("run_id", "t", "topic", F.col("a").alias("node")).unionByName(
+        edges.select("run_id", "t", "topic", F.col("b").alias("node"))
+    )
+    counts = ends.groupBy("run_id", "t", "topic", "node").agg(F.count("*").alias("degree"))
+    return vertices.join(counts, ["run_id", "t", "topic", "node"], "left").fillna(0, ["degree"])
+
+
+DIAMETER_TYPE = T.StructType(
+    [
+        T.StructField("diameter", T.LongType()),
+        T.StructField("connected", T.BooleanType()),
+        T.StructField("diameter_exact", T.BooleanType()),
+    ]
+)
+#: Above this many vertices a snapshot's diameter is the best of a few double sweeps (a lower
+#: bound, flagged ``diameter_exact = false``) instead of a BFS from every vertex.
+EXACT_DIAMETER_MAX = 1500
+
+
+def _diameters(vertices: pd.Series, ends_a: pd.Series, ends_b: pd.Series) -> pd.DataFrame:
+    """Vectorized UDF body: one snapshot graph a row (vertex list, edge end lists)."""
+    from pubmesh.analysis.graph import diameter
+
+    out = []
+    for vs, a, b in zip(vertices, ends_a, ends_b, strict=True):
+        edges = [] if a is None else list(zip(a.tolist(), b.tolist(), strict=True))
+        value, connected, exact = diameter(vs.tolist(), edges, exact_limit=EXACT_DIAMETER_MAX)
+        out.append((value, connected, exact))
+    return pd.DataFrame(out, columns=["diameter", "connected", "diameter_exact"])
+
+
+def overlay_over_time(snapshots: DataFrame) -> DataFrame:
+    """(run_id, t, topic, nodes, edges, degree_max, degree_mean, diameter, connected,
+    diameter_exact) per snapshot graph; diameter is null when the graph is disconnected.
+
+    Degrees are Spark aggregates; the diameter is a BFS per graph in a vectorized Python UDF
+    (each call gets a batch of whole graphs as vertex and edge lists)."""
+    from pyspark.sql.pandas.functions import pandas_udf
+
+    degrees = node_degrees(snapshots)
+    stats = degrees.groupBy("run_id", "t", "topic").agg(
+        F.count("*").alias("nodes"),
+        (F.sum("degree") / 2).cast("long").alias("edges"),
+        F.max("degree").alias("degree_max"),
+        F.avg("degree").alias("degree_mean"),
+        F.collect_list("node").alias("vertex_list"),
+    )
+    _, edges = overlay_edges(snapshots)
+    edge_lists = edges.groupBy("run_id", "t", "topic").agg(
+        F.collect_list("a").alias("ends_a"), F.collect_list("b").alias("ends_b")
+    )
+    measure = pandas_udf(_diameters, DIAMETER_TYPE)  # type: ignore[call-overload]
+    return (
+        stats.join(edge_lists, ["run_id", "t", "topic"], "left")
+        .withColumn("g", measure("vertex_list", "ends_a", "ends_b"))
+        .select(
+            "run_id", "t", "topic", "nodes", "edges", "degree_max", "degree_mean",
+            "g.diameter", "g.connected", "g.diameter_exact",
+        )
+    )  # fmt: skip
+
+
+def overlay_final(overlay: DataFrame) -> DataFrame:
+    """(run_id, degree_max, degree_mean, diameter) at each run's last snapshot (max over
+    topics; degree_mean weighted by vertices)."""
+    last = overlay.groupBy("run_id").agg(F.max("t").alias("t"))
+    return (
+        overlay.join(last, ["run_id", "t"])
+        .groupBy("run_id")
+        .agg(
+            F.max("degree_max").alias("degree_max"),
+            (F.sum(F.col("degree_mean") * F.col("nodes")) / F.sum("nodes")).alias("degree_mean"),
+            F.max("diameter").alias("diameter"),
+        )
+    )
+
+
+def convergence_time(checks: DataFrame) -> DataFrame:
+    """(run_id, convergence_time): the first check time from which every predicate holds at
+    every later check; null if one fails at the last check."""
+    per_time = checks.groupBy("run_id", "t").agg(F.min(F.col("value").cast("int")).alias("ok"))
+    last_bad = per_time.groupBy("run_id").agg(
+        F.max(F.when(F.col("ok") == 0, F.col("t"))).alias("t_bad"),
+        F.max("t").alias("t_last"),
+    )
+    return (
+        per_time.join(last_bad, ["run_id"])
+        .where((F.col("ok") == 1) & (F.col("t_bad").isNull() | (F.col("t") > F.col("t_bad"))))
+        .groupBy("run_id")
+        .agg(F.min("t").alias("convergence_time"))
+        .join(last_bad.select("run_id"), ["run_id"], "right")
+    )
+
+
+def supervisor_messages(events: DataFrame) -> DataFrame:
+    """(run_id, supervisor_messages_per_subscribe, supervisor_messages_per_unsubscribe): the
+    mean of ``detail.messages`` over the supervisor's ``supervisor.subscribe`` and
+    ``supervisor.unsubscribe`` trace events (papers/000 §3.1: 1 and 2)."""
+    sent = F.get_json_object("detail", "$.messages").cast("double")
+    return (
+        events.where(F.col("kind").isin("supervisor.subscribe", "supervisor.unsubscribe"))
+        .groupBy("run_id")
+        .agg(
+            F.avg(F.when(F.col("kind") == "supervisor.subscribe", sent)).alias(
+                "supervisor_messages_per_subscribe"
+            ),
+            F.avg(F.when(F.col("kind") == "supervisor.unsubscribe", sent)).alias(
+                "supervisor_messages_per_unsubscribe"
+            ),
+        )
+    )
+
+
+def config_requests(
+    trace: Trace, convergence: DataFrame, timeout_intervals: DataFrame
+) -> DataFrame:
+    """(run_id, config_requests): ConfigurationRequest messages sent at or after convergence,
+    per topic (one BuildSR instance each) per timeout interval from convergence to the end.
+
+    papers/000 §3.2.1 and specs/skipring.md §5: with p(k) = 4^-k the whole ring of a topic
+    sends fewer than 3/4 requests per timeout interval in expectation, whatever n; the claim
+    is per ring, so this is not divided by the number of subscribers. ``timeout_intervals`` is
+    (run_id, timeout_interval), read from each run's scenario."""
+    full = trace.messages.where(F.col("type") == "ConfigurationRequest").select(
+        "run_id", F.col("t_send").alias("t"), F.lit(1).cast("long").alias("n")
+    )
+    counted = trace.message_counts.where(F.col("type") == "ConfigurationRequest").select(
+        "run_id", F.col("second").cast("double").alias("t"), F.col("sent").alias("n")
+    )
+    requests = full.unionByName(counted)
+    topics = (
+        trace.subscriptions.where(F.col("t_end").isNull())
+        .groupBy("run_id")
+        .agg(F.countDistinct("topic").alias("topics"))
+    )
+    after = (
+        requests.join(convergence, ["run_id"])
+        .where(F.col("t") >= F.col("convergence_time"))
+        .groupBy("run_id")
+        .agg(F.sum("n").alias("requests"))
+    )
+    intervals = (F.col("duration") - F.col("convergence_time")) / F.col("timeout_interval")
+    return (
+        convergence.where(F.col("convergence_time").isNotNull())
+        .join(timeout_intervals, ["run_id"])
+        .join(trace.runs.select("run_id", "duration"), ["run_id"])
+        .join(topics, ["run_id"])
+        .join(after, ["run_id"], "left")
+        .fillna(0, ["requests"])
+        .where((intervals > 0) & (F.col("topics") > 0))
+        .select(
+            "run_id",
+            (F.col("requests") / (F.col("topics") * intervals)).alias("config_requests"),
+        )
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Per run
+# --------------------------------------------------------------------------------------------
+def history_reliability(trace: Trace, *, content_based: bool = True) -> DataFrame:
+    """(run_id, history_reliability) — see the module docstring."""
+    wanted = expected_pairs(
+        trace.publications,
+        trace.subscriptions,
+        trace.nodes,
+        trace.runs,
+        history=True,
+        content_based=content_based,
+    )
+    got = trace.deliveries.select("run_id", "pub_id", "node").distinct()
+    return (
+        wanted.join(got.withColumn("hit", F.lit(1)), ["run_id", "pub_id", "node"], "left")
+        .groupBy("run_id")
+        .agg((F.count("hit") / F.count("*")).alias("history_reliability"))
+    )
+
+
+def per_run(
+    trace: Trace,
+    *,
+    publications: DataFrame,
+    nodes: DataFrame,
+    overlay: DataFrame,
+    first: DataFrame,
+    message_totals: DataFrame,
+    convergence: DataFrame,
+    history: DataFrame,
+    config: DataFrame,
+) -> DataFrame:
+    """One row per run with every run-level metric of DESIGN.md, from the outputs of
+    :func:`per_publication`, :func:`per_node`, :func:`overlay_over_time`,
+    :func:`first_deliveries`, :func:`message_totals`, :func:`convergence_time`,
+    :func:`history_reliability` and :func:`config_requests` (each computed once)."""
+    pubs = publications.groupBy("run_id").agg(
+        F.count("*").alias("publications"),
+        F.sum("expected").alias("expected"),
+        F.sum("delivered").alias("delivered"),
+        F.sum("duplicates").alias("duplicates"),
+        F.avg("rmr").alias("rmr_mean"),
+        F.stddev_samp("rmr").alias("rmr_std"),
+        F.avg("ldh").alias("ldh_mean"),
+        F.stddev_samp("ldh").alias("ldh_std"),
+        F.sum("payload_messages").alias("payload_messages"),
+    )
+    latency = first.groupBy("run_id").agg(*_percentiles("latency"))
+    totals = message_totals.groupBy("run_id").agg(
+        F.sum("sent").alias("messages"),
+        F.sum(F.when(~F.col("payload"), F.col("sent")).otherwise(0)).alias("control_messages"),
+    )
+    runs = trace.runs.select("run_id", "stack", "runtime", "nodes", "seed", "duration")
+    out = (
+        runs.join(pubs, ["run_id"], "left")
+        .join(history, ["run_id"], "left")
+        .join(order_violations(trace.deliveries, trace.publications), ["run_id"], "left")
+        .join(latency, ["run_id"], "left")
+        .join(totals, ["run_id"], "left")
+        .join(load_summary(nodes), ["run_id"], "left")
+        .join(overlay_final(overlay), ["run_id"], "left")
+        .join(convergence, ["run_id"], "left")
+        .join(supervisor_messages(trace.events), ["run_id"], "left")
+        .join(config, ["run_id"], "left")
+        .fillna(0, ["publications", "expected", "delivered", "duplicates", "order_violations"])
+        .withColumn(
+            "reliability",
+            F.when(F.col("expected") > 0, F.col("delivered") / F.col("expected")),
+        )
+    )
+    return out.select(*RUN_COLUMNS)
+
+
+RUN_COLUMNS = (
+    "run_id", "stack", "runtime", "nodes", "seed", "duration", "publications", "expected",
+    "delivered", "reliability", "history_reliability", "duplicates", "order_violations",
+    "latency_p50", "latency_p95", "latency_p99", "latency_max", "rmr_mean", "rmr_std",
+    "ldh_mean", "ldh_std", "messages", "payload_messages", "control_messages",
+    "control_overhead", "load_max", "load_mean", "load_gini", "degree_max", "degree_mean",
+    "diameter", "convergence_time", "supervisor_messages_per_subscribe",
+    "supervisor_messages_per_unsubscribe", "config_requests",
+)  # fmt: skip

@@ -1,0 +1,139 @@
+"""Reports: a self-contained ``report.html`` (plots inlined as PNG) and rich tables."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from pubmesh import __version__
+
+#: The run table's columns: (metric, heading, format).
+RUN_TABLE: list[tuple[str, str, str]] = [
+    ("stack", "stack", "{}"),
+    ("nodes", "nodes", "{:,}"),
+    ("seed", "seed", "{}"),
+    ("publications", "pubs", "{:,}"),
+    ("reliability", "reliability", "{:.4f}"),
+    ("history_reliability", "history rel.", "{:.4f}"),
+    ("duplicates", "dups", "{:,}"),
+    ("order_violations", "order viol.", "{:,}"),
+    ("latency_p50", "lat p50 ms", "ms"),
+    ("latency_p99", "lat p99 ms", "ms"),
+    ("rmr_mean", "RMR", "{:.3f}"),
+    ("ldh_mean", "LDH", "{:.2f}"),
+    ("control_overhead", "ctrl/node/s", "{:.2f}"),
+    ("load_gini", "load Gini", "{:.3f}"),
+    ("degree_max", "deg max", "{}"),
+    ("degree_mean", "deg mean", "{:.2f}"),
+    ("diameter", "diam", "{}"),
+    ("convergence_time", "converged s", "{:.1f}"),
+    ("supervisor_messages_per_subscribe", "sup/sub", "{:.2f}"),
+    ("supervisor_messages_per_unsubscribe", "sup/unsub", "{:.2f}"),
+    ("config_requests", "cfg req", "{:.3f}"),
+]
+
+
+def fmt(value: Any, pattern: str) -> str:
+    if value is None:
+        return "–"
+    if pattern == "ms":
+        return f"{value * 1000:.1f}"
+    try:
+        return pattern.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def present_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The run-table columns with a value in at least one row (no empty skipring columns in a
+    gossip report)."""
+    return [c for c in RUN_TABLE if any(r.get(c[0]) is not None for r in rows)]
+
+
+#: Up to this many runs print as columns (one row per metric), which fits a terminal.
+TRANSPOSE_UP_TO = 6
+
+
+def print_runs(rows: Sequence[dict[str, Any]], title: str, console: Console | None = None) -> None:
+    console = console or Console()
+    columns = present_columns(rows)
+    table = Table(title=title)
+    if len(rows) <= TRANSPOSE_UP_TO:
+        table.add_column("metric")
+        for row in rows:
+            table.add_column(str(row["run_id"]), justify="right", overflow="fold")
+        for key, heading, pattern in columns:
+            table.add_row(heading, *(fmt(row.get(key), pattern) for row in rows))
+    else:
+        table.add_column("run", overflow="fold")
+        for _, heading, _ in columns:
+            table.add_column(heading, justify="right")
+        for row in rows:
+            table.add_row(row["run_id"], *(fmt(row.get(k), p) for k, _, p in columns))
+    console.print(table)
+
+
+def html_table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]], first: str = "run_id"
+) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in columns)
+    body = []
+    for row in rows:
+        cells = "".join(f"<td>{html.escape(fmt(row.get(k), p))}</td>" for k, _, p in columns)
+        body.append(f"<tr><th>{html.escape(str(row.get(first, '')))}</th>{cells}</tr>")
+    return (
+        f"<table><thead><tr><th>{html.escape(first)}</th>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
+thead th { background: #f2f2f2; } tbody th { text-align: left; font-weight: normal; }
+.plots { display: flex; flex-wrap: wrap; gap: 12px; }
+figure { margin: 0; } figcaption { font-size: 0.85em; color: #555; }
+p.note { font-size: 0.85em; color: #555; }
+"""
+
+
+def write_report(
+    path: Path,
+    title: str,
+    rows: Sequence[dict[str, Any]],
+    figures: dict[str, bytes],
+    sections: Sequence[tuple[str, str]] = (),
+) -> None:
+    """Write a self-contained HTML report: ``sections`` (heading, HTML) first, then the run
+    table and the plots."""
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='note'>pubmesh {__version__}. Metric names and definitions: DESIGN.md "
+        "(reliability counts a (subscriber, publication) pair when the subscription and the "
+        "subscriber's life cover the publish time to the end of the run).</p>",
+    ]
+    for heading, content in sections:
+        parts.append(f"<h2>{html.escape(heading)}</h2>{content}")
+    parts.append("<h2>Runs</h2>")
+    parts.append(html_table(rows, present_columns(rows)))
+    if figures:
+        parts.append("<h2>Plots</h2><div class='plots'>")
+        for caption, png in figures.items():
+            data = base64.b64encode(png).decode("ascii")
+            parts.append(
+                f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            )
+        parts.append("</div>")
+    parts.append("</body></html>\n")
+    path.write_text("".join(parts), encoding="utf-8")

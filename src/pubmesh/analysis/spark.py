@@ -1,0 +1,117 @@
+"""The Spark session the analysis runs on.
+
+Local mode (``local[*]``) is the embedded default: PySpark brings Spark itself, so the only
+thing to install is Java 17 or newer. ``--master URL`` or the ``PUBMESH_SPARK_MASTER``
+environment variable points the same jobs at a cluster (``spark://host:7077``, ``yarn``, ...).
+
+Before starting the JVM we look for Java ourselves, so a machine without it (or with an older
+one) gets one line saying what to install instead of a Py4J stack trace. Logs are kept at
+WARN/ERROR, the UI is off, and shuffles use few partitions: traces of a single run are small
+enough that Spark's default of 200 shuffle partitions would spend most of its time scheduling
+empty tasks. Adaptive query execution then coalesces or splits partitions for the data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pubmesh.errors import UserError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ENV_MASTER = "PUBMESH_SPARK_MASTER"
+DEFAULT_MASTER = "local[*]"
+MIN_JAVA = 17
+
+
+def resolve_master(master: str | None) -> str:
+    """``--master`` wins, then ``PUBMESH_SPARK_MASTER``, then ``local[*]``."""
+    return master or os.environ.get(ENV_MASTER) or DEFAULT_MASTER
+
+
+def java_executable() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        if candidate.exists():
+            return str(candidate)
+    return shutil.which("java")
+
+
+def java_major_version(java: str) -> int | None:
+    """The major version ``java -version`` reports (8 for "1.8.0_392", 17 for "17.0.15")."""
+    try:
+        done = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr + done.stdout)
+    if not match:
+        return None
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8.0" is Java 8
+        major = int(match.group(2))
+    return major
+
+
+def check_java() -> None:
+    """Raise a one-line :class:`UserError` unless Java ≥ 17 is on JAVA_HOME or PATH."""
+    java = java_executable()
+    if java is None:
+        raise UserError(
+            f"Spark needs Java {MIN_JAVA} or newer and none was found on JAVA_HOME or PATH; "
+            "install it (Debian: apt-get install openjdk-17-jre-headless) or run `make venv`"
+        )
+    major = java_major_version(java)
+    if major is None:
+        raise UserError(f"{java}: cannot tell its version (`java -version` failed)")
+    if major < MIN_JAVA:
+        raise UserError(
+            f"{java} is Java {major}; Spark 4 needs Java {MIN_JAVA} or newer "
+            "(install openjdk-17 and set JAVA_HOME)"
+        )
+
+
+def get_session(master: str | None = None, *, app: str = "pubmesh") -> SparkSession:
+    """The shared Spark session (created on first use, reused after)."""
+    check_java()
+    resolved = resolve_master(master)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    local = resolved.startswith("local")
+    builder = (
+        SparkSession.builder.master(resolved)
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2) * 2)))
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+    )
+    if local:
+        builder = builder.config(
+            "spark.driver.memory", os.environ.get("PUBMESH_SPARK_MEMORY", "4g")
+        )
+    try:
+        session = builder.getOrCreate()
+    except Exception as error:  # the JVM did not start: say why in one line
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(f"cannot start Spark (master {resolved}): {first}") from None
+    session.sparkContext.setLogLevel("ERROR")
+    return session

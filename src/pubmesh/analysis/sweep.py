@@ -1,0 +1,466 @@
+"""``pubmesh sweep``: a base scenario × a parameter grid × seeds, simulated as Spark tasks.
+
+A grid file is TOML::
+
+    # papers/004 §4.2: reliability against the share of failed nodes
+    base = "../scenarios/paper004_fail50.toml"   # relative to this file
+    seeds = [1, 2, 3]                           # or a count: seeds = 3 means 1, 2, 3
+    [grid]                                      # every combination is one grid point
+    "faults.0.fraction" = [0.0, 0.1, 0.5, 0.85]
+    "stack.gossip.fanout" = [3, 4]
+    [set]                                       # overrides applied to every point
+    "run.duration" = 120.0
+
+Grid keys are the scenario override keys of ``pubmesh sim --set`` (``section.key``); the
+special key ``scenario`` sweeps over base scenario files instead (e.g. one per stack). Every
+(point, seed) is checked on the driver before anything runs, so a bad value is one line naming
+the grid file, the key and the point.
+
+Each (point, seed) simulation is one Spark task (``sc.parallelize(tasks, len(tasks))``), so a
+cluster runs them in parallel; pubmesh must be importable on the workers (local mode: it is).
+A task writes its trace straight into one dataset partitioned by run:
+``OUT/traces/<table>/run_id=<id>/part-00000.parquet``. A task that fails returns its error
+instead of raising, so the other tasks complete, and the failure is reported with its seed,
+its point and the command that replays it. Then one Spark job analyses every run
+(:func:`pubmesh.analysis.job.analyze`), and the comparison groups the per-run metrics by grid
+point (mean and sample standard deviation over seeds) and plots each metric against each swept
+parameter.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import json
+import shutil
+import threading
+import time
+import tomllib
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pubmesh.errors import ScenarioError
+
+SPECIAL_KEYS = ("scenario",)
+#: Metrics the printed comparison shows (the report has all of COMPARED).
+PRINTED = (
+    "reliability",
+    "history_reliability",
+    "latency_p50",
+    "latency_p99",
+    "rmr_mean",
+    "ldh_mean",
+    "control_overhead",
+    "convergence_time",
+)
+#: Metrics compared across grid points, when a run has them.
+COMPARED = (
+    "reliability",
+    "history_reliability",
+    "duplicates",
+    "latency_p50",
+    "latency_p99",
+    "rmr_mean",
+    "ldh_mean",
+    "control_overhead",
+    "load_gini",
+    "degree_max",
+    "degree_mean",
+    "diameter",
+    "convergence_time",
+    "config_requests",
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    index: int
+    point: int
+    seed: int
+    values: tuple[tuple[str, Any], ...]
+    scenario_path: str
+    overrides: tuple[str, ...]
+    text: str
+
+    def replay(self) -> str:
+        sets = " ".join(f"--set {o}" for o in self.overrides if not o.startswith("run.seed="))
+        return f"pubmesh sim {self.scenario_path} --seed {self.seed} {sets}".strip()
+
+
+@dataclass
+class Grid:
+    path: Path
+    parameters: list[str]
+    points: list[dict[str, Any]]
+    seeds: list[int]
+    tasks: list[Task] = field(default_factory=list)
+
+
+def _toml_literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_literal(v) for v in value) + "]"
+    raise ScenarioError(f"cannot use {value!r} as a scenario value")
+
+
+def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
+    """Read and check a grid file; every (point, seed) scenario is validated here."""
+    from pubmesh.sim.scenario import load_scenario
+
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such grid file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ScenarioError(f"{path}: cannot read grid file ({error})") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(f"{path}: not valid TOML ({error})") from None
+    unknown = sorted(set(data) - {"base", "seeds", "grid", "set"})
+    if unknown:
+        raise ScenarioError(f"{path}: unknown key {unknown[0]!r} (keys: base, seeds, grid, set)")
+    grid = data.get("grid", {})
+    fixed = data.get("set", {})
+    if not isinstance(grid, dict) or not isinstance(fixed, dict):
+        raise ScenarioError(f"{path}: [grid] and [set] must be tables")
+    for key, listed in grid.items():
+        if not isinstance(listed, list) or not listed:
+            raise ScenarioError(f"{path}: [grid] {key} must be a non-empty array of values")
+    bases = grid.get("scenario")
+    if bases is None:
+        if not isinstance(data.get("base"), str):
+            raise ScenarioError(
+                f"{path}: base must name a scenario file (or sweep [grid] scenario)"
+            )
+        bases = [data["base"]]
+    elif "base" in data:
+        raise ScenarioError(f"{path}: give either base or [grid] scenario, not both")
+    raw_seeds = data.get("seeds", [1]) if seeds is None else seeds
+    if isinstance(raw_seeds, int) and not isinstance(raw_seeds, bool) and raw_seeds >= 1:
+        raw_seeds = list(range(1, raw_seeds + 1))
+    if (
+        not isinstance(raw_seeds, list)
+        or not raw_seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in raw_seeds)
+    ):
+        raise ScenarioError(f"{path}: seeds must be a count ≥ 1 or a non-empty array of integers")
+    parameters = list(grid)
+    swept = [k for k in parameters if k != "scenario"]
+    points: list[dict[str, Any]] = []
+    tasks: list[Task] = []
+    combos = itertools.product(*(grid[k] for k in swept)) if swept else [()]
+    for base, combo in itertools.product(bases, list(combos)):
+        values: dict[str, Any] = {}
+        if "scenario" in grid:
+            values["scenario"] = base
+        values.update(zip(swept, combo, strict=True))
+        point = len(points)
+        points.append(values)
+        scenario_file = (path.parent / str(base)).resolve()
+        overrides = [f"{k}={_toml_literal(v)}" for k, v in fixed.items()]
+        overrides += [f"{k}={_toml_literal(v)}" for k, v in zip(swept, combo, strict=True)]
+        for seed in raw_seeds:
+            full = [*overrides, f"run.seed={seed}"]
+            try:
+                scenario = load_scenario(scenario_file, full)
+            except ScenarioError as error:
+                shown = ", ".join(f"{k}={v}" for k, v in values.items())
+                raise ScenarioError(f"{path}: grid point {shown}: {error}") from None
+            tasks.append(
+                Task(
+                    index=len(tasks),
+                    point=point,
+                    seed=seed,
+                    values=tuple(values.items()),
+                    scenario_path=str(scenario_file),
+                    overrides=tuple(full),
+                    text=scenario.text,
+                )
+            )
+    return Grid(path, parameters, points, list(raw_seeds), tasks)
+
+
+def run_task(task: Task, out: str) -> dict[str, Any]:
+    """Simulate one (point, seed) and move its trace into the partitioned dataset.
+
+    Runs on a Spark worker. Never raises: a failure comes back as ``ok = False``."""
+    from pubmesh.sim.engine import run_id_for
+    from pubmesh.sim.runner import run_scenario
+    from pubmesh.sim.scenario import parse_scenario
+
+    started = time.perf_counter()
+    result: dict[str, Any] = {"index": task.index, "point": task.point, "seed": task.seed}
+    try:
+        scenario = parse_scenario(task.text, source=task.scenario_path)
+        run_id = run_id_for(scenario)
+        result["run_id"] = run_id
+        scratch = Path(out) / "scratch" / run_id
+        if scratch.exists():
+            shutil.rmtree(scratch)
+        run = run_scenario(scenario, scratch)
+        _move_into_dataset(scratch, Path(out) / "traces", run_id)
+        result.update(ok=True, events=run.stats["events_processed"])
+        (Path(out) / "runs").mkdir(parents=True, exist_ok=True)
+        shutil.move(str(scratch / "run.json"), Path(out) / "runs" / f"{run_id}.json")
+        shutil.rmtree(scratch, ignore_errors=True)
+    except Exception as error:  # reported with its seed and scenario; the rest go on
+        result.update(
+            ok=False,
+            error=f"{type(error).__name__}: {error}",
+            traceback=traceback.format_exc(limit=6),
+        )
+    result["seconds"] = round(time.perf_counter() - started, 3)
+    return result
+
+
+def _move_into_dataset(run_dir: Path, dataset: Path, run_id: str) -> None:
+    """Rewrite each table of a run directory as a partition ``run_id=<id>`` (without the
+    run_id column, which the partition path carries)."""
+    import pyarrow.parquet as pq
+
+    for table_dir in sorted(p for p in run_dir.iterdir() if p.is_dir()):
+        target = dataset / table_dir.name / f"run_id={run_id}"
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir(parents=True)
+        for part in sorted(table_dir.glob("*.parquet")):
+            table = pq.read_table(part)
+            table = table.drop_columns(["run_id"])
+            pq.write_table(table, target / part.name, compression="zstd")
+
+
+def run_tasks(
+    spark: Any, tasks: list[Task], out: Path, progress: bool = True
+) -> list[dict[str, Any]]:
+    """Run every task as one Spark task, with a progress bar fed by Spark's status tracker."""
+    sc = spark.sparkContext
+    out_str = str(out.resolve())
+    group = f"pubmesh-sweep-{time.time_ns()}"
+    sc.setJobGroup(group, f"pubmesh sweep: {len(tasks)} simulations")
+    rdd = sc.parallelize(tasks, len(tasks)).map(lambda task: run_task(task, out_str))
+    results: list[dict[str, Any]] = []
+    failure: list[BaseException] = []
+
+    def collect() -> None:
+        try:
+            results.extend(rdd.collect())
+        except BaseException as error:  # surfaced on the driver thread below
+            failure.append(error)
+
+    worker = threading.Thread(target=collect, daemon=True)
+    worker.start()
+    if progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        with Progress(
+            "[bold]simulating",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=False,
+        ) as bar:
+            handle = bar.add_task("tasks", total=len(tasks))
+            while worker.is_alive():
+                bar.update(handle, completed=_completed(sc, group))
+                worker.join(0.5)
+            bar.update(handle, completed=len(tasks) if not failure else _completed(sc, group))
+    worker.join()
+    sc.setLocalProperty("spark.jobGroup.id", None)
+    if failure:
+        raise failure[0]
+    return sorted(results, key=lambda r: r["index"])
+
+
+def _completed(sc: Any, group: str) -> int:
+    tracker = sc.statusTracker()
+    done = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        if job is None:
+            continue
+        for stage_id in job.stageIds:
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                done += stage.numCompletedTasks
+    return done
+
+
+def column_name(parameter: str) -> str:
+    """A Spark-safe column for a grid key ("faults.0.fraction" -> "faults_0_fraction")."""
+    return "".join(c if c.isalnum() else "_" for c in parameter)
+
+
+def compare(
+    spark: Any, grid: Grid, results: list[dict[str, Any]], runs: Any, run_rows: list[dict[str, Any]]
+) -> tuple[Any, list[str]]:
+    """Per grid point: the swept values, the number of runs, and the mean and sample standard
+    deviation over seeds of each metric the runs have (a Spark job over the per-run metrics)."""
+    from pyspark.sql import functions as F
+
+    rows = []
+    for result in results:
+        if not result.get("ok"):
+            continue
+        values = dict(grid.tasks[result["index"]].values)
+        rows.append(
+            (result["run_id"], result["point"], *(str(values.get(k)) for k in grid.parameters))
+        )
+    schema = "run_id string, point long" + "".join(
+        f", {column_name(k)} string" for k in grid.parameters
+    )
+    points = spark.createDataFrame(rows, schema)
+    present = [m for m in COMPARED if any(r.get(m) is not None for r in run_rows)]
+    aggregates = [F.count("*").alias("runs")]
+    for metric in present:
+        aggregates += [
+            F.avg(metric).alias(f"{metric}_mean"),
+            F.stddev_samp(metric).alias(f"{metric}_std"),
+        ]
+    keys = ["point"] + [column_name(k) for k in grid.parameters]
+    table = points.join(runs, ["run_id"]).groupBy(*keys).agg(*aggregates).orderBy("point")
+    return table, present
+
+
+def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, bytes]:
+    """Each compared metric against each swept parameter, one line per combination of the
+    other swept parameters."""
+    from pubmesh.analysis import plots
+
+    frame = table.toPandas()
+    figures: dict[str, bytes] = {}
+    swept = [k for k in grid.parameters if len({str(p.get(k)) for p in grid.points}) > 1]
+    for parameter in swept:
+        column = column_name(parameter)
+        others = [column_name(k) for k in swept if k != parameter]
+        data = frame.copy()
+        try:
+            data[column] = data[column].astype(float)
+            categorical = False
+        except ValueError:
+            categorical = True
+        data = data.rename(columns={column: parameter})
+        for metric in present:
+            figures[f"{metric} against {parameter}"] = plots.metric_against(
+                data, parameter, metric, others, categorical
+            )
+    return figures
+
+
+@dataclass
+class SweepResult:
+    grid: Grid
+    results: list[dict[str, Any]]
+    failures: list[dict[str, Any]]
+    comparison: list[dict[str, Any]]
+    present: list[str]
+    analysis: Any
+    figures: dict[str, bytes]
+    sections: list[tuple[str, str]]
+    title: str
+
+    def write_report(self, path: Path, leading: list[tuple[str, str]] | None = None) -> None:
+        """``report.html``: ``leading`` sections, the grid comparison, failures, the runs and
+        every plot."""
+        from pubmesh.analysis.report import write_report
+
+        write_report(path, self.title, self.analysis.rows, self.figures,
+                     [*(leading or []), *self.sections])  # fmt: skip
+
+
+def run_sweep(
+    spark: Any,
+    grid: Grid,
+    out: Path,
+    *,
+    progress: bool = True,
+    console: Any = None,
+    title: str | None = None,
+) -> SweepResult:
+    """Simulate every task, analyse all runs in one Spark job, compare the grid points and
+    write ``OUT/report.html`` (comparison first, then the runs)."""
+    from rich.console import Console
+
+    from pubmesh.analysis.job import analyze
+    from pubmesh.errors import UserError
+
+    console = console or Console()
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("traces", "runs", "scratch"):
+        shutil.rmtree(out / stale, ignore_errors=True)
+    results = run_tasks(spark, grid.tasks, out, progress=progress)
+    shutil.rmtree(out / "scratch", ignore_errors=True)
+    failures = [r for r in results if not r.get("ok")]
+    for failure in failures:
+        task = grid.tasks[failure["index"]]
+        shown = ", ".join(f"{k}={v}" for k, v in task.values) or "base"
+        failure["replay"] = task.replay()
+        failure["values"] = dict(task.values)
+        console.print(
+            f"[red]task {task.index} failed[/] (point {shown}, seed {task.seed}): "
+            f"{failure['error']}\n  replay: {failure['replay']}"
+        )
+    (out / "tasks.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    if len(failures) == len(results):
+        raise UserError(f"{grid.path}: every one of the {len(results)} simulations failed")
+    analysis = analyze(spark, [out / "traces"], out, report=False)
+    table, present = compare(spark, grid, results, analysis.metrics.runs, analysis.rows)
+    table.coalesce(1).write.mode("overwrite").parquet(str(out / "metrics" / "grid"))
+    comparison = [row.asDict() for row in table.collect()]
+    figures = comparison_plots(table, grid, present) | analysis.figures
+    from pubmesh.analysis.report import html_table
+
+    columns = [(column_name(k), k, "{}") for k in grid.parameters] + [("runs", "runs", "{}")]
+    for metric in present:
+        columns.append((f"{metric}_mean", f"{metric} mean", "{:.4g}"))
+        columns.append((f"{metric}_std", "sd", "{:.2g}"))
+    extra = [("Comparison by grid point (mean and sd over seeds)",
+              html_table(comparison, columns, first="point"))]  # fmt: skip
+    if failures:
+        items = "".join(
+            f"<li>point {f['point']}, seed {f['seed']}: {html.escape(f['error'])} — "
+            f"<code>{html.escape(f['replay'])}</code></li>"
+            for f in failures
+        )
+        extra.append(("Failed tasks", f"<ul>{items}</ul>"))
+    summary = json.loads((out / "summary.json").read_text())
+    summary["grid"] = {"file": str(grid.path), "parameters": grid.parameters, "seeds": grid.seeds}
+    summary["comparison"] = comparison
+    summary["failures"] = failures
+    (out / "summary.json").write_text(
+        json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n"
+    )
+    result = SweepResult(
+        grid, results, failures, comparison, present, analysis, figures, extra,
+        title or f"pubmesh sweep: {grid.path.name}",
+    )  # fmt: skip
+    result.write_report(out / "report.html")
+    return result
+
+
+def print_comparison(sweep: SweepResult, console: Any, title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("point", justify="right")
+    for key in sweep.grid.parameters:
+        table.add_column(key)
+    table.add_column("runs", justify="right")
+    shown = [m for m in sweep.present if m in PRINTED]
+    for metric in shown:
+        table.add_column(metric, justify="right")
+    for row in sweep.comparison:
+        cells = [str(row["point"])]
+        cells += [str(row[column_name(k)]) for k in sweep.grid.parameters]
+        cells.append(str(row["runs"]))
+        for metric in shown:
+            mean, sd = row.get(f"{metric}_mean"), row.get(f"{metric}_std")
+            cells.append("–" if mean is None else f"{mean:.4g} ± {sd or 0:.2g}")
+        table.add_row(*cells)
+    console.print(table)

@@ -1,0 +1,390 @@
+"""The metric functions on tiny hand-built traces whose answers are worked out by hand.
+
+One real local Spark session (the ``spark`` fixture); results compared with
+``pyspark.testing.assertDataFrameEqual`` (row order ignored, floats to 1e-5 relative).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from pubmesh.analysis import metrics
+from pubmesh.analysis.graph import diameter
+from tracebuild import frame, trace
+
+INF = math.inf
+
+# Four nodes; node 3 crashes at 6, node 4 crashes at 2 and recovers at 3. Topic "a":
+# node 1 from 0, node 2 from 4 (late), node 3 from 0 until its crash, node 4 from 3.
+# Node 1 is on topic "b" until 5. p1 (a, t=1), p2 (a, t=5), p3 (b, t=2).
+NODES = [
+    {"node": 1, "t": 0.0, "event": "up", "role": "peer"},
+    {"node": 2, "t": 0.0, "event": "up", "role": "peer"},
+    {"node": 3, "t": 0.0, "event": "up", "role": "peer"},
+    {"node": 3, "t": 6.0, "event": "crash", "role": "peer"},
+    {"node": 4, "t": 0.0, "event": "up", "role": "peer"},
+    {"node": 4, "t": 2.0, "event": "crash", "role": "peer"},
+    {"node": 4, "t": 3.0, "event": "recover", "role": "peer"},
+]
+SUBSCRIPTIONS = [
+    {"node": 1, "topic": "a", "t_start": 0.0, "t_end": None},
+    {"node": 2, "topic": "a", "t_start": 4.0, "t_end": None},
+    {"node": 3, "topic": "a", "t_start": 0.0, "t_end": 6.0},
+    {"node": 4, "topic": "a", "t_start": 3.0, "t_end": None},
+    {"node": 1, "topic": "b", "t_start": 0.0, "t_end": 5.0},
+]
+PUBLICATIONS = [
+    {"pub_id": 1, "publisher": 1, "topic": "a", "t": 1.0, "size": 10},
+    {"pub_id": 2, "publisher": 2, "topic": "a", "t": 5.0, "size": 10},
+    {"pub_id": 3, "publisher": 1, "topic": "b", "t": 2.0, "size": 10},
+]
+DELIVERIES = [
+    {"pub_id": 1, "node": 1, "t": 1.0, "hops": 0},
+    {"pub_id": 1, "node": 2, "t": 1.2, "hops": 1},
+    {"pub_id": 1, "node": 2, "t": 1.3, "hops": 2},  # a duplicate
+    {"pub_id": 2, "node": 2, "t": 5.0, "hops": 0},
+    {"pub_id": 2, "node": 1, "t": 5.1, "hops": 1},
+    {"pub_id": 2, "node": 3, "t": 5.2, "hops": 1},  # node 3 is not expected (crashes at 6)
+]
+
+
+def _msg(src: int, dst: int, type_: str, payload: bool, pub: int | None, lost: bool = False) -> Any:
+    return {
+        "t_send": 1.0, "t_recv": None if lost else 1.1, "src": src, "dst": dst, "type": type_,
+        "layer": "broadcast", "payload": payload, "pub_id": pub, "bytes": 50,
+    }  # fmt: skip
+
+
+MESSAGES = [
+    _msg(1, 2, "Gossip", True, 1),
+    _msg(2, 3, "Gossip", True, 1),
+    _msg(1, 4, "Gossip", True, 1, lost=True),
+    _msg(4, 1, "Gossip", True, 1),
+    _msg(3, 1, "IHave", False, None),
+    _msg(2, 1, "Gossip", True, 2),
+    _msg(2, 4, "Gossip", True, 2),
+    _msg(2, 3, "Gossip", True, 2),
+]
+
+
+@pytest.fixture(scope="module")
+def pubsub(spark: Any) -> metrics.Trace:
+    return trace(
+        spark,
+        nodes=NODES,
+        subscriptions=SUBSCRIPTIONS,
+        publications=PUBLICATIONS,
+        deliveries=DELIVERIES,
+        messages=MESSAGES,
+    )
+
+
+def test_life_intervals_run_from_up_or_recover_to_the_next_event(spark: Any) -> None:
+    got = metrics.life_intervals(frame(spark, "nodes", NODES))
+    want = spark.createDataFrame(
+        [("r1", 1, 0.0, INF), ("r1", 2, 0.0, INF), ("r1", 3, 0.0, 6.0), ("r1", 4, 0.0, 2.0),
+         ("r1", 4, 3.0, INF)],
+        "run_id string, node long, t_up double, t_down double",
+    )  # fmt: skip
+    assertDataFrameEqual(got, want)
+
+
+def test_expected_pairs_need_subscription_and_life_from_publish_to_window_end(
+    spark: Any, pubsub: metrics.Trace
+) -> None:
+    got = metrics.expected_pairs(
+        pubsub.publications, pubsub.subscriptions, pubsub.nodes, pubsub.runs
+    )
+    # p1: only node 1 (2 subscribed late, 3 crashes, 4 was down at t=1); p2: 1, 2 and 4;
+    # p3: nobody (node 1 unsubscribed from b before the end of the window)
+    want = spark.createDataFrame(
+        [("r1", 1, 1), ("r1", 2, 1), ("r1", 2, 2), ("r1", 2, 4)],
+        "run_id string, pub_id long, node long",
+    )
+    assertDataFrameEqual(got, want)
+
+
+def test_history_pairs_count_every_publication_for_subscribers_alive_at_the_end(
+    spark: Any, pubsub: metrics.Trace
+) -> None:
+    got = metrics.expected_pairs(
+        pubsub.publications, pubsub.subscriptions, pubsub.nodes, pubsub.runs, history=True
+    )
+    want = spark.createDataFrame(
+        [("r1", p, n) for p in (1, 2) for n in (1, 2, 4)], "run_id string, pub_id long, node long"
+    )
+    assertDataFrameEqual(got, want)
+    assertDataFrameEqual(
+        metrics.history_reliability(pubsub),
+        spark.createDataFrame([("r1", 4 / 6)], "run_id string, history_reliability double"),
+    )
+
+
+def test_per_publication_known_answers(spark: Any, pubsub: metrics.Trace) -> None:
+    first = metrics.first_deliveries(pubsub.deliveries, pubsub.publications)
+    expected = metrics.expected_pairs(
+        pubsub.publications, pubsub.subscriptions, pubsub.nodes, pubsub.runs
+    )
+    got = metrics.per_publication(pubsub, expected, first)
+    schema = got.schema
+    want = spark.createDataFrame(
+        [
+            # p1: expected {1}, receivers {1, 2}, one duplicate, latencies [0, .2],
+            # last first delivery at node 2 with 1 hop, 4 payload messages: RMR 4/1 - 1
+            ("r1", 1, 1, "a", 1.0, 1, 1, 1.0, 2, 1, 0.1, 0.19, 0.198, 0.2, 0.5, 1, 4, 3.0),
+            # p2: expected {1, 2, 4}, delivered {1, 2}, receivers {1, 2, 3}, latencies
+            # [0, .1, .2], 3 payload messages: RMR 3/2 - 1
+            ("r1", 2, 2, "a", 5.0, 3, 2, 2 / 3, 3, 0, 0.1, 0.19, 0.198, 0.2, 2 / 3, 1, 3, 0.5),
+            # p3: nobody expected, nobody received
+            ("r1", 3, 1, "b", 2.0, 0, 0, None, 0, 0, None, None, None, None, None, None, 0, None),
+        ],
+        schema,
+    )
+    assertDataFrameEqual(got, want)
+
+
+def test_order_violations_count_older_publications_delivered_after_newer(spark: Any) -> None:
+    pubs = frame(
+        spark,
+        "publications",
+        [{"pub_id": i, "publisher": 9, "topic": "a", "t": float(i)} for i in (1, 2, 3)],
+    )
+    deliveries = frame(
+        spark,
+        "deliveries",
+        [
+            {"pub_id": 2, "node": 5, "t": 2.1, "hops": 1},
+            {"pub_id": 1, "node": 5, "t": 2.2, "hops": 1},  # older than 2, after it
+            {"pub_id": 3, "node": 5, "t": 3.1, "hops": 1},
+            {"pub_id": 1, "node": 6, "t": 1.1, "hops": 1},
+            {"pub_id": 2, "node": 6, "t": 2.1, "hops": 1},
+            {"pub_id": 2, "node": 6, "t": 2.5, "hops": 1},  # duplicate, not a violation
+        ],
+    )
+    assertDataFrameEqual(
+        metrics.order_violations(deliveries, pubs),
+        spark.createDataFrame([("r1", 1)], "run_id string, order_violations long"),
+    )
+
+
+def test_per_node_load_and_gini(spark: Any, pubsub: metrics.Trace) -> None:
+    nodes = metrics.per_node(pubsub, metrics.message_totals(pubsub))
+    got = nodes.select("node", "sent", "received", "load", "control_overhead", "deliveries")
+    want = spark.createDataFrame(
+        [(1, 2, 3, 5, 0.0, 2), (2, 4, 1, 5, 0.0, 2), (3, 1, 2, 3, 0.1, 1), (4, 1, 1, 2, 0.0, 0)],
+        "node long, sent long, received long, load long, control_overhead double, deliveries long",
+    )
+    assertDataFrameEqual(got, want)
+    # loads 2, 3, 5, 5: Gini = sum |xi - xj| / (2 n^2 mean) = 22 / 120
+    summary = metrics.load_summary(nodes)
+    assertDataFrameEqual(
+        summary,
+        spark.createDataFrame(
+            [("r1", 5, 3.75, 22 / 120, 0.025)],
+            "run_id string, load_max long, load_mean double, load_gini double, "
+            "control_overhead double",
+        ),
+    )
+
+
+def test_per_run_known_answers(spark: Any, pubsub: metrics.Trace) -> None:
+    first = metrics.first_deliveries(pubsub.deliveries, pubsub.publications)
+    expected = metrics.expected_pairs(
+        pubsub.publications, pubsub.subscriptions, pubsub.nodes, pubsub.runs
+    )
+    totals = metrics.message_totals(pubsub)
+    convergence = metrics.convergence_time(pubsub.checks)
+    run = metrics.per_run(
+        pubsub,
+        publications=metrics.per_publication(pubsub, expected, first),
+        nodes=metrics.per_node(pubsub, totals),
+        overlay=metrics.overlay_over_time(pubsub.snapshots),
+        first=first,
+        message_totals=totals,
+        convergence=convergence,
+        history=metrics.history_reliability(pubsub),
+        config=metrics.config_requests(
+            pubsub, convergence, spark.createDataFrame([], "run_id string, timeout_interval double")
+        ),
+    )
+    got = run.select(
+        "expected", "delivered", "reliability", "history_reliability", "duplicates",
+        "latency_p50", "latency_max", "rmr_mean", "ldh_mean", "messages", "control_messages",
+        "payload_messages", "load_gini", "degree_max", "convergence_time",
+    )  # fmt: skip
+    # first-delivery latencies over the run: 0, .2, 0, .1, .2 -> p50 .1
+    want = spark.createDataFrame(
+        [(4, 3, 0.75, 4 / 6, 1, 0.1, 0.2, 1.75, 1.0, 8, 1, 7, 22 / 120, None, None)],
+        got.schema,
+    )
+    assertDataFrameEqual(got, want)
+
+
+def test_content_filters_match_attributes(spark: Any) -> None:
+    subs = frame(
+        spark,
+        "subscriptions",
+        [
+            {"node": 1, "filter": '{"price": {"lt": 10}}', "t_start": 0.0},
+            {"node": 2, "filter": '{"symbol": "ACME"}', "t_start": 0.0},
+            {"node": 3, "filter": "{}", "t_start": 0.0},
+            {"node": 4, "filter": '{"price": {"ge": 5, "le": 20}, "symbol": {"in": ["ACME", '
+             '"XYZ"]}}', "t_start": 0.0},
+            {"node": 5, "filter": '{"name": {"prefix": "ab"}}', "t_start": 0.0},
+            {"node": 6, "topic": "other", "filter": "{}", "t_start": 0.0},
+        ],
+    )  # fmt: skip
+    pubs = frame(
+        spark,
+        "publications",
+        [
+            {"pub_id": 1, "publisher": 9, "attributes": '{"price": 3, "symbol": "ACME"}', "t": 1.0},
+            {"pub_id": 2, "publisher": 9, "attributes": '{"price": 15, "symbol": "XYZ"}', "t": 1.0},
+            {"pub_id": 3, "publisher": 9, "attributes": '{"name": "abc", "price": 25}', "t": 1.0},
+        ],
+    )
+    got = metrics.matching_subscriptions(pubs, subs).select("pub_id", "node")
+    # 15 >= 5 only as numbers ("15" < "5" as strings); node 6's topic is not the pubs' (null)
+    want = spark.createDataFrame(
+        [(1, 1), (1, 2), (1, 3), (2, 3), (3, 3), (2, 4), (3, 5)], "pub_id long, node long"
+    )
+    assertDataFrameEqual(got, want)
+
+
+def test_overlay_degree_and_diameter_per_snapshot(spark: Any) -> None:
+    def snap(t: float, node: int, layer: str, neighbors: list[int]) -> dict[str, Any]:
+        return {"t": float(t), "node": node, "topic": "a", "layer": layer, "neighbors": neighbors}
+
+    snapshots = frame(
+        spark,
+        "snapshots",
+        [
+            # t=0: ring 1-2-3-4-1 and a shortcut 1-3; node 2 also names 99, which is no vertex
+            snap(0, 1, "ring", [2, 4]),
+            snap(0, 1, "shortcut", [3]),
+            snap(0, 2, "ring", [1, 3, 99]),
+            snap(0, 3, "ring", [2, 4]),
+            snap(0, 4, "ring", [3, 1]),
+            snap(0, 0, "supervisor", []),
+            # t=1: 1-2 and 3 alone: disconnected
+            snap(1, 1, "ring", [2]),
+            snap(1, 2, "ring", []),
+            snap(1, 3, "ring", [3]),
+        ],
+    )
+    got = metrics.overlay_over_time(snapshots).drop("diameter_exact")
+    want = spark.createDataFrame(
+        [("r1", 0.0, "a", 4, 5, 3, 2.5, 2, True), ("r1", 1.0, "a", 3, 1, 1, 2 / 3, None, False)],
+        got.schema,
+    )
+    assertDataFrameEqual(got, want)
+    assertDataFrameEqual(
+        metrics.overlay_final(metrics.overlay_over_time(snapshots)),
+        spark.createDataFrame(
+            [("r1", 1, 2 / 3, None)],
+            "run_id string, degree_max long, degree_mean double, diameter long",
+        ),
+    )
+
+
+def test_diameter_estimate_on_large_graphs_is_flagged_and_never_above_exact() -> None:
+    n = 40
+    ring = [(i, (i + 1) % n) for i in range(n)]
+    assert diameter(range(n), ring) == (20, True, True)
+    value, connected, exact = diameter(range(n), ring, exact_limit=10)
+    assert connected and not exact and value == 20  # double sweeps find a ring's diameter
+
+
+def test_convergence_time_is_when_the_predicate_starts_holding_for_good(spark: Any) -> None:
+    checks = frame(
+        spark,
+        "checks",
+        [{"t": float(t), "predicate": "legitimate", "value": v}
+         for t, v in enumerate([False, True, False, True, True])]
+        + [{"run_id": "r2", "t": float(t), "predicate": "legitimate", "value": v}
+           for t, v in enumerate([True, False])]
+        + [{"run_id": "r3", "t": float(t), "predicate": "legitimate", "value": True}
+           for t in range(3)],
+    )  # fmt: skip
+    assertDataFrameEqual(
+        metrics.convergence_time(checks),
+        spark.createDataFrame(
+            [("r1", 3.0), ("r2", None), ("r3", 0.0)], "run_id string, convergence_time double"
+        ),
+    )
+
+
+def test_supervisor_messages_and_config_requests(spark: Any) -> None:
+    events = [
+        {"t": 1.0, "node": 0, "kind": "supervisor.subscribe", "detail": '{"messages": 1}'},
+        {"t": 1.5, "node": 0, "kind": "supervisor.subscribe", "detail": '{"messages": 1}'},
+        {"t": 6.0, "node": 0, "kind": "supervisor.unsubscribe", "detail": '{"messages": 2}'},
+        {"t": 6.5, "node": 0, "kind": "supervisor.unsubscribe_repeat", "detail": '{"messages": 5}'},
+    ]
+    request = {"src": 1, "dst": 0, "type": "ConfigurationRequest", "layer": "supervisor",
+               "payload": False, "bytes": 20}  # fmt: skip
+    t = trace(
+        spark,
+        events=events,
+        checks=[{"t": float(x), "predicate": "legitimate", "value": x >= 3} for x in range(10)],
+        subscriptions=[
+            {"node": 1, "topic": "a", "t_start": 0.0},
+            {"node": 2, "topic": "a", "t_start": 0.0},
+        ],
+        messages=[request | {"t_send": x, "t_recv": x + 0.01} for x in (1.0, 4.0, 5.0, 8.0)],
+    )
+    assertDataFrameEqual(
+        metrics.supervisor_messages(t.events),
+        spark.createDataFrame(
+            [("r1", 1.0, 2.0)],
+            "run_id string, supervisor_messages_per_subscribe double, "
+            "supervisor_messages_per_unsubscribe double",
+        ),
+    )
+    intervals = spark.createDataFrame([("r1", 1.0)], "run_id string, timeout_interval double")
+    # converged at 3, window ends at 10: 7 timeout intervals, one topic, 3 requests after
+    got = metrics.config_requests(t, metrics.convergence_time(t.checks), intervals)
+    assertDataFrameEqual(
+        got, spark.createDataFrame([("r1", 3 / 7)], "run_id string, config_requests double")
+    )
+
+
+def test_counts_mode_traces_give_node_totals_but_no_rmr(spark: Any) -> None:
+    runs = [{"stack": "gossip", "runtime": "sim", "nodes": 2, "seed": 1, "scenario": "",
+             "schema_version": 1, "duration": 10.0, "messages_mode": "counts"}]  # fmt: skip
+    counts = [
+        {"second": 0, "node": 1, "type": "Gossip", "layer": "broadcast", "payload": True,
+         "sent": 5, "received": 1, "lost": 0, "bytes_sent": 500},
+        {"second": 1, "node": 1, "type": "Gossip", "layer": "broadcast", "payload": True,
+         "sent": 2, "received": 0, "lost": 0, "bytes_sent": 200},
+        {"second": 1, "node": 2, "type": "IHave", "layer": "broadcast", "payload": False,
+         "sent": 3, "received": 7, "lost": 1, "bytes_sent": 30},
+    ]  # fmt: skip
+    t = trace(
+        spark,
+        runs=runs,
+        message_counts=counts,
+        publications=[{"pub_id": 1, "publisher": 1, "topic": "a", "t": 0.5}],
+        deliveries=[
+            {"pub_id": 1, "node": 1, "t": 0.5, "hops": 0},
+            {"pub_id": 1, "node": 2, "t": 0.6, "hops": 1},
+        ],
+    )
+    totals = metrics.message_totals(t).select("node", "type", "sent", "received", "bytes_sent")
+    assertDataFrameEqual(
+        totals,
+        spark.createDataFrame(
+            [(1, "Gossip", 7, 1, 700), (2, "IHave", 3, 7, 30)],
+            "node long, type string, sent long, received long, bytes_sent long",
+        ),
+    )
+    first = metrics.first_deliveries(t.deliveries, t.publications)
+    empty = t.publications.limit(0).select("run_id", "pub_id", F.col("publisher").alias("node"))
+    pubs = metrics.per_publication(t, empty, first)
+    row = pubs.select("receivers", "payload_messages", "rmr").first()
+    assert row is not None and tuple(row) == (2, None, None)
