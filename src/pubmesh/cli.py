@@ -22,12 +22,15 @@ A short tour:
        pubmesh sim scenarios/gossip_1000.toml --seed 3 --out runs/g1000
   2. Change anything from the command line, e.g. crash 80% of the nodes:
        pubmesh sim scenarios/gossip_crash.toml --set faults.0.fraction=0.8
-  3. Reproduce papers/004's experiment (0/10/50/85% of nodes failed) and its tables:
+  3. Turn the trace into metrics, a summary and an HTML report with plots (PySpark):
+       pubmesh analyze runs/g1000
+  4. Sweep a parameter grid × seeds as Spark tasks and compare the grid points:
+       pubmesh sweep scenarios/grids/paper004_failures.toml
+  5. The default experiment (every stack × 0/10/50/85% of nodes failed), report and tables:
        pubmesh demo
-  4. Run real nodes on this machine, or one node with an interactive shell:
+  6. Run real nodes on this machine, or one node with an interactive shell:
        pubmesh cluster --stack gossip --nodes 12 --duration 30 --out runs/net12
        pubmesh node --stack gossip --listen 127.0.0.1:7000
-  5. Coming next: pubmesh analyze (metrics and reports on Spark) and pubmesh sweep.
 
 Stacks: gossip, skipring, chord, brokertree, clique, d2g (`pubmesh stacks` lists the ones
 this build has). Scenario files are TOML; `pubmesh sim --help` lists every key.
@@ -70,20 +73,6 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         table.add_row(label, fmt.format(value))
     console.print(table)
     console.print(f"trace: [bold]{out}[/]  (run id {result.run_id}); next: pubmesh analyze {out}")
-    return 0
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from pubmesh.sim.demo import run_demo
-
-    scenarios = Path(__file__).resolve().parents[2] / "scenarios"
-    if not scenarios.is_dir():
-        scenarios = Path("scenarios")
-    if not (scenarios / "paper004.toml").exists():
-        raise UserError(
-            "pubmesh demo: scenarios/paper004.toml not found; run it from the pubmesh checkout"
-        )
-    run_demo(Path(args.out), [1] if args.quick else [1, 2, 3], scenarios)
     return 0
 
 
@@ -154,21 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
         except ModuleNotFoundError as error:
             if error.name != module:
                 raise
-    if "demo" not in sub.choices:
-        # until the Spark pipeline provides `pubmesh demo` with its report
-        demo = sub.add_parser(
-            "demo",
-            help="run papers/004's experiment in the simulator and print its tables",
-            description="The main job behind `make demo`: the four paper004 scenarios (0, 10, 50 "
-            "and 85%% of the nodes failed) over three seeds, then a table in the shape of "
-            "papers/004's Tables 1-3 (sent/received/reliability, eager vs lazy messages, "
-            "membership messages) with latency and LDH.",
-            epilog="examples:\n  pubmesh demo\n  pubmesh demo --quick --out /tmp/demo\n",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        demo.add_argument("--out", default="out/demo", help="where the runs go (out/demo)")
-        demo.add_argument("--quick", action="store_true", help="one seed instead of three")
-        demo.set_defaults(func=_cmd_demo)
     return parser
 
 

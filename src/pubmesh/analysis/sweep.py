@@ -172,7 +172,8 @@ def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
                 scenario = load_scenario(scenario_file, full)
             except ScenarioError as error:
                 shown = ", ".join(f"{k}={v}" for k, v in values.items())
-                raise ScenarioError(f"{path}: grid point {shown}: {error}") from None
+                where = f"grid point {shown}" if shown else "base scenario"
+                raise ScenarioError(f"{path}: {where}: {error}") from None
             tasks.append(
                 Task(
                     index=len(tasks),

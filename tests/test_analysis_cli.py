@@ -1,0 +1,173 @@
+"""Bad input to `pubmesh analyze` and `pubmesh sweep`: one line naming the file, exit 2.
+
+Each case starts from a real simulated run directory and breaks one thing, then runs the real
+CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def pubmesh(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pubmesh", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("good") / "run"
+    done = pubmesh(
+        "sim", str(ROOT / "scenarios" / "paper004.toml"), "--quiet", "--out", str(out),
+        "--set", "workload.publications=20", "--set", "run.duration=60",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _drop_table(run: Path) -> Path:
+    shutil.rmtree(run / "deliveries")
+    return run / "deliveries"
+
+
+def _corrupt(run: Path) -> Path:
+    path = run / "publications" / "part-00000.parquet"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # truncated: no footer
+    return path
+
+
+def _newer_version(run: Path) -> Path:
+    path = run / "runs" / "part-00000.parquet"
+    table = pq.read_table(path)
+    index = table.schema.get_field_index("schema_version")
+    table = table.set_column(index, "schema_version", pa.array([99], type=pa.int32()))
+    pq.write_table(table, path)
+    return run / "runs"
+
+
+def _empty(run: Path) -> Path:
+    path = run / "runs" / "part-00000.parquet"
+    pq.write_table(pq.read_table(path).slice(0, 0), path)
+    return run / "runs"
+
+
+def _wrong_type(run: Path) -> Path:
+    path = run / "deliveries" / "part-00000.parquet"
+    table = pq.read_table(path)
+    index = table.schema.get_field_index("hops")
+    table = table.set_column(index, "hops", table.column("hops").cast(pa.string()))
+    pq.write_table(table, path)
+    return path
+
+
+def _not_a_run(run: Path) -> Path:
+    for child in run.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    return run
+
+
+BREAKS: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "missing table": (_drop_table, "missing table"),
+    "corrupt parquet": (_corrupt, "not a readable Parquet file"),
+    "newer schema version": (_newer_version, "schema_version 99 is newer"),
+    "empty run": (_empty, "empty run"),
+    "wrong column type": (_wrong_type, "column 'hops'"),
+    "not a run directory": (_not_a_run, "not a trace v1 run directory"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BREAKS))
+def test_analyze_refuses_a_broken_trace_in_one_line(
+    case: str, good_run: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(good_run, run)
+    breaker, words = BREAKS[case]
+    named = breaker(run)
+    done = pubmesh("analyze", str(run), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert str(named) in lines[0] and words in lines[0], lines[0]
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+def test_analyze_refuses_a_directory_that_does_not_exist(tmp_path: Path) -> None:
+    done = pubmesh("analyze", str(tmp_path / "nope"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"pubmesh: error: {tmp_path / 'nope'}: no such run directory"
+
+
+GRIDS = {
+    "unknown key": ('base = "x.toml"\nseedz = 3\n', "unknown key 'seedz'"),
+    "not toml": ("base = \n", "not valid TOML"),
+    "empty values": (
+        f'base = "{ROOT / "scenarios" / "paper004.toml"}"\n[grid]\n"run.nodes" = []\n',
+        "[grid] run.nodes must be a non-empty array",
+    ),
+    "bad value at a point": (
+        f'base = "{ROOT / "scenarios" / "paper004_fail50.toml"}"\n'
+        '[grid]\n"faults.0.fraction" = [0.5, 1.5]\n',
+        "grid point faults.0.fraction=1.5",
+    ),
+    "missing base": ('base = "nowhere.toml"\n', "nowhere.toml: no such scenario file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GRIDS))
+def test_sweep_refuses_a_broken_grid_in_one_line(case: str, tmp_path: Path) -> None:
+    text, words = GRIDS[case]
+    grid = tmp_path / "grid.toml"
+    grid.write_text(text)
+    done = pubmesh("sweep", str(grid), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(grid) in lines[0] and words in lines[0], done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_analyze_cli_writes_report_and_prints_the_run_table(good_run: Path, tmp_path: Path) -> None:
+    done = pubmesh("analyze", str(good_run), "--out", str(tmp_path / "a"), "--master", "local[2]")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    [row] = summary["runs"]
+    assert row["stack"] == "gossip" and row["publications"] == 20
+    assert row["reliability"] == 1.0  # no faults in paper004
+    assert "reliability" in done.stdout and row["run_id"] in done.stdout
+    assert (tmp_path / "a" / "report.html").stat().st_size > 10_000
+
+
+def test_a_java_older_than_17_is_named_in_one_line(good_run: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    java = fake / "java"
+    java.write_text("#!/bin/sh\necho 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")
+    java.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-m", "pubmesh", "analyze", str(good_run), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "JAVA_HOME": str(fake.parent)},
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"pubmesh: error: {java} is Java 11; Spark 4 needs Java 17 or newer "
+        "(install openjdk-17 and set JAVA_HOME)"
+    ]

@@ -1,0 +1,107 @@
+"""`pubmesh sweep` on a tiny grid: simulations as Spark tasks, one partitioned dataset, one
+analysis, a comparison per grid point, and failed tasks reported while the rest complete."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from rich.console import Console
+
+import simstacks  # noqa: F401  (registers the probe stack in this process only)
+from pubmesh.analysis.sweep import load_grid, run_sweep
+from pubmesh.sim.runner import run_scenario
+from pubmesh.sim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The probe stack is registered in the test process (the driver), not in Spark's Python
+# workers: its tasks pass the driver's validation and then fail on the workers, like a
+# cluster whose workers run an older pubmesh.
+PROBE = """
+[run]
+stack = "probe"
+nodes = 10
+duration = 5.0
+[[faults]]
+at = 1.0
+kind = "crash"
+fraction = 0.5
+"""
+
+
+@pytest.fixture(scope="module")
+def sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    base = tmp_path_factory.mktemp("sweep")
+    (base / "probe.toml").write_text(PROBE)
+    grid = base / "grid.toml"
+    grid.write_text(
+        f"""
+seeds = [1, 2]
+[grid]
+scenario = ["{ROOT / "scenarios" / "paper004_fail50.toml"}", "probe.toml"]
+"faults.0.fraction" = [0.0, 0.5]
+[set]
+"workload.publications" = 60
+"workload.publish_start" = 30.0
+"run.duration" = 50.0
+"""
+    )
+    return run_sweep(spark, load_grid(grid), base / "out", progress=False, console=Console())
+
+
+def test_every_task_ran_and_failures_are_reported_with_seed_and_replay(sweep: Any) -> None:
+    assert len(sweep.results) == 8
+    ok = [r for r in sweep.results if r["ok"]]
+    assert len(ok) == 4, sweep.failures
+    assert len(sweep.failures) == 4
+    for failure in sweep.failures:
+        assert failure["values"]["scenario"] == "probe.toml"
+        assert "probe" in failure["error"], failure
+        assert f"--seed {failure['seed']}" in failure["replay"]
+        assert "probe.toml" in failure["replay"]
+    report = (sweep.analysis.sources[0].root.parent / "report.html").read_text()
+    assert "Failed tasks" in report and "probe.toml" in report
+
+
+def test_traces_land_in_one_dataset_partitioned_by_run(sweep: Any) -> None:
+    traces = sweep.analysis.sources[0].root
+    ok = sorted(r["run_id"] for r in sweep.results if r["ok"])
+    for table in ("runs", "publications", "deliveries", "messages"):
+        parts = sorted(p.name for p in (traces / table).iterdir())
+        assert parts == [f"run_id={run_id}" for run_id in ok], table
+    assert sorted(r["run_id"] for r in sweep.analysis.rows) == ok
+
+
+def test_a_sweep_trace_is_the_trace_pubmesh_sim_writes(sweep: Any, tmp_path: Path) -> None:
+    """Same scenario and seed: the task's partition holds exactly the rows a direct run writes."""
+    task = next(t for t in sweep.grid.tasks if dict(t.values)["scenario"] != "probe.toml")
+    scenario = load_scenario(task.scenario_path, list(task.overrides))
+    result = run_scenario(scenario, tmp_path / "direct")
+    traces = sweep.analysis.sources[0].root
+    for table in ("publications", "deliveries", "messages", "nodes"):
+        direct = pq.read_table(tmp_path / "direct" / table).drop_columns(["run_id"])
+        swept = pq.read_table(traces / table / f"run_id={result.run_id}")
+        assert swept.equals(direct), f"{table} differs; replay: {task.replay()}"
+
+
+def test_comparison_has_a_row_per_point_with_mean_and_spread(sweep: Any) -> None:
+    rows = {(r["scenario"], r["faults_0_fraction"]): r for r in sweep.comparison}
+    gossip = str(ROOT / "scenarios" / "paper004_fail50.toml")
+    assert set(rows) == {(gossip, "0.0"), (gossip, "0.5")}
+    for row in rows.values():
+        assert row["runs"] == 2
+        assert 0.95 <= row["reliability_mean"] <= 1.0, row
+        assert row["reliability_std"] is not None
+    # half the nodes crashed: fewer expected deliveries, so fewer payload messages per run
+    per_run = {r["run_id"]: r for r in sweep.analysis.rows}
+    by_fraction: dict[str, list[int]] = {}
+    for result in sweep.results:
+        if result["ok"]:
+            fraction = str(dict(sweep.grid.tasks[result["index"]].values)["faults.0.fraction"])
+            by_fraction.setdefault(fraction, []).append(per_run[result["run_id"]]["expected"])
+    assert max(by_fraction["0.5"]) < min(by_fraction["0.0"])
+    assert "reliability against faults.0.fraction" in sweep.figures
+    assert "reliability against scenario" in sweep.figures
