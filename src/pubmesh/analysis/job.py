@@ -269,7 +269,7 @@ def _trace_error(error: Exception, sources: list[TraceSource]) -> Exception:
             for path in files:
                 if str(path.resolve()) in text or (path.name in text and str(path.parent) in text):
                     return TraceError(f"{path}: Spark cannot read it ({_first_line(text)})")
-    if "parquet" in text.lower() or "FAILED_READ_FILE" in text:
+    if any(m in text for m in ("FAILED_READ_FILE", "is not a Parquet file", "read footer")):
         return TraceError(f"{sources[0].root}: Spark cannot read the trace ({_first_line(text)})")
     return error
 

@@ -102,7 +102,10 @@ def get_session(master: str | None = None, *, app: str = "pubmesh") -> SparkSess
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Dlog4j.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
+        )
     )
     if local:
         builder = builder.config(
