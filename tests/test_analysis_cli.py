@@ -171,3 +171,16 @@ def test_a_java_older_than_17_is_named_in_one_line(good_run: Path, tmp_path: Pat
         f"pubmesh: error: {java} is Java 11; Spark 4 needs Java 17 or newer "
         "(install openjdk-17 and set JAVA_HOME)"
     ]
+
+
+def test_missing_java_is_named_in_one_line(good_run: Path, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pubmesh", "analyze", str(good_run), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": str(tmp_path)},  # no java anywhere, no JAVA_HOME
+    )
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("pubmesh: error: Spark needs Java 17 or newer and none was found")
