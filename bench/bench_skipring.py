@@ -74,6 +74,10 @@ def simulate(kind: str, n: int, seed: int, out: Path, cpu_limit: float) -> tuple
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
 
+    record = run_dir / "bench.json"
+    if reuse and record.exists():
+        saved = json.loads(record.read_text())
+        return bool(saved["finished"]), float(saved["cpu_s"]), run_dir
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [sys.executable, "-m", "pubmesh", "sim", str(scenario), "--quiet", "--out", str(run_dir)],
@@ -83,6 +87,8 @@ def simulate(kind: str, n: int, seed: int, out: Path, cpu_limit: float) -> tuple
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"finished": done.returncode == 0, "cpu_s": cpu}) + "\n")
     return done.returncode == 0, cpu, run_dir
 
 
@@ -124,6 +130,9 @@ def main() -> int:
     parser.add_argument("--kinds", default=DEFAULT_KINDS, help="corruption kinds")
     parser.add_argument("--cpu-limit", type=float, default=200.0, help="CPU seconds per run")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep runs already simulated into --out"
+    )
     args = parser.parse_args()
 
     import pandas as pd
@@ -146,7 +155,9 @@ def main() -> int:
             for n in sizes:
                 progress.update(bar, description=f"{kind} n={n:,}")
                 started = time.perf_counter()
-                finished, cpu, run_dir = simulate(kind, n, args.seed, out, args.cpu_limit)
+                finished, cpu, run_dir = simulate(
+                    kind, n, args.seed, out, args.cpu_limit, args.reuse
+                )
                 wall = time.perf_counter() - started
                 results.append({"kind": kind, "n": n, "finished": finished, "cpu_s": cpu,
                                 "wall_s": wall, "run_dir": run_dir})  # fmt: skip

@@ -101,6 +101,11 @@ def get_session(master: str | None = None, *, app: str = "pubmesh") -> SparkSess
         .config("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2) * 2)))
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
+        # broadcast joins only where adaptive execution has measured the small side: plan-time
+        # estimates of exploded neighbour lists were far too small and a 16,384-node skipring
+        # snapshot table ran the driver out of memory while broadcasting
+        .config("spark.sql.autoBroadcastJoinThreshold", "-1")
+        .config("spark.sql.adaptive.autoBroadcastJoinThreshold", "10MB")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config(
             "spark.driver.extraJavaOptions",
