@@ -57,7 +57,9 @@ DEFAULT_KINDS = "random_graph,db_all,components,junk"
 DEFAULT_SIZES = "64,256,1024,4096,16384"
 
 
-def simulate(kind: str, n: int, seed: int, out: Path, cpu_limit: float) -> tuple[bool, float, Path]:
+def simulate(
+    kind: str, n: int, seed: int, out: Path, cpu_limit: float, reuse: bool = False
+) -> tuple[bool, float, Path]:
     """One run in a subprocess under RLIMIT_CPU; (finished, CPU seconds, run dir)."""
     duration = 3 * n * SUPERVISOR_INTERVAL + 30
     scenario = out / "scenarios" / f"{kind}-{n}.toml"
