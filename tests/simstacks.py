@@ -24,17 +24,23 @@ from pubmesh.proto.core import (
     Send,
     SetTimer,
     SnapshotRow,
+    StackNode,
     Start,
     Subscribe,
     Timer,
     TimerFired,
     TraceRecord,
-    message,
+    register_message,
 )
-from pubmesh.stacks.base import STACKS, StackNode, StackSpec, register
+from pubmesh.stacks.base import STACKS, StackSpec, register
 
 
-@message(90, layer="test", payload=True)
+@dataclass(frozen=True, slots=True)
+class Ping(Timer):
+    """The test stack's periodic timer."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeGossip(Message):
     topic: str
     pub_id: int
@@ -45,9 +51,15 @@ class ProbeGossip(Message):
         return self.pub_id
 
 
-@message(91, layer="test")
+register_message(ProbeGossip, 90, layer="test", payload=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbePing(Message):
     seq: int
+
+
+register_message(ProbePing, 91, layer="test")
 
 
 @dataclass
@@ -71,7 +83,7 @@ class ProbeNode(StackNode):
     def handle(self, event: Input, now: float) -> list[Output]:
         match event:
             case Start():
-                return [SetTimer(self.params.ping_interval, Timer("ping"))]
+                return [SetTimer(self.params.ping_interval, Ping())]
             case Subscribe(topic=topic):
                 self.topics.add(topic)
                 return []
@@ -99,12 +111,12 @@ class ProbeNode(StackNode):
             case Receive(message=ProbePing()):
                 self.pings_received += 1
                 return []
-            case TimerFired(timer=Timer(kind="ping")):
+            case TimerFired(timer=Ping()):
                 self.timer_times.append(now)
                 self.pings_sent += 1
                 return [
                     Send(self.next, ProbePing(seq=self.pings_sent)),
-                    SetTimer(self.params.ping_interval, Timer("ping")),
+                    SetTimer(self.params.ping_interval, Ping()),
                 ]
             case PeerDown(peer=peer):
                 self.downs.append((now, peer))

@@ -1,6 +1,6 @@
 """Model-based tests of the gossip stack: Hypothesis drives a small cluster of GossipNodes.
 
-The model is a cluster of 4–8 :class:`~pubmesh.stacks.gossip.GossipNode` objects with its own
+The model is a cluster of 4–8 :class:`~pubmesh.proto.gossip.GossipNode` objects with its own
 message pool and timer list (no simulator). Node 0 is the contact (every node gets
 ``Start(contacts=(0,))``). The rules interleave, in any order Hypothesis picks:
 
@@ -48,6 +48,7 @@ from hypothesis.stateful import (
 )
 
 from pubmesh.proto.core import (
+    MESSAGE_INFO,
     Deliver,
     Input,
     Message,
@@ -62,8 +63,8 @@ from pubmesh.proto.core import (
     Timer,
     TimerFired,
 )
-from pubmesh.proto.hyparview import JOIN_TIMER, GossipParams
-from pubmesh.stacks.gossip import GossipNode
+from pubmesh.proto.gossip import GossipNode, GossipParams, SwarmTimer
+from pubmesh.proto.gossip.hyparview import JoinTimeout
 
 TOPIC = "t"
 PARAMS = GossipParams(
@@ -238,7 +239,9 @@ class GossipMachine(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 10**6))
     def duplicate(self, pick: int) -> None:
         c = self.c
-        candidates = [m for m in c.pending if not c.fifo or m[2].LAYER == "broadcast"]
+        candidates = [
+            m for m in c.pending if not c.fifo or MESSAGE_INFO[type(m[2])].layer == "broadcast"
+        ]
         if candidates:
             c.pending.append(candidates[pick % len(candidates)])
 
@@ -332,7 +335,9 @@ def test_join_timeout_before_join_reply_keeps_links_symmetric() -> None:
         (timer,) = [
             t
             for n, t in c.timers
-            if n == 2 and t.kind == JOIN_TIMER and t.generation == membership.join_generation
+            if n == 2
+            and isinstance(t, SwarmTimer)
+            and t.timer == JoinTimeout(membership.join_generation)
         ]
         c.run(2, TimerFired(timer))  # join_timeout elapses before the JoinReply arrives
         c.drain()

@@ -1,7 +1,7 @@
 """Example tests for the gossip stack's rules, one or more per rule of ../shared/specs/gossip.md.
 
 Each test drives a protocol object directly through its handler (``GossipNode.handle(event,
-now)``, or ``HyParView.receive/peer_down/timer`` and ``Plumtree.receive/timer``) from a state
+now)``, or ``HyParView.handle`` and ``Plumtree.handle``, the same shape one layer down) from a state
 built by hand, and checks the outputs and the state afterwards. No simulator is involved.
 """
 
@@ -25,23 +25,21 @@ from pubmesh.proto.core import (
     SetTimer,
     Start,
     Subscribe,
-    Timer,
     TimerFired,
     Unsubscribe,
 )
-from pubmesh.proto.hyparview import (
-    JOIN_TIMER,
+from pubmesh.proto.gossip import GossipNode, SwarmTimer
+from pubmesh.proto.gossip.hyparview import (
     NONE,
-    SHUFFLE_TIMER,
     ContactReply,
     ContactRequest,
     DisconnectRequest,
     ForwardJoin,
     ForwardJoinAccept,
-    GossipParams,
     HyParView,
     Join,
     JoinReply,
+    JoinTimeout,
     MembershipOutput,
     Neighbor,
     NeighborDown,
@@ -49,48 +47,57 @@ from pubmesh.proto.hyparview import (
     NeighborUp,
     Shuffle,
     ShuffleReply,
+    ShuffleTick,
     SwarmDirectory,
 )
-from pubmesh.proto.plumtree import (
-    GRAFT_TIMER,
-    IHAVE_TIMER,
+from pubmesh.proto.gossip.params import GossipParams
+from pubmesh.proto.gossip.plumtree import (
+    Broadcast,
     BroadcastOutput,
     Delivered,
+    EvictCache,
+    FlushIHave,
     Gossip,
     Graft,
     IHave,
     Plumtree,
     Prune,
+    SendGraft,
 )
-from pubmesh.stacks.gossip import GossipNode
 
 T = "t"
 SEEDS = range(20)
 
 
 def hv(me: int = 1, seed: int = 0, **params: object) -> HyParView:
-    return HyParView(me, T, GossipParams(**params), random.Random(seed), epoch=1)  # type: ignore[arg-type]
+    return HyParView(me, T, GossipParams(**params), random.Random(seed))  # type: ignore[arg-type]
 
 
 def pt(
     me: int = 0, *, eager: tuple[int, ...] = (), lazy: tuple[int, ...] = (), **params: object
 ) -> Plumtree:
-    tree = Plumtree(me, T, GossipParams(**params), epoch=1)  # type: ignore[arg-type]
+    tree = Plumtree(me, T, GossipParams(**params))  # type: ignore[arg-type]
     for peer in (*eager, *lazy):
-        tree.neighbor_up(peer)
+        tree.handle(NeighborUp(peer), 0.0)
     for peer in lazy:
-        tree.receive(peer, Prune(topic=T))
+        tree.handle(Receive(peer, Prune(topic=T)), 0.0)
     return tree
 
 
 def node(me: int, seed: int = 0, **params: object) -> GossipNode:
-    return GossipNode(NodeContext(me, random.Random(seed), "peer", GossipParams(**params)))  # type: ignore[arg-type]
+    # type: ignore[arg-type]
+    return GossipNode(NodeContext(me, random.Random(seed), "peer", GossipParams(**params)))
 
 
 def sends(
     out: list[Output] | list[MembershipOutput] | list[BroadcastOutput], kind: type
 ) -> list[Send]:
     return [o for o in out if isinstance(o, Send) and isinstance(o.message, kind)]
+
+
+def rule_outputs(out: list[BroadcastOutput]) -> list[BroadcastOutput]:
+    """Plumtree's outputs without the cache's eviction timer (tested on its own below)."""
+    return [o for o in out if not (isinstance(o, SetTimer) and isinstance(o.timer, EvictCache))]
 
 
 def check_subset(n: GossipNode) -> None:
@@ -121,7 +128,7 @@ def joined_node(me: int = 5, member: int = 3, *, subscribe: bool = True) -> Goss
 def test_join_at_contact_with_room_adds_forwards_and_replies(seed: int) -> None:
     h = hv(me=0, seed=seed)
     h.active = [1, 2]
-    out = h.receive(9, Join(topic=T))
+    out = h.handle(Receive(9, Join(topic=T)), 0.0)
     assert h.active == [1, 2, 9]
     fj = sends(out, ForwardJoin)
     assert sorted(s.dst for s in fj) == [1, 2]
@@ -135,7 +142,7 @@ def test_join_at_contact_with_room_adds_forwards_and_replies(seed: int) -> None:
 def test_join_at_full_contact_evicts_a_random_member_with_disconnect(seed: int) -> None:
     h = hv(me=0, seed=seed, active_view=3)
     h.active = [1, 2, 3]
-    out = h.receive(9, Join(topic=T))
+    out = h.handle(Receive(9, Join(topic=T)), 0.0)
     disc = sends(out, DisconnectRequest)
     assert len(disc) == 1
     victim = disc[0].dst
@@ -151,7 +158,7 @@ def test_join_eviction_victim_is_random() -> None:
     for seed in range(40):
         h = hv(me=0, seed=seed, active_view=3)
         h.active = [1, 2, 3]
-        victims.add(sends(h.receive(9, Join(topic=T)), DisconnectRequest)[0].dst)
+        victims.add(sends(h.handle(Receive(9, Join(topic=T)), 0.0), DisconnectRequest)[0].dst)
     assert victims == {1, 2, 3}
 
 
@@ -159,7 +166,7 @@ def test_join_eviction_victim_is_random() -> None:
 def test_forward_join_ttl_zero_adds_and_accepts() -> None:
     h = hv()
     h.active = [2, 3, 4]
-    out = h.receive(2, ForwardJoin(topic=T, new_node=9, ttl=0))
+    out = h.handle(Receive(2, ForwardJoin(topic=T, new_node=9, ttl=0)), 0.0)
     assert 9 in h.active
     assert [s.dst for s in sends(out, ForwardJoinAccept)] == [9]
     assert not sends(out, ForwardJoin)
@@ -168,7 +175,7 @@ def test_forward_join_ttl_zero_adds_and_accepts() -> None:
 def test_forward_join_with_one_active_member_adds_and_accepts() -> None:
     h = hv()
     h.active = [2]
-    out = h.receive(2, ForwardJoin(topic=T, new_node=9, ttl=5))
+    out = h.handle(Receive(2, ForwardJoin(topic=T, new_node=9, ttl=5)), 0.0)
     assert h.active == [2, 9]
     assert [s.dst for s in sends(out, ForwardJoinAccept)] == [9]
 
@@ -176,7 +183,7 @@ def test_forward_join_with_one_active_member_adds_and_accepts() -> None:
 def test_forward_join_accept_adds_the_sender() -> None:
     h = hv()
     h.active = [2]
-    out = h.receive(7, ForwardJoinAccept(topic=T))
+    out = h.handle(Receive(7, ForwardJoinAccept(topic=T)), 0.0)
     assert h.active == [2, 7] and NeighborUp(7) in out
 
 
@@ -184,7 +191,7 @@ def test_forward_join_accept_adds_the_sender() -> None:
 def test_forward_join_at_prwl_goes_passive_and_walks_on(seed: int) -> None:
     h = hv(seed=seed)  # prwl 3
     h.active = [2, 3, 4]
-    out = h.receive(2, ForwardJoin(topic=T, new_node=9, ttl=3))
+    out = h.handle(Receive(2, ForwardJoin(topic=T, new_node=9, ttl=3)), 0.0)
     assert 9 in h.passive and 9 not in h.active
     fj = sends(out, ForwardJoin)
     assert len(fj) == 1 and fj[0].dst in (3, 4)
@@ -197,7 +204,7 @@ def test_forward_join_walk_picks_a_random_member_other_than_sender() -> None:
     for seed in range(40):
         h = hv(seed=seed)
         h.active = [2, 3, 4]
-        out = h.receive(2, ForwardJoin(topic=T, new_node=9, ttl=5))
+        out = h.handle(Receive(2, ForwardJoin(topic=T, new_node=9, ttl=5)), 0.0)
         assert 9 not in h.passive and 9 not in h.active  # ttl 5 ≠ PRWL: no passive insertion
         (fj,) = sends(out, ForwardJoin)
         assert fj.message == ForwardJoin(topic=T, new_node=9, ttl=4)
@@ -209,7 +216,7 @@ def test_forward_join_walk_picks_a_random_member_other_than_sender() -> None:
 def test_disconnect_moves_the_sender_to_the_passive_view() -> None:
     h = hv()
     h.active = [2, 3]
-    out = h.receive(2, DisconnectRequest(topic=T))
+    out = h.handle(Receive(2, DisconnectRequest(topic=T)), 0.0)
     assert h.active == [3] and 2 in h.passive
     assert NeighborDown(2) in out
 
@@ -218,7 +225,7 @@ def test_disconnect_from_non_member_changes_nothing() -> None:
     h = hv()
     h.active = [2, 3]
     h.passive = [7]
-    assert h.receive(8, DisconnectRequest(topic=T)) == []
+    assert h.handle(Receive(8, DisconnectRequest(topic=T)), 0.0) == []
     assert h.active == [2, 3] and h.passive == [7]
 
 
@@ -228,7 +235,7 @@ def test_peer_down_of_active_member_promotes_with_low_priority(seed: int) -> Non
     h = hv(seed=seed)
     h.active = [2, 3]
     h.passive = [5, 6]
-    out = h.peer_down(2)
+    out = h.handle(PeerDown(2), 0.0)
     assert h.active == [3] and 2 not in h.passive
     (nb,) = sends(out, Neighbor)
     assert nb.dst in (5, 6) and nb.message == Neighbor(topic=T, high_priority=False)
@@ -240,7 +247,7 @@ def test_peer_down_of_last_active_member_promotes_with_high_priority() -> None:
     h = hv()
     h.active = [2]
     h.passive = [5]
-    out = h.peer_down(2)
+    out = h.handle(PeerDown(2), 0.0)
     assert h.active == []
     assert [(s.dst, s.message) for s in sends(out, Neighbor)] == [
         (5, Neighbor(topic=T, high_priority=True))
@@ -251,7 +258,7 @@ def test_peer_down_of_passive_member_forgets_it() -> None:
     h = hv()
     h.active = [2]
     h.passive = [5, 6]
-    assert sends(h.peer_down(5), Neighbor) == []
+    assert sends(h.handle(PeerDown(5), 0.0), Neighbor) == []
     assert h.passive == [6]
 
 
@@ -260,14 +267,14 @@ def test_peer_down_of_pending_neighbor_tries_another() -> None:
     h.active = [2]
     h.passive = [5, 6]
     h.pending_neighbor = 5
-    out = h.peer_down(5)
+    out = h.handle(PeerDown(5), 0.0)
     assert [s.dst for s in sends(out, Neighbor)] == [6]
 
 
 def test_neighbor_low_priority_accepted_with_room() -> None:
     h = hv(active_view=2)
     h.active = [2]
-    out = h.receive(7, Neighbor(topic=T, high_priority=False))
+    out = h.handle(Receive(7, Neighbor(topic=T, high_priority=False)), 0.0)
     assert h.active == [2, 7]
     assert [(s.dst, s.message) for s in sends(out, NeighborReply)] == [
         (7, NeighborReply(topic=T, accepted=True))
@@ -277,7 +284,7 @@ def test_neighbor_low_priority_accepted_with_room() -> None:
 def test_neighbor_low_priority_rejected_when_full() -> None:
     h = hv(active_view=2)
     h.active = [2, 3]
-    out = h.receive(7, Neighbor(topic=T, high_priority=False))
+    out = h.handle(Receive(7, Neighbor(topic=T, high_priority=False)), 0.0)
     assert h.active == [2, 3]
     assert [(s.dst, s.message) for s in sends(out, NeighborReply)] == [
         (7, NeighborReply(topic=T, accepted=False))
@@ -289,7 +296,7 @@ def test_neighbor_low_priority_rejected_when_full() -> None:
 def test_neighbor_high_priority_always_accepted_evicting_a_member(seed: int) -> None:
     h = hv(seed=seed, active_view=2)
     h.active = [2, 3]
-    out = h.receive(7, Neighbor(topic=T, high_priority=True))
+    out = h.handle(Receive(7, Neighbor(topic=T, high_priority=True)), 0.0)
     (disc,) = sends(out, DisconnectRequest)
     assert disc.dst in (2, 3) and disc.dst in h.passive
     assert sorted(h.active) == sorted({2, 3, 7} - {disc.dst})
@@ -301,7 +308,7 @@ def test_neighbor_reply_accept_adds_the_peer() -> None:
     h.active = [2]
     h.passive = [5, 6]
     h.pending_neighbor = 5
-    out = h.receive(5, NeighborReply(topic=T, accepted=True))
+    out = h.handle(Receive(5, NeighborReply(topic=T, accepted=True)), 0.0)
     assert h.active == [2, 5] and 5 not in h.passive and h.pending_neighbor == NONE
     assert NeighborUp(5) in out
 
@@ -311,10 +318,10 @@ def test_rejection_tries_the_next_passive_node_then_stops() -> None:
     h.active = [2]
     h.passive = [5, 6]
     h.pending_neighbor = 5
-    out = h.receive(5, NeighborReply(topic=T, accepted=False))
+    out = h.handle(Receive(5, NeighborReply(topic=T, accepted=False)), 0.0)
     assert [s.dst for s in sends(out, Neighbor)] == [6]
     assert h.pending_neighbor == 6 and h.active == [2]
-    out = h.receive(6, NeighborReply(topic=T, accepted=False))
+    out = h.handle(Receive(6, NeighborReply(topic=T, accepted=False)), 0.0)
     # passive exhausted but the active view is not empty: no new request, no contact
     assert not sends(out, Neighbor) and not sends(out, ContactRequest)
 
@@ -325,12 +332,12 @@ def test_passive_exhausted_and_active_empty_asks_the_contact_again() -> None:
     h.joined = True
     h.passive = [5]
     h.pending_neighbor = 5
-    out = h.receive(5, NeighborReply(topic=T, accepted=False))
+    out = h.handle(Receive(5, NeighborReply(topic=T, accepted=False)), 0.0)
     assert [(s.dst, s.message) for s in sends(out, ContactRequest)] == [
         (0, ContactRequest(topic=T, dead=NONE))
     ]
     assert not h.joined
-    assert any(isinstance(o, SetTimer) and o.timer.kind == JOIN_TIMER for o in out)
+    assert any(isinstance(o, SetTimer) and isinstance(o.timer, JoinTimeout) for o in out)
 
 
 def test_last_active_member_down_with_empty_passive_asks_contact_naming_it() -> None:
@@ -338,7 +345,7 @@ def test_last_active_member_down_with_empty_passive_asks_contact_naming_it() -> 
     h.contact = 0
     h.joined = True
     h.active = [4]
-    out = h.peer_down(4)
+    out = h.handle(PeerDown(4), 0.0)
     assert [s.message for s in sends(out, ContactRequest)] == [ContactRequest(topic=T, dead=4)]
 
 
@@ -348,7 +355,7 @@ def test_shuffle_timer_sends_walk_with_self_ka_active_kp_passive(seed: int) -> N
     h = hv(me=1, seed=seed)
     h.active = [2, 3, 4, 5]
     h.passive = [10, 11, 12, 13, 14, 15]
-    out = h.timer(Timer(SHUFFLE_TIMER, T, 1))
+    out = h.handle(TimerFired(ShuffleTick()), 0.0)
     (sh,) = sends(out, Shuffle)
     msg = sh.message
     assert isinstance(msg, Shuffle)
@@ -356,20 +363,28 @@ def test_shuffle_timer_sends_walk_with_self_ka_active_kp_passive(seed: int) -> N
     assert msg.nodes[0] == 1 and len(msg.nodes) == 1 + 3 + 4
     assert set(msg.nodes[1:4]) <= set(h.active) and set(msg.nodes[4:]) <= set(h.passive)
     assert len(set(msg.nodes)) == len(msg.nodes)
-    assert SetTimer(10.0, Timer(SHUFFLE_TIMER, T, 1)) in out
+    assert SetTimer(10.0, ShuffleTick()) in out
 
 
-def test_stale_epoch_shuffle_timer_is_ignored() -> None:
-    h = hv()
-    h.active = [2]
-    assert h.timer(Timer(SHUFFLE_TIMER, T, 99)) == []
+def test_timer_of_a_replaced_swarm_instance_is_dropped_by_the_node() -> None:
+    """Timers leave the node wrapped with their swarm's epoch; after unsubscribe and
+    resubscribe, a timer of the old instance reaches no layer."""
+    n = joined_node()
+    old = n.swarms[T].epoch
+    n.handle(Unsubscribe(T), 1.0)
+    n.handle(Subscribe(T), 1.1)
+    assert n.swarms[T].epoch == old + 1
+    n.swarms[T].membership.active = [2]
+    assert n.handle(TimerFired(SwarmTimer(T, old, ShuffleTick())), 2.0) == []
+    out = n.handle(TimerFired(SwarmTimer(T, old + 1, ShuffleTick())), 2.0)
+    assert [s.dst for s in sends(out, Shuffle)] == [2]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_shuffle_walk_is_forwarded_with_ttl_minus_one(seed: int) -> None:
     h = hv(me=1, seed=seed)
     h.active = [2, 3, 4]
-    out = h.receive(2, Shuffle(topic=T, origin=7, nodes=(7, 8), ttl=3))
+    out = h.handle(Receive(2, Shuffle(topic=T, origin=7, nodes=(7, 8), ttl=3)), 0.0)
     (sh,) = sends(out, Shuffle)
     assert sh.dst in (3, 4)
     assert sh.message == Shuffle(topic=T, origin=7, nodes=(7, 8), ttl=2)
@@ -381,7 +396,7 @@ def test_shuffle_end_of_walk_replies_and_merges_evicting_what_it_sent(seed: int)
     h = hv(me=1, seed=seed, passive_view=3)
     h.active = [2, 3]
     h.passive = [4, 5, 6]
-    out = h.receive(2, Shuffle(topic=T, origin=7, nodes=(7, 8), ttl=1))
+    out = h.handle(Receive(2, Shuffle(topic=T, origin=7, nodes=(7, 8), ttl=1)), 0.0)
     (reply,) = sends(out, ShuffleReply)
     assert reply.dst == 7 and isinstance(reply.message, ShuffleReply)
     sent = set(reply.message.nodes)
@@ -393,7 +408,7 @@ def test_shuffle_with_one_active_member_ends_the_walk() -> None:
     h = hv(me=1)
     h.active = [2]
     h.passive = [4]
-    out = h.receive(2, Shuffle(topic=T, origin=7, nodes=(7, 8, 9), ttl=5))
+    out = h.handle(Receive(2, Shuffle(topic=T, origin=7, nodes=(7, 8, 9), ttl=5)), 0.0)
     assert [s.message for s in sends(out, ShuffleReply)] == [ShuffleReply(topic=T, nodes=(4,))]
     assert not sends(out, Shuffle)
     assert sorted(h.passive) == [4, 7, 8, 9]
@@ -404,7 +419,7 @@ def test_shuffle_reply_merge_evicts_first_what_was_sent() -> None:
     h.active = [2]
     h.passive = [4, 5, 6]
     h.last_shuffle = (1, 2, 4, 5)
-    h.receive(2, ShuffleReply(topic=T, nodes=(8, 9)))
+    h.handle(Receive(2, ShuffleReply(topic=T, nodes=(8, 9))), 0.0)
     assert sorted(h.passive) == [6, 8, 9]
 
 
@@ -412,7 +427,7 @@ def test_shuffle_merge_skips_self_and_active_members() -> None:
     h = hv(me=1, passive_view=5)
     h.active = [2]
     h.passive = [4]
-    h.receive(2, ShuffleReply(topic=T, nodes=(1, 2, 4, 9)))
+    h.handle(Receive(2, ShuffleReply(topic=T, nodes=(1, 2, 4, 9))), 0.0)
     assert sorted(h.passive) == [4, 9]
 
 
@@ -495,7 +510,7 @@ def test_join_target_down_asks_contact_again_naming_it() -> None:
 # ============================================================================ Plumtree
 def test_broadcast_delivers_hop_zero_gossips_eager_and_announces_lazy() -> None:
     tree = pt(eager=(1, 2), lazy=(3,))
-    out = tree.broadcast(42, b"m")
+    out = rule_outputs(tree.handle(Broadcast(42, b"m"), 0.0))
     assert out[0] == Delivered(42, b"m", 0)
     assert [(s.dst, s.message) for s in sends(out, Gossip)] == [
         (1, Gossip(topic=T, pub_id=42, round=0, payload=b"m")),
@@ -504,12 +519,12 @@ def test_broadcast_delivers_hop_zero_gossips_eager_and_announces_lazy() -> None:
     assert [(s.dst, s.message) for s in sends(out, IHave)] == [
         (3, IHave(topic=T, announcements=((42, 0),)))
     ]
-    assert tree.broadcast(42, b"m") == []  # already received
+    assert tree.handle(Broadcast(42, b"m"), 0.0) == []  # already received
 
 
 def test_first_gossip_delivers_at_round_plus_one_and_forwards() -> None:
     tree = pt(eager=(1, 2), lazy=(3, 4))
-    out = tree.receive(4, Gossip(topic=T, pub_id=7, round=2, payload=b"x"))
+    out = tree.handle(Receive(4, Gossip(topic=T, pub_id=7, round=2, payload=b"x")), 0.0)
     assert [o for o in out if isinstance(o, Delivered)] == [Delivered(7, b"x", 3)]
     assert [(s.dst, s.message) for s in sends(out, Gossip)] == [
         (1, Gossip(topic=T, pub_id=7, round=3, payload=b"x")),
@@ -522,8 +537,8 @@ def test_first_gossip_delivers_at_round_plus_one_and_forwards() -> None:
 
 def test_duplicate_gossip_prunes_the_sender() -> None:
     tree = pt(eager=(1, 2))
-    tree.receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x"))
-    out = tree.receive(2, Gossip(topic=T, pub_id=7, round=0, payload=b"x"))
+    tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
+    out = tree.handle(Receive(2, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
     assert not [o for o in out if isinstance(o, Delivered)]
     assert [(s.dst, s.message) for s in sends(out, Prune)] == [(2, Prune(topic=T))]
     assert tree.lazy == {2} and tree.eager == {1}
@@ -531,22 +546,24 @@ def test_duplicate_gossip_prunes_the_sender() -> None:
 
 def test_prune_makes_the_sender_lazy() -> None:
     tree = pt(eager=(1, 2))
-    assert tree.receive(2, Prune(topic=T)) == []
+    assert tree.handle(Receive(2, Prune(topic=T)), 0.0) == []
     assert tree.eager == {1} and tree.lazy == {2}
 
 
 def test_ihave_starts_timeout1_then_grafts_and_starts_timeout2() -> None:
     tree = pt(eager=(1,), lazy=(3, 4))
-    out = tree.receive(3, IHave(topic=T, announcements=((7, 4),)))
-    assert out == [SetTimer(0.5, Timer(GRAFT_TIMER, T, 7, 1))]
-    assert tree.receive(4, IHave(topic=T, announcements=((7, 2),))) == []  # a timer runs
-    out = tree.timer(Timer(GRAFT_TIMER, T, 7, 1))
-    assert SetTimer(0.1, Timer(GRAFT_TIMER, T, 7, 2)) in out
+    out = rule_outputs(tree.handle(Receive(3, IHave(topic=T, announcements=((7, 4),))), 0.0))
+    assert out == [SetTimer(0.5, SendGraft(7, 1))]
+    assert (
+        tree.handle(Receive(4, IHave(topic=T, announcements=((7, 2),))), 0.0) == []
+    )  # a timer runs
+    out = tree.handle(TimerFired(SendGraft(7, 1)), 0.0)
+    assert SetTimer(0.1, SendGraft(7, 2)) in out
     assert [(s.dst, s.message) for s in sends(out, Graft)] == [
         (3, Graft(topic=T, pub_id=7, round=4, request=True))
     ]
     assert 3 in tree.eager and 3 not in tree.lazy
-    out = tree.timer(Timer(GRAFT_TIMER, T, 7, 2))  # timeout2: the next announcer
+    out = tree.handle(TimerFired(SendGraft(7, 2)), 0.0)  # timeout2: the next announcer
     assert [(s.dst, s.message) for s in sends(out, Graft)] == [
         (4, Graft(topic=T, pub_id=7, round=2, request=True))
     ]
@@ -554,30 +571,30 @@ def test_ihave_starts_timeout1_then_grafts_and_starts_timeout2() -> None:
 
 def test_stale_graft_timer_ignored_after_the_message_arrived() -> None:
     tree = pt(eager=(1,), lazy=(3,))
-    tree.receive(3, IHave(topic=T, announcements=((7, 0),)))
-    tree.receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x"))
-    assert tree.timer(Timer(GRAFT_TIMER, T, 7, 1)) == []
+    tree.handle(Receive(3, IHave(topic=T, announcements=((7, 0),))), 0.0)
+    tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
+    assert tree.handle(TimerFired(SendGraft(7, 1)), 0.0) == []
     assert tree.lazy == {3}
 
 
 def test_superseded_graft_timer_generation_is_ignored() -> None:
     tree = pt(eager=(1,), lazy=(3, 4))
-    tree.receive(3, IHave(topic=T, announcements=((7, 0),)))
-    tree.receive(4, IHave(topic=T, announcements=((7, 0),)))
-    tree.timer(Timer(GRAFT_TIMER, T, 7, 1))
-    assert tree.timer(Timer(GRAFT_TIMER, T, 7, 1)) == []  # fired twice: the second is stale
+    tree.handle(Receive(3, IHave(topic=T, announcements=((7, 0),))), 0.0)
+    tree.handle(Receive(4, IHave(topic=T, announcements=((7, 0),))), 0.0)
+    tree.handle(TimerFired(SendGraft(7, 1)), 0.0)
+    assert tree.handle(TimerFired(SendGraft(7, 1)), 0.0) == []  # fired twice: the second is stale
 
 
 def test_ihave_for_received_message_starts_no_timer() -> None:
     tree = pt(eager=(1,), lazy=(3,))
-    tree.receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x"))
-    assert tree.receive(3, IHave(topic=T, announcements=((7, 0),))) == []
+    tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
+    assert tree.handle(Receive(3, IHave(topic=T, announcements=((7, 0),))), 0.0) == []
 
 
 def test_graft_with_request_is_answered_with_gossip() -> None:
     tree = pt(eager=(1,), lazy=(3,))
-    tree.broadcast(7, b"x")
-    out = tree.receive(3, Graft(topic=T, pub_id=7, round=4, request=True))
+    tree.handle(Broadcast(7, b"x"), 0.0)
+    out = tree.handle(Receive(3, Graft(topic=T, pub_id=7, round=4, request=True)), 0.0)
     assert [(s.dst, s.message) for s in sends(out, Gossip)] == [
         (3, Gossip(topic=T, pub_id=7, round=4, payload=b"x"))
     ]
@@ -586,16 +603,20 @@ def test_graft_with_request_is_answered_with_gossip() -> None:
 
 def test_graft_without_request_or_unknown_id_only_makes_eager() -> None:
     tree = pt(eager=(1,), lazy=(3, 4))
-    tree.broadcast(7, b"x")
-    assert tree.receive(3, Graft(topic=T, pub_id=7, round=0, request=False)) == []
-    assert tree.receive(4, Graft(topic=T, pub_id=99, round=0, request=True)) == []
+    tree.handle(Broadcast(7, b"x"), 0.0)
+    assert tree.handle(Receive(3, Graft(topic=T, pub_id=7, round=0, request=False)), 0.0) == []
+    assert tree.handle(Receive(4, Graft(topic=T, pub_id=99, round=0, request=True)), 0.0) == []
     assert tree.eager == {1, 3, 4} and tree.lazy == set()
 
 
 def test_optimization_grafts_announcer_and_prunes_parent_ihave_after() -> None:
     tree = pt(eager=(1,), lazy=(3,), optimization_threshold=3)
-    tree.receive(1, Gossip(topic=T, pub_id=7, round=5, payload=b"x"))  # delivered at hop 6
-    out = tree.receive(3, IHave(topic=T, announcements=((7, 1),)))  # would be hop 2: 4 ≥ 3
+    tree.handle(
+        Receive(1, Gossip(topic=T, pub_id=7, round=5, payload=b"x")), 0.0
+    )  # delivered at hop 6
+    out = tree.handle(
+        Receive(3, IHave(topic=T, announcements=((7, 1),))), 0.0
+    )  # would be hop 2: 4 ≥ 3
     assert [(s.dst, s.message) for s in sends(out, Graft)] == [
         (3, Graft(topic=T, pub_id=7, round=1, request=False))
     ]
@@ -605,8 +626,8 @@ def test_optimization_grafts_announcer_and_prunes_parent_ihave_after() -> None:
 
 def test_optimization_with_announcement_before_the_message() -> None:
     tree = pt(eager=(1,), lazy=(3,), optimization_threshold=3)
-    tree.receive(3, IHave(topic=T, announcements=((7, 1),)))
-    out = tree.receive(1, Gossip(topic=T, pub_id=7, round=5, payload=b"x"))
+    tree.handle(Receive(3, IHave(topic=T, announcements=((7, 1),))), 0.0)
+    out = tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=5, payload=b"x")), 0.0)
     assert [s.dst for s in sends(out, Graft)] == [3]
     assert [s.dst for s in sends(out, Prune)] == [1]
     assert tree.eager == {3} and tree.lazy == {1}
@@ -614,48 +635,50 @@ def test_optimization_with_announcement_before_the_message() -> None:
 
 def test_optimization_below_threshold_does_nothing() -> None:
     tree = pt(eager=(1,), lazy=(3,), optimization_threshold=3)
-    tree.receive(1, Gossip(topic=T, pub_id=7, round=5, payload=b"x"))  # hop 6
-    assert tree.receive(3, IHave(topic=T, announcements=((7, 3),))) == []  # hop 4: gain 2 < 3
+    tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=5, payload=b"x")), 0.0)  # hop 6
+    assert (
+        tree.handle(Receive(3, IHave(topic=T, announcements=((7, 3),))), 0.0) == []
+    )  # hop 4: gain 2 < 3
     assert tree.eager == {1} and tree.lazy == {3}
 
 
 def test_optimization_off_does_nothing() -> None:
     tree = pt(eager=(1,), lazy=(3,), optimization=False, optimization_threshold=1)
-    tree.receive(1, Gossip(topic=T, pub_id=7, round=9, payload=b"x"))
-    assert tree.receive(3, IHave(topic=T, announcements=((7, 0),))) == []
+    tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=9, payload=b"x")), 0.0)
+    assert tree.handle(Receive(3, IHave(topic=T, announcements=((7, 0),))), 0.0) == []
 
 
 def test_flood_mode_never_prunes_nor_announces() -> None:
     tree = pt(eager=(1, 2, 3), flood=True)
-    out = tree.receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x"))
+    out = tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
     assert sorted(s.dst for s in sends(out, Gossip)) == [2, 3]
-    out = tree.receive(2, Gossip(topic=T, pub_id=7, round=0, payload=b"x"))
+    out = tree.handle(Receive(2, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
     assert out == []
     assert tree.eager == {1, 2, 3} and tree.lazy == set()
-    out = tree.broadcast(8, b"y")
+    out = tree.handle(Broadcast(8, b"y"), 0.0)
     assert sorted(s.dst for s in sends(out, Gossip)) == [1, 2, 3] and not sends(out, IHave)
 
 
 def test_ihave_batching_waits_for_the_interval_and_sends_one_batch() -> None:
     tree = pt(eager=(1,), lazy=(3,), ihave_batch_interval=0.25)
-    out1 = tree.broadcast(7, b"x")
-    out2 = tree.broadcast(8, b"y")
+    out1 = tree.handle(Broadcast(7, b"x"), 0.0)
+    out2 = tree.handle(Broadcast(8, b"y"), 0.0)
     assert not sends(out1, IHave) and not sends(out2, IHave)
-    timers = [o for o in out1 + out2 if isinstance(o, SetTimer)]
-    assert timers == [SetTimer(0.25, Timer(IHAVE_TIMER, T, 1, 3))]
-    out = tree.timer(timers[0].timer)
+    timers = [o for o in rule_outputs(out1 + out2) if isinstance(o, SetTimer)]
+    assert timers == [SetTimer(0.25, FlushIHave(3))]
+    out = tree.handle(TimerFired(timers[0].timer), 0.0)
     assert [(s.dst, s.message) for s in out if isinstance(s, Send)] == [
         (3, IHave(topic=T, announcements=((7, 0), (8, 0))))
     ]
-    assert tree.timer(timers[0].timer) == []  # queue drained
+    assert tree.handle(TimerFired(timers[0].timer), 0.0) == []  # queue drained
 
 
 def test_neighbor_down_drops_peer_and_its_announcements() -> None:
     tree = pt(eager=(1,), lazy=(3,))
-    tree.receive(3, IHave(topic=T, announcements=((7, 0),)))
-    tree.neighbor_down(3)
+    tree.handle(Receive(3, IHave(topic=T, announcements=((7, 0),))), 0.0)
+    tree.handle(NeighborDown(3), 0.0)
     assert tree.lazy == set()
-    assert tree.timer(Timer(GRAFT_TIMER, T, 7, 1)) == []  # nobody left to graft
+    assert tree.handle(TimerFired(SendGraft(7, 1)), 0.0) == []  # nobody left to graft
 
 
 # ============================================================================ GossipNode
@@ -715,7 +738,8 @@ def test_leave_disconnects_every_swarm_and_ignores_later_commands() -> None:
     n.handle(Subscribe("u"), 0.3)
     n.handle(Receive(0, ContactReply(topic="u", member=8)), 0.4)
     out = n.handle(Leave(), 1.0)
-    assert sorted((s.dst, s.message.topic) for s in sends(out, DisconnectRequest)) == [  # type: ignore[attr-defined]
+    # type: ignore[attr-defined]
+    assert sorted((s.dst, s.message.topic) for s in sends(out, DisconnectRequest)) == [
         (3, T),
         (8, "u"),
     ]
@@ -763,7 +787,7 @@ def test_plumtree_peers_follow_the_active_view() -> None:
         Receive(6, IHave(topic=T, announcements=((1, 0),))),
         Receive(4, IHave(topic=T, announcements=((1, 0),))),
         Receive(6, DisconnectRequest(topic=T)),
-        TimerFired(Timer(GRAFT_TIMER, T, 1, 1)),
+        TimerFired(SendGraft(1, 1)),
         PeerDown(4),
         Receive(9, Join(topic=T)),
         Receive(9, Gossip(topic=T, pub_id=1, round=0, payload=b"")),
@@ -793,7 +817,13 @@ def test_join_timeout_tells_the_abandoned_member_to_disconnect() -> None:
     n.handle(Start((0,)), 0.0)
     n.handle(Subscribe(T), 0.0)
     out = n.handle(Receive(0, ContactReply(topic=T, member=3)), 0.1)
-    (timer,) = [o.timer for o in out if isinstance(o, SetTimer) and o.timer.kind == JOIN_TIMER]
+    (timer,) = [
+        o.timer
+        for o in out
+        if isinstance(o, SetTimer)
+        and isinstance(o.timer, SwarmTimer)
+        and isinstance(o.timer.timer, JoinTimeout)
+    ]
     # member 3 got the Join and added 5 to its active view; its JoinReply is slow
     out = n.handle(TimerFired(timer), 5.1)
     late = n.handle(Receive(3, JoinReply(topic=T)), 5.2)
@@ -830,24 +860,30 @@ def test_forward_join_accept_crossing_a_disconnect_keeps_links_symmetric() -> No
     def to(out: list[MembershipOutput], dst: int) -> list[Message]:
         return [o.message for o in out if isinstance(o, Send) and o.dst == dst]
 
-    b_to_a = to(b.receive(6, ForwardJoin(topic=T, new_node=2, ttl=0)), 2)
-    a_to_b = to(a.receive(4, ForwardJoin(topic=T, new_node=7, ttl=0)), 7)
+    b_to_a = to(b.handle(Receive(6, ForwardJoin(topic=T, new_node=2, ttl=0)), 0.0), 2)
+    a_to_b = to(a.handle(Receive(4, ForwardJoin(topic=T, new_node=7, ttl=0)), 0.0), 7)
     assert b.active == [2] and a.active == [4, 7]
-    a_to_b += to(a.receive(7, b_to_a.pop(0)), 7)  # b's accept: a already has b
-    b_to_a += to(b.receive(9, Neighbor(topic=T, high_priority=True)), 2)  # full: evicts a
+    a_to_b += to(a.handle(Receive(7, b_to_a.pop(0)), 0.0), 7)  # b's accept: a already has b
+    b_to_a += to(
+        b.handle(Receive(9, Neighbor(topic=T, high_priority=True)), 0.0), 2
+    )  # full: evicts a
     assert b.active == [9]
-    a_to_b += to(a.receive(7, b_to_a.pop(0)), 7)  # DISCONNECT: a drops b
+    a_to_b += to(a.handle(Receive(7, b_to_a.pop(0)), 0.0), 7)  # DISCONNECT: a drops b
     assert 7 not in a.active
-    b_to_a += to(b.receive(2, a_to_b.pop(0)), 2)  # a's accept, sent before the DISCONNECT
-    a_to_b += to(a.receive(8, NeighborReply(topic=T, accepted=True)), 7)  # a fills its view
+    b_to_a += to(
+        b.handle(Receive(2, a_to_b.pop(0)), 0.0), 2
+    )  # a's accept, sent before the DISCONNECT
+    a_to_b += to(
+        a.handle(Receive(8, NeighborReply(topic=T, accepted=True)), 0.0), 7
+    )  # a fills its view
     # quiesce: deliver what is still in flight, FIFO per direction
     for _ in range(10):
         if not a_to_b and not b_to_a:
             break
         if a_to_b:
-            b_to_a += to(b.receive(2, a_to_b.pop(0)), 2)
+            b_to_a += to(b.handle(Receive(2, a_to_b.pop(0)), 0.0), 2)
         if b_to_a:
-            a_to_b += to(a.receive(7, b_to_a.pop(0)), 7)
+            a_to_b += to(a.handle(Receive(7, b_to_a.pop(0)), 0.0), 7)
     assert not b_to_a and not a_to_b
     assert (2 in b.active) == (7 in a.active), f"b {b.active} a {a.active}"
 
@@ -858,8 +894,100 @@ def test_shuffle_over_a_one_sided_link_is_answered_with_disconnect() -> None:
     a = hv(me=2, shuffle_ttl=1)
     a.active = [4]
     a.passive = [5, 6]
-    out = a.receive(7, Shuffle(topic=T, origin=7, nodes=(7, 8), ttl=1))
+    out = a.handle(Receive(7, Shuffle(topic=T, origin=7, nodes=(7, 8), ttl=1)), 0.0)
     assert [s.dst for s in sends(out, DisconnectRequest)] == [7]
     assert [s.dst for s in sends(out, ShuffleReply)] == [7]
-    out = a.receive(4, Shuffle(topic=T, origin=4, nodes=(4,), ttl=1))
+    out = a.handle(Receive(4, Shuffle(topic=T, origin=4, nodes=(4,), ttl=1)), 0.0)
     assert not sends(out, DisconnectRequest)
+
+
+# ============================================================ Plumtree: timers and the cache
+def graft_timers(out: list[Output]) -> list[SwarmTimer]:
+    return [
+        o.timer
+        for o in out
+        if isinstance(o, SetTimer)
+        and isinstance(o.timer, SwarmTimer)
+        and isinstance(o.timer.timer, SendGraft)
+    ]
+
+
+def test_graft_timer_of_an_earlier_instance_cannot_fire_in_the_new_one() -> None:
+    """The GRAFT epoch hole: IHAVE(7) starts a graft timer; the node unsubscribes and
+    subscribes again, and the new instance hears IHAVE(7) too. The old instance's timer
+    (same pub_id, same generation) must not make the new one graft early."""
+    n = joined_node()
+    n.handle(Receive(3, IHave(topic=T, announcements=((7, 0),))), 1.0)
+    # the announcement came over an active link (3 is the member we joined through)
+    (old,) = graft_timers(n.handle(Receive(3, IHave(topic=T, announcements=((8, 0),))), 1.0))
+    n.handle(Unsubscribe(T), 1.1)
+    n.handle(Subscribe(T), 1.2)
+    n.handle(Receive(0, ContactReply(topic=T, member=4)), 1.3)
+    n.handle(Receive(4, JoinReply(topic=T)), 1.4)
+    (new,) = graft_timers(n.handle(Receive(4, IHave(topic=T, announcements=((8, 0),))), 1.45))
+    assert new.timer == old.timer and new.epoch == old.epoch + 1
+    assert n.handle(TimerFired(old), 1.5) == []  # the old instance's timer: dropped
+    out = n.handle(TimerFired(new), 1.95)
+    assert [(s.dst, s.message) for s in sends(out, Graft)] == [
+        (4, Graft(topic=T, pub_id=8, round=0, request=True))
+    ]
+
+
+def test_cache_keeps_payloads_for_payload_retention_then_stops_answering_grafts() -> None:
+    tree = pt(eager=(1,), lazy=(3,), payload_retention=30.0, id_retention=90.0, evict_slack=1.0)
+    out = tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 10.0)
+    (evict,) = [o for o in out if isinstance(o, SetTimer) and isinstance(o.timer, EvictCache)]
+    assert evict.after == 30.0
+    graft = Graft(topic=T, pub_id=7, round=1, request=True)
+    assert sends(tree.handle(Receive(3, graft), 20.0), Gossip)  # within retention: answered
+    out = tree.handle(TimerFired(EvictCache()), 40.0)
+    assert 7 not in tree.payloads and 7 in tree.received  # payload gone, id kept
+    assert [o.after for o in out if isinstance(o, SetTimer)] == [60.0]  # the id's expiry
+    assert not sends(tree.handle(Receive(3, graft), 41.0), Gossip)
+    # a duplicate is still recognised: pruned, not delivered
+    out = tree.handle(Receive(3, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 50.0)
+    assert not [o for o in out if isinstance(o, Delivered)] and sends(out, Prune)
+    out = tree.handle(TimerFired(EvictCache()), 100.0)
+    assert tree.received == {} and out == []  # empty cache: no timer left running
+
+
+def test_cache_evicts_announcements_of_messages_that_never_came() -> None:
+    tree = pt(eager=(1,), lazy=(3,), payload_retention=5.0, id_retention=10.0, evict_slack=1.0)
+    out = tree.handle(Receive(3, IHave(topic=T, announcements=((7, 0),))), 0.0)
+    assert [o.after for o in out if isinstance(o, SetTimer) and isinstance(o.timer, EvictCache)]
+    tree.handle(TimerFired(SendGraft(7, 1)), 0.5)
+    tree.handle(TimerFired(EvictCache()), 5.0)
+    assert 7 in tree.missing or 7 in tree.graft_generation  # not yet: id_retention is 10 s
+    tree.handle(TimerFired(EvictCache()), 10.0)
+    assert 7 not in tree.missing and 7 not in tree.graft_generation
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cache_stays_bounded_under_a_long_stream_with_one_eviction_timer(seed: int) -> None:
+    """A node that receives 10 publications a second for an hour holds only the last
+    id_retention seconds of ids and payload_retention seconds of payloads, with never more
+    than one eviction timer pending."""
+    rng = random.Random(seed)
+    tree = pt(eager=(1,), lazy=(3,))
+    p = tree.p
+    timers: list[tuple[float, EvictCache]] = []
+    peak = 0
+    for i in range(36_000):
+        now = i / 10.0
+        while timers and timers[0][0] <= now:
+            when, timer = timers.pop(0)
+            out = tree.handle(TimerFired(timer), when)
+            timers += [(when + o.after, o.timer) for o in out if isinstance(o, SetTimer)]  # type: ignore[misc]
+        out = tree.handle(
+            Receive(1, Gossip(topic=T, pub_id=i, round=rng.randrange(5), payload=b"p")), now
+        )
+        timers += [
+            (now + o.after, o.timer)  # type: ignore[misc]
+            for o in out
+            if isinstance(o, SetTimer) and isinstance(o.timer, EvictCache)
+        ]
+        timers.sort(key=lambda x: x[0])
+        assert len(timers) <= 1
+        peak = max(peak, len(tree.received))
+    assert peak <= (p.id_retention + p.evict_slack) * 10 + 1
+    assert len(tree.payloads) <= (p.payload_retention + p.evict_slack) * 10 + 1

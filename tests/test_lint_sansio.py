@@ -39,3 +39,33 @@ def test_checker_flags_io_clocks_and_global_random(tmp_path: Path) -> None:
     ):
         assert needle in out, out
     assert "ok.py" not in out
+
+
+def test_checker_flags_proto_importing_a_layer_above_it(tmp_path: Path) -> None:
+    """The layer-direction rule: proto/ may import pubmesh.proto only; stacks/ may import
+    proto/ (it is above it)."""
+    proto = tmp_path / "src" / "pubmesh" / "proto" / "demo"
+    proto.mkdir(parents=True)
+    stacks = tmp_path / "src" / "pubmesh" / "stacks"
+    stacks.mkdir()
+    (proto / "ok.py").write_text(
+        "from pubmesh.proto.core import Message\nimport pubmesh.proto.demo.ok\nfrom . import ok\n"
+    )
+    (proto / "up.py").write_text(
+        "from pubmesh.stacks.base import StackSpec\nimport pubmesh.sim.engine\n"
+        "from pubmesh.trace import schema\nfrom pubmesh import workload\n"
+    )
+    (stacks / "spec.py").write_text("from pubmesh.proto.demo.ok import Message\n")
+    result = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    out = result.stdout
+    for needle in (
+        "up.py:1: imports from pubmesh.stacks.base (proto/ imports nothing above it)",
+        "up.py:2: imports pubmesh.sim.engine (proto/ imports nothing above it)",
+        "up.py:3: imports from pubmesh.trace (proto/ imports nothing above it)",
+        "up.py:4: imports from pubmesh (proto/ imports nothing above it)",
+    ):
+        assert needle in out, out
+    assert "ok.py" not in out and "spec.py" not in out, out

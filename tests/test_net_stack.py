@@ -43,18 +43,18 @@ from pubmesh.proto.core import (
     Send,
     SetTimer,
     SnapshotRow,
+    StackNode,
     Start,
     Subscribe,
     Timer,
     TimerFired,
     TraceRecord,
     Unsubscribe,
-    message,
+    register_message,
 )
 from pubmesh.stacks.base import (
     KNOWN_STACKS,
     STACKS,
-    StackNode,
     StackSpec,
     available_stacks,
     register,
@@ -69,7 +69,12 @@ class Colour(enum.Enum):
     BLUE = "blue"
 
 
-@message(92, layer="test", payload=True)
+@dataclass(frozen=True, slots=True)
+class Ping(Timer):
+    """The test stack's periodic timer."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NetTestFlood(Message):
     topic: str
     pub_id: int
@@ -80,12 +85,18 @@ class NetTestFlood(Message):
         return self.pub_id
 
 
-@message(93, layer="test")
+register_message(NetTestFlood, 92, layer="test", payload=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NetTestHello(Message):
     seq: int
 
 
-@message(94, layer="test")
+register_message(NetTestHello, 93, layer="test")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NetTestKitchenSink(Message):
     """Every field form the codec supports (see pubmesh.net.codec)."""
 
@@ -106,6 +117,9 @@ class NetTestKitchenSink(Message):
     colour: Colour
     mode: Literal["fast", "slow"]
     pairs: tuple[tuple[str, bytes], ...] = ()
+
+
+register_message(NetTestKitchenSink, 94, layer="test")
 
 
 @dataclass
@@ -132,7 +146,7 @@ class NetTestNode(StackNode):
                         self.peers.add(contact)
                         out.append(Send(contact, NetTestHello(seq=0)))
                 if self.params.ping_interval > 0:
-                    out.append(SetTimer(self.params.ping_interval, Timer("ping")))
+                    out.append(SetTimer(self.params.ping_interval, Ping()))
             case Subscribe(topic=topic):
                 self.topics.add(topic)
             case Unsubscribe(topic=topic):
@@ -158,9 +172,9 @@ class NetTestNode(StackNode):
                 self.peers.add(src)
             case Receive(src=src):
                 self.peers.add(src)
-            case TimerFired(timer=Timer(kind="ping")):
+            case TimerFired(timer=Ping()):
                 out.extend(Send(p, NetTestHello(seq=1)) for p in sorted(self.peers))
-                out.append(SetTimer(self.params.ping_interval, Timer("ping")))
+                out.append(SetTimer(self.params.ping_interval, Ping()))
             case PeerDown(peer=peer):
                 self.downs.append(peer)
                 self.peers.discard(peer)

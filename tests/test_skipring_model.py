@@ -31,17 +31,16 @@ from pubmesh.proto.core import (
     PeerDown,
     Receive,
     Send,
+    StackNode,
     Start,
     Subscribe,
-    Timer,
     TimerFired,
 )
 from pubmesh.proto.skipring.corruption import KINDS, corrupt
 from pubmesh.proto.skipring.legitimacy import problems
 from pubmesh.proto.skipring.params import SkipRingParams
-from pubmesh.proto.skipring.subscriber import TIMEOUT, Subscriber
-from pubmesh.proto.skipring.supervisor import SUPERVISOR_TIMEOUT, Supervisor
-from pubmesh.stacks.base import StackNode
+from pubmesh.proto.skipring.subscriber import Subscriber, Timeout
+from pubmesh.proto.skipring.supervisor import Supervisor, SupervisorTimeout
 
 PARAMS = SkipRingParams()
 ROUNDS = 150
@@ -88,9 +87,9 @@ class Cluster:
         for i in sorted(self.nodes):
             if i == 0:
                 for _ in range(round(PARAMS.timeout_interval / PARAMS.supervisor_interval)):
-                    self.pending.append((0, TimerFired(Timer(SUPERVISOR_TIMEOUT))))
+                    self.pending.append((0, TimerFired(SupervisorTimeout())))
             else:
-                self.pending.append((i, TimerFired(Timer(TIMEOUT))))
+                self.pending.append((i, TimerFired(Timeout())))
         while self.pending:
             self.step()
             if check:

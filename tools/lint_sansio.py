@@ -6,6 +6,11 @@ module-level randomness: it imports none of the modules below, calls no I/O buil
 ``random`` only through an injected ``random.Random`` instance (``random.Random`` the class is
 allowed, for type hints and for building a node's stream; ``random.random()`` and friends are
 not). Prints one line per violation and exits 1 if there is any.
+
+It also enforces the layer direction of DESIGN.md ("``proto/`` imports nothing above it"):
+a module under ``src/pubmesh/proto/`` imports no ``pubmesh`` package but ``pubmesh.proto``
+(not ``pubmesh.stacks``, ``sim``, ``net``, ``trace``, ``analysis``, ``workload``, the CLI or the
+API), so the protocols stay runnable under any runtime and a stack's folder is self-contained.
 """
 
 from __future__ import annotations
@@ -41,9 +46,18 @@ BANNED_MODULES = {
 }
 BANNED_BUILTINS = {"open", "print", "input", "eval", "exec", "breakpoint", "__import__"}
 ROOTS = ("src/pubmesh/proto", "src/pubmesh/stacks")
+#: the one pubmesh package code under proto/ may import
+PROTO_MAY_IMPORT = "pubmesh.proto"
 
 
-def violations(path: Path) -> list[str]:
+def _above_proto(module: str) -> bool:
+    """``module`` is a pubmesh module outside ``pubmesh.proto`` (a layer above the protocols)."""
+    if module != "pubmesh" and not module.startswith("pubmesh."):
+        return False
+    return module != PROTO_MAY_IMPORT and not module.startswith(PROTO_MAY_IMPORT + ".")
+
+
+def violations(path: Path, in_proto: bool = False) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: list[str] = []
 
@@ -56,10 +70,14 @@ def violations(path: Path) -> list[str]:
                 top = alias.name.split(".")[0]
                 if top in BANNED_MODULES:
                     bad(node, f"imports {alias.name} (no I/O or clocks below the runtime)")
+                if in_proto and _above_proto(alias.name):
+                    bad(node, f"imports {alias.name} (proto/ imports nothing above it)")
         elif isinstance(node, ast.ImportFrom):
             top = (node.module or "").split(".")[0]
             if top in BANNED_MODULES:
                 bad(node, f"imports from {node.module} (no I/O or clocks below the runtime)")
+            if in_proto and node.level == 0 and _above_proto(node.module or ""):
+                bad(node, f"imports from {node.module} (proto/ imports nothing above it)")
             if top == "random":
                 for alias in node.names:
                     if alias.name != "Random":
@@ -85,7 +103,7 @@ def main(argv: list[str]) -> int:
     problems: list[str] = []
     for sub in ROOTS:
         for path in sorted((root / sub).rglob("*.py")):
-            problems.extend(violations(path))
+            problems.extend(violations(path, in_proto=sub == ROOTS[0]))
     for line in problems:
         print(line)
     return 1 if problems else 0

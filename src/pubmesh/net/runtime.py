@@ -63,6 +63,7 @@ from pubmesh.proto.core import (
     Receive,
     Send,
     SetTimer,
+    StackNode,
     Start,
     Subscribe,
     Timer,
@@ -71,7 +72,7 @@ from pubmesh.proto.core import (
     Unsubscribe,
     node_seed,
 )
-from pubmesh.stacks.base import StackNode, StackSpec, get_stack
+from pubmesh.stacks.base import StackSpec, get_stack
 
 if TYPE_CHECKING:
     from pubmesh.net.tracing import PartialTrace
@@ -435,7 +436,12 @@ class NodeRuntime:
             "net.dropped",
             dst,
             reason,
-            {"peer": dst, "address": format_id(dst), "reason": reason, "type": message.TYPE_NAME},
+            {
+                "peer": dst,
+                "address": format_id(dst),
+                "reason": reason,
+                "type": type(message).__name__,
+            },
         )
 
     def net_lost(self, peer: NodeId) -> None:

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pubmesh.proto.core import Message, NodeId, SnapshotRow
+from pubmesh.proto.core import MESSAGE_INFO, Message, NodeId, SnapshotRow
 from pubmesh.trace.writer import TraceWriter
 
 SEGMENT_PREFIX = "seg-"
@@ -115,14 +115,15 @@ class PartialTrace:
         message: Message,
         size: int,
     ) -> None:
+        info = MESSAGE_INFO[type(message)]
         self._open(t_send if t_recv is None else t_recv).message(
             t_send,
             t_recv,
             src,
             dst,
-            message.TYPE_NAME,
-            message.LAYER,
-            message.PAYLOAD,
+            info.name,
+            info.layer,
+            info.payload,
             message.publication(),
             size,
         )

@@ -21,25 +21,31 @@ own ``random.Random``, seeded from the run seed and the node id); everything it 
 the outputs. That is what lets the same object run unchanged under the simulator, where a
 million nodes share one process and one heap, and under asyncio, where each node is a process.
 
-Timers are values (iroh-gossip ``proto/state.rs``): a protocol asks for ``SetTimer(after,
-timer)`` and the runtime hands the same :class:`Timer` value back in ``TimerFired`` once
-``after`` seconds have passed. There is no cancel: a protocol that no longer wants a timer
-ignores it when it fires (it keeps a generation number or checks its state), which makes
-timers trivially correct under crashes and restarts.
+Timers are typed values (iroh-gossip ``proto/state.rs``): a protocol asks for ``SetTimer(after,
+timer)`` with an instance of one of its own :class:`Timer` subclasses, and the runtime hands
+the same value back in ``TimerFired`` once ``after`` seconds have passed. There is no cancel:
+a protocol that no longer wants a timer ignores it when it fires (the timer carries a
+generation or an epoch, or the handler checks its state), which makes timers trivially correct
+under crashes and restarts.
 
-Messages are frozen, slotted, keyword-only dataclasses declared with :func:`message`, which also
-registers them under a stable type tag for the network codec. Each message class states its
-``LAYER`` (``"membership"``, ``"broadcast"``, ``"ring"``, ...) and whether it carries
-publication payload (``PAYLOAD``), which is what the trace and the RMR metric count.
+Messages are plain frozen, slotted, keyword-only dataclasses, registered with
+:func:`register_message` under a stable type tag for the network codec, with their layer
+(``"membership"``, ``"broadcast"``, ``"ring"``, ...) and whether they carry publication payload
+(what the trace and the RMR metric count), kept in :data:`MESSAGE_INFO`.
+
+A *stack node* (:class:`StackNode`) composes a stack's protocol layers behind the pub/sub
+interface; it is what the runtimes drive. It lives here, with the contract, because every
+stack's folder under ``proto/`` builds one and nothing in ``proto/`` may import from above.
 """
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeAlias, TypeVar, dataclass_transform
+from typing import Any, TypeAlias, TypeVar
 
 NodeId: TypeAlias = int
 """Nodes are named by integers. The simulator uses 0..n-1; the TCP runtime packs an IPv4
@@ -70,11 +76,13 @@ ID_BYTES = 8
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
-    """Base class of every protocol message. Subclasses are declared with :func:`message`."""
+    """Base class of every protocol message: a plain frozen, slotted, keyword-only dataclass.
 
-    LAYER: ClassVar[str] = "none"
-    PAYLOAD: ClassVar[bool] = False
-    TYPE_NAME: ClassVar[str] = "Message"
+    A subclass is declared as an ordinary ``@dataclass(frozen=True, slots=True, kw_only=True)``
+    and registered with :func:`register_message`, which records its wire tag, its layer and
+    whether it carries payload in :data:`MESSAGE_INFO`. Nothing is stored on the class itself:
+    a class the simulator-speed work compiles with mypyc cannot take class attributes set after
+    its definition (and class variables on a compiled dataclass turn into fields)."""
 
     def publication(self) -> PubId | None:
         """The publication this message carries or announces, if any (trace column pub_id)."""
@@ -90,6 +98,21 @@ class Message:
             size += _estimate(getattr(self, name))
         return size
 
+
+@dataclass(frozen=True, slots=True)
+class MessageInfo:
+    """What the runtimes and the trace know of a message class: its wire ``tag``, its ``name``
+    (the trace's ``type`` column), its protocol ``layer`` and whether it carries publication
+    ``payload`` (what RMR counts)."""
+
+    tag: int
+    name: str
+    layer: str
+    payload: bool
+
+
+#: message class -> its registration; filled by :func:`register_message`.
+MESSAGE_INFO: dict[type[Message], MessageInfo] = {}
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
@@ -112,27 +135,29 @@ def _estimate(value: object) -> int:
     return ID_BYTES
 
 
-@dataclass_transform(frozen_default=True, kw_only_default=True)
-def message(tag: int, *, layer: str, payload: bool = False) -> Callable[[type[M]], type[M]]:
-    """Declare a message class: frozen, slotted, keyword-only, registered under ``tag``.
+def register_message(cls: type[M], tag: int, *, layer: str, payload: bool = False) -> type[M]:
+    """Register a message class under ``tag`` for the codec, the trace and the metrics.
 
     Tags are part of the wire format: never reuse or renumber one. Ranges by stack:
-    1-99 runtime/common, 100-199 gossip, 200-299 skipring, 300-399 chord, 400-499 brokertree,
-    500-599 clique/d2g.
+    1-99 runtime/common and tests, 100-199 gossip, 200-299 skipring, 300-399 chord,
+    400-499 brokertree, 500-599 clique/d2g (docs/adding-a-stack.md).
     """
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+        raise TypeError(f"{cls.__name__} must be a frozen, slotted dataclass")
+    if tag in MESSAGE_TYPES:
+        raise ValueError(f"message tag {tag} already used by {MESSAGE_TYPES[tag].__name__}")
+    if cls in MESSAGE_INFO:
+        raise ValueError(f"{cls.__name__} is already registered")
+    MESSAGE_TYPES[tag] = cls
+    MESSAGE_TAGS[cls] = tag
+    MESSAGE_INFO[cls] = MessageInfo(tag, cls.__name__, layer, payload)
+    return cls
 
-    def wrap(cls: type[M]) -> type[M]:
-        if tag in MESSAGE_TYPES:
-            raise ValueError(f"message tag {tag} already used by {MESSAGE_TYPES[tag].__name__}")
-        cls.LAYER = layer
-        cls.PAYLOAD = payload
-        cls.TYPE_NAME = cls.__name__
-        new_cls = dataclass(frozen=True, slots=True, kw_only=True)(cls)
-        MESSAGE_TYPES[tag] = new_cls
-        MESSAGE_TAGS[new_cls] = tag
-        return new_cls
 
-    return wrap
+def message_info(msg: Message) -> MessageInfo:
+    """The registration of ``msg``'s class (KeyError for an unregistered class)."""
+    return MESSAGE_INFO[type(msg)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -142,17 +167,14 @@ def message(tag: int, *, layer: str, payload: bool = False) -> Callable[[type[M]
 
 @dataclass(frozen=True, slots=True)
 class Timer:
-    """A timer as a value. The runtime hands it back unchanged when it fires.
+    """Base class of timer values. The runtime hands a timer back unchanged when it fires.
 
-    ``kind`` names the protocol rule ("hyparview.shuffle", "plumtree.missing", ...),
-    ``topic`` the protocol instance, ``key`` what the timer is about (a publication id) and
-    ``generation`` lets the owner recognise and ignore a stale timer.
-    """
-
-    kind: str
-    topic: Topic = ""
-    key: int = 0
-    generation: int = 0
+    Every layer declares its own timers as frozen, slotted subclasses that say what they are
+    about (Plumtree's ``SendGraft(pub_id, generation)``, HyParView's ``ShuffleTick()``), and a
+    node that runs several instances of a layer wraps them with the instance they belong to
+    (the gossip node's ``SwarmTimer(topic, epoch, timer)``), so a timer is routed by its type
+    and a stale one, from an instance since replaced, is recognised by its epoch and ignored
+    (iroh-gossip ``proto/state.rs``: ``Timer`` per topic, ``plumtree::Timer`` per layer)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,3 +329,40 @@ class SnapshotRow:
 def sorted_ids(ids: Iterable[NodeId]) -> list[NodeId]:
     """Node ids in a fixed order: iterate through this wherever order changes the outcome."""
     return sorted(ids)
+
+
+# --------------------------------------------------------------------------------------------
+# Stack nodes
+# --------------------------------------------------------------------------------------------
+
+
+class StackNode(abc.ABC):
+    """A node of some stack: the protocol layers of ``proto/<stack>/`` composed behind the
+    pub/sub interface. Subclasses implement :meth:`handle` and :meth:`monitored_peers`."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
+        self.node_id: NodeId = ctx.node_id
+        self.rng: random.Random = ctx.rng
+
+    @abc.abstractmethod
+    def handle(self, event: Input, now: float) -> list[Output]:
+        """The one entry point: an input in, outputs out."""
+
+    @abc.abstractmethod
+    def monitored_peers(self) -> Iterable[NodeId]:
+        """Peers whose failure this node wants to hear of: those it keeps connections to. The
+        simulator's failure detector notifies a node when one of these crashes, as a lost TCP
+        connection would."""
+
+    def snapshot(self) -> Iterable[SnapshotRow]:
+        """Rows for the trace's ``snapshots`` table: per topic and layer, neighbours and state."""
+        return ()
+
+    def subscriptions(self) -> Iterable[str]:
+        """Topics this node currently delivers."""
+        return ()
+
+    def statistics(self) -> dict[str, Any]:
+        """Counters for humans (the node shell's ``stats``, the cluster's live table)."""
+        return {}

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from pubmesh.proto.core import (
+    MESSAGE_INFO,
     Command,
     Deliver,
     Disconnect,
@@ -54,6 +55,7 @@ from pubmesh.proto.core import (
     Receive,
     Send,
     SetTimer,
+    StackNode,
     Start,
     Subscribe,
     TimerFired,
@@ -62,7 +64,7 @@ from pubmesh.proto.core import (
     node_seed,
 )
 from pubmesh.sim.scenario import Fault, Scenario
-from pubmesh.stacks.base import StackNode, get_stack
+from pubmesh.stacks.base import get_stack
 from pubmesh.trace.schema import SCHEMA_VERSION
 from pubmesh.trace.writer import TraceWriter
 
@@ -343,14 +345,15 @@ class Simulation:
     def _lost(self, now: float, src: NodeId, dst: NodeId, message: Message) -> None:
         self.messages_lost += 1
         if self.writer:
+            info = MESSAGE_INFO[type(message)]
             self.writer.message(
                 now,
                 None,
                 src,
                 dst,
-                message.TYPE_NAME,
-                message.LAYER,
-                message.PAYLOAD,
+                info.name,
+                info.layer,
+                info.payload,
                 message.publication(),
                 message.wire_size(),
             )
@@ -408,6 +411,7 @@ class Simulation:
         heap = self._heap
         pop = heapq.heappop
         nodes = self.nodes
+        infos = MESSAGE_INFO
         writer = self.writer
         full_trace = writer is not None and writer.messages_mode == "full"
         progress = self._progress
@@ -422,14 +426,15 @@ class Simulation:
             if kind == MSG:
                 node = nodes.get(a)
                 if writer is not None:
+                    info = infos[type(c)]
                     writer.message(
                         d,
                         t if node is not None else None,
                         b,
                         a,
-                        c.TYPE_NAME,
-                        c.LAYER,
-                        c.PAYLOAD,
+                        info.name,
+                        info.layer,
+                        info.payload,
                         c.publication() if full_trace else None,
                         c.wire_size(),
                     )

@@ -13,44 +13,11 @@ hooks for corrupted initial states and a legitimacy predicate (self-stabilizing 
 
 from __future__ import annotations
 
-import abc
-import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pubmesh.proto.core import Input, NodeContext, NodeId, Output, SnapshotRow
-
-
-class StackNode(abc.ABC):
-    """A node of some stack. Subclasses implement :meth:`handle` and the two queries."""
-
-    def __init__(self, ctx: NodeContext) -> None:
-        self.ctx = ctx
-        self.node_id: NodeId = ctx.node_id
-        self.rng: random.Random = ctx.rng
-
-    @abc.abstractmethod
-    def handle(self, event: Input, now: float) -> list[Output]:
-        """The one entry point: an input in, outputs out."""
-
-    @abc.abstractmethod
-    def monitored_peers(self) -> Iterable[NodeId]:
-        """Peers whose failure this node wants to hear of: those it keeps connections to. The
-        simulator's failure detector
-        notifies a node when one of these crashes, as a lost TCP connection would."""
-
-    def snapshot(self) -> Iterable[SnapshotRow]:
-        """Rows for the trace's ``snapshots`` table: per topic and layer, neighbours and state."""
-        return ()
-
-    def subscriptions(self) -> Iterable[str]:
-        """Topics this node currently delivers."""
-        return ()
-
-    def statistics(self) -> dict[str, Any]:
-        """Counters for humans (the node shell's ``stats``, the cluster's live table)."""
-        return {}
+from pubmesh.proto.core import NodeContext, NodeId, StackNode
 
 
 @dataclass(frozen=True)

@@ -1,1 +1,10 @@
-"""The supervised skip ring publish/subscribe system of papers/000 (placeholder, see below)."""
+"""The skipring stack's protocols: the supervised skip ring publish/subscribe system of
+papers/000, built to specs/skipring.md.
+
+* :mod:`.messages`, :mod:`.params` — the wire messages and the ``[stack.skipring]`` table;
+* :mod:`.labels`, :mod:`.ring` — labels and BuildRing/shortcut state per topic (§3);
+* :mod:`.patricia`, :mod:`.publications` — the Patricia trie, CheckTrie and flooding (§4.2-4.3);
+* :mod:`.supervisor`, :mod:`.subscriber` — the two node roles; :mod:`.node` picks one;
+* :mod:`.corruption`, :mod:`.legitimacy` — corrupted initial states and the legitimacy
+  predicate (self-stabilization, §3.3 and §4).
+"""

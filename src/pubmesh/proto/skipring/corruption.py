@@ -39,7 +39,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from pubmesh.proto.core import Message, NodeId
+from pubmesh.proto.core import Message, NodeId, StackNode
 from pubmesh.proto.skipring.labels import Label, label, ring_length
 from pubmesh.proto.skipring.legitimacy import install, members, split
 from pubmesh.proto.skipring.messages import (
@@ -59,7 +59,6 @@ from pubmesh.proto.skipring.patricia import KEY_BITS
 from pubmesh.proto.skipring.ring import Ref, Status, TopicState
 from pubmesh.proto.skipring.subscriber import Subscriber
 from pubmesh.proto.skipring.supervisor import Supervisor, TopicDatabase
-from pubmesh.stacks.base import StackNode
 
 KINDS = (
     "random_graph",

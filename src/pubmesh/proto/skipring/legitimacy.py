@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pubmesh.proto.core import NodeId
+from pubmesh.proto.core import NodeId, StackNode
 from pubmesh.proto.skipring.labels import SkipRingTopology, label
 from pubmesh.proto.skipring.ring import Ref, Status, TopicState
 from pubmesh.proto.skipring.subscriber import Subscriber
 from pubmesh.proto.skipring.supervisor import Supervisor, TopicDatabase
-from pubmesh.stacks.base import StackNode
 
 
 def split(nodes: Mapping[NodeId, StackNode]) -> tuple[Supervisor | None, dict[NodeId, Subscriber]]:

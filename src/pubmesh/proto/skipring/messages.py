@@ -28,13 +28,15 @@ tag    message                 layer        rule
 
 from __future__ import annotations
 
-from pubmesh.proto.core import Message, message
+from dataclasses import dataclass
+
+from pubmesh.proto.core import Message, register_message
 
 TriePair = tuple[str, bytes]
 """A trie node as it travels in CheckTrie: (label, hash), without its children (§4.2)."""
 
 
-@message(200, layer="ring")
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Check(Message):
     """``node`` (label ``label``) introduces itself to the receiver and says which label it
     believes the receiver has (``claimed``). ``closing`` marks the ring's closing edge."""
@@ -46,7 +48,10 @@ class Check(Message):
     closing: bool = False
 
 
-@message(201, layer="ring")
+register_message(Check, 200, layer="ring")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Linearize(Message):
     """Introduce ``node`` with believed label ``label`` to the receiver. ``returned`` marks a
     reference sent back by a node without a label (it is never sent back again)."""
@@ -62,7 +67,10 @@ class Linearize(Message):
     claimed: str = ""
 
 
-@message(202, layer="ring")
+register_message(Linearize, 201, layer="ring")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class IntroduceRing(Message):
     """Offer ``node`` as the receiver's closing-edge neighbour (testbed ``INTRODUCE_CYC``)."""
 
@@ -76,7 +84,10 @@ class IntroduceRing(Message):
     claimed: str = ""
 
 
-@message(203, layer="ring")
+register_message(IntroduceRing, 202, layer="ring")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RemoveConnection(Message):
     """Drop every reference to ``node`` for this topic. Never answered."""
 
@@ -84,7 +95,10 @@ class RemoveConnection(Message):
     node: int
 
 
-@message(204, layer="shortcut")
+register_message(RemoveConnection, 203, layer="ring")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class IntroduceShortcut(Message):
     """``node`` with label ``label`` is one of the receiver's shortcut neighbours (§3.2.2)."""
 
@@ -93,7 +107,10 @@ class IntroduceShortcut(Message):
     label: str
 
 
-@message(205, layer="ring")
+register_message(IntroduceShortcut, 204, layer="shortcut")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LabelCorrection(Message):
     """``node`` has label ``label``: the answer to a delegated introduction whose ``claimed``
     label was wrong. The receiver fixes the references to ``node`` it holds and ignores the
@@ -104,21 +121,30 @@ class LabelCorrection(Message):
     label: str
 
 
-@message(210, layer="supervisor")
+register_message(LabelCorrection, 205, layer="ring")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SubscribeRequest(Message):
     """The sender subscribes to ``topic`` (§4.1)."""
 
     topic: str
 
 
-@message(211, layer="supervisor")
+register_message(SubscribeRequest, 210, layer="supervisor")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnsubscribeRequest(Message):
     """The sender unsubscribes from ``topic`` (§4.1); answered with permission to leave."""
 
     topic: str
 
 
-@message(212, layer="supervisor")
+register_message(UnsubscribeRequest, 211, layer="supervisor")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigurationRequest(Message):
     """Send ``node`` its configuration, recording it if it is missing (§3.2.1). ``action``
     is the subscriber action that asked: 1-4 for (i)-(iv)."""
@@ -128,7 +154,10 @@ class ConfigurationRequest(Message):
     action: int
 
 
-@message(213, layer="supervisor")
+register_message(ConfigurationRequest, 212, layer="supervisor")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Configuration(Message):
     """The receiver's configuration (label, predecessor, successor) from the supervisor's
     database (§3.1). ``label`` None is the permission to leave (§4.1); ``pred``/``succ`` None
@@ -142,7 +171,10 @@ class Configuration(Message):
     succ: int | None = None
 
 
-@message(220, layer="publish", payload=True)
+register_message(Configuration, 213, layer="supervisor")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PublishNew(Message):
     """A new publication flooding over ring edges and shortcuts (§4.3). ``hops`` counts the
     overlay hops it has travelled, this one included."""
@@ -157,7 +189,10 @@ class PublishNew(Message):
         return self.pub_id
 
 
-@message(221, layer="publish")
+register_message(PublishNew, 220, layer="publish", payload=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckTrie(Message):
     """Compare these trie nodes of ``node`` with the receiver's (§4.2)."""
 
@@ -166,7 +201,10 @@ class CheckTrie(Message):
     pairs: tuple[TriePair, ...]
 
 
-@message(222, layer="publish")
+register_message(CheckTrie, 221, layer="publish")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckAndPublish(Message):
     """CheckTrie(``node``, ``pairs``), then send ``node`` every publication whose key starts
     with ``prefix`` (§4.2)."""
@@ -177,7 +215,10 @@ class CheckAndPublish(Message):
     prefix: str
 
 
-@message(223, layer="publish", payload=True)
+register_message(CheckAndPublish, 222, layer="publish")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PublicationTransfer(Message):
     """A publication the receiver is missing, found by CheckTrie (§4.2)."""
 
@@ -191,7 +232,10 @@ class PublicationTransfer(Message):
         return self.pub_id
 
 
-@message(224, layer="publish", payload=True)
+register_message(PublicationTransfer, 223, layer="publish", payload=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PublishRelay(Message):
     """A publication from a node that does not subscribe to ``topic``, handed to the supervisor
     which passes it to one subscriber (an extension: the paper's publishers are subscribers)."""
@@ -203,3 +247,6 @@ class PublishRelay(Message):
 
     def publication(self) -> int | None:
         return self.pub_id
+
+
+register_message(PublishRelay, 224, layer="publish", payload=True)

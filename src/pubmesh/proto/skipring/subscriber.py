@@ -30,6 +30,7 @@ corrupted database nor a junk message can keep it in a ring.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pubmesh.proto.core import (
@@ -45,6 +46,7 @@ from pubmesh.proto.core import (
     Send,
     SetTimer,
     SnapshotRow,
+    StackNode,
     Start,
     Subscribe,
     Timer,
@@ -72,9 +74,11 @@ from pubmesh.proto.skipring.messages import (
 from pubmesh.proto.skipring.params import SkipRingParams
 from pubmesh.proto.skipring.patricia import Publication
 from pubmesh.proto.skipring.ring import Ref, Status, TopicState
-from pubmesh.stacks.base import StackNode
 
-TIMEOUT = "skipring.timeout"
+
+@dataclass(frozen=True, slots=True)
+class Timeout(Timer):
+    """The subscriber's periodic Timeout action (papers/000 §3.2.1, §4.2)."""
 
 
 class Subscriber(StackNode):
@@ -101,10 +105,9 @@ class Subscriber(StackNode):
         match event:
             case Receive(src=src, message=message):
                 self._receive(src, message, out)
-            case TimerFired(timer=timer):
-                if timer.kind == TIMEOUT:
-                    self._timeout(out)
-                    out.append(SetTimer(self.params.timeout_interval, Timer(TIMEOUT)))
+            case TimerFired(timer=Timeout()):
+                self._timeout(out)
+                out.append(SetTimer(self.params.timeout_interval, Timeout()))
             case PeerDown(peer=peer):
                 # only sends of ours that failed come here (we monitor nobody)
                 if self.params.drop_unreachable:
@@ -114,7 +117,7 @@ class Subscriber(StackNode):
                 if contacts:
                     self.supervisor = contacts[0]
                 first = self.rng.uniform(0.0, self.params.timeout_interval)
-                out.append(SetTimer(first, Timer(TIMEOUT)))
+                out.append(SetTimer(first, Timeout()))
             case Subscribe(topic=topic):
                 self._subscribe(topic, out)
             case Unsubscribe(topic=topic):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pubmesh.proto.core import (
@@ -49,6 +50,7 @@ from pubmesh.proto.core import (
     Send,
     SetTimer,
     SnapshotRow,
+    StackNode,
     Start,
     Timer,
     TimerFired,
@@ -64,9 +66,13 @@ from pubmesh.proto.skipring.messages import (
     UnsubscribeRequest,
 )
 from pubmesh.proto.skipring.params import SkipRingParams
-from pubmesh.stacks.base import StackNode
 
-SUPERVISOR_TIMEOUT = "skipring.supervisor"
+
+@dataclass(frozen=True, slots=True)
+class SupervisorTimeout(Timer):
+    """The supervisor's periodic Timeout action: database repair and probes (papers/000 §4.1)."""
+
+
 #: l^-1 given to a label outside the image of l: larger than any real index (case (iv)).
 INVALID_INDEX = 1 << 62
 
@@ -271,14 +277,13 @@ class Supervisor(StackNode):
                         self._unsubscribe(topic, src, out)
                     case PublishRelay():
                         self._relay(message, out)
-            case TimerFired(timer=timer):
-                if timer.kind == SUPERVISOR_TIMEOUT:
-                    self._timeout(out)
-                    out.append(SetTimer(self.params.supervisor_interval, Timer(SUPERVISOR_TIMEOUT)))
+            case TimerFired(timer=SupervisorTimeout()):
+                self._timeout(out)
+                out.append(SetTimer(self.params.supervisor_interval, SupervisorTimeout()))
             case PeerDown(peer=peer):
                 self._crashed(peer, out)
             case Start():
-                out.append(SetTimer(self.params.supervisor_interval, Timer(SUPERVISOR_TIMEOUT)))
+                out.append(SetTimer(self.params.supervisor_interval, SupervisorTimeout()))
         return out
 
     # ------------------------------------------------------------------ helpers

@@ -51,7 +51,7 @@ Three rules pubmesh adds, because the paper leaves them to the implementation:
 Non-FIFO delivery (the simulator's per-message latency) can reorder a DISCONNECT and an accept
 on one link, leaving a link one-sided. Two lazy repairs answer traffic over such a link with
 DISCONNECT: a Shuffle from a node outside the active view (every shuffle hop uses an active
-link), and broadcast traffic from one (see :mod:`pubmesh.stacks.gossip`). Before the first, a
+link), and broadcast traffic from one (see :mod:`pubmesh.proto.gossip.node`). Before the first, a
 node of 30,000 whose only link was one-sided missed a broadcast.
 """
 
@@ -66,90 +66,23 @@ from pubmesh.proto.core import (
     Message,
     NodeId,
     Output,
+    PeerDown,
+    Receive,
     Send,
     SetTimer,
     Timer,
-    message,
+    TimerFired,
+    register_message,
 )
+from pubmesh.proto.gossip.params import GossipParams
 
 NONE = -1  # "no node" in integer-typed message fields
 
 
 # --------------------------------------------------------------------------------------------
-# Parameters (shared with Plumtree: one [stack.gossip] table)
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class GossipParams:
-    """Parameters of the gossip stack, the ``[stack.gossip]`` table of a scenario.
-
-    Defaults are the papers' (HyParView §5, Plumtree §4: fanout 4, active 5, passive 30,
-    ARWL 6, PRWL 3, ka 3, kp 4) and the course report's Plumtree timers (papers/004 §4:
-    timeout1 500 ms, timeout2 100 ms, threshold 10).
-    """
-
-    #: gossip fanout; the active view holds fanout + 1 nodes unless active_view says otherwise
-    fanout: int = 4
-    #: active view size; 0 means fanout + 1
-    active_view: int = 0
-    #: passive view size
-    passive_view: int = 30
-    #: active random walk length (ForwardJoin TTL)
-    arwl: int = 6
-    #: passive random walk length: at this TTL a ForwardJoin also lands in the passive view
-    prwl: int = 3
-    #: shuffle random walk length; 0 means arwl
-    shuffle_ttl: int = 0
-    #: active and passive members a shuffle carries
-    shuffle_ka: int = 3
-    shuffle_kp: int = 4
-    #: seconds between shuffles (the first one at a random phase)
-    shuffle_interval: float = 10.0
-    #: Plumtree: wait this long after the first IHAVE before grafting (timeout1) ...
-    ihave_timeout1: float = 0.5
-    #: ... and this long between further grafts for the same message (timeout2)
-    ihave_timeout2: float = 0.1
-    #: Plumtree's tree optimization (§3.8) on or off, and its hop threshold
-    optimization: bool = True
-    optimization_threshold: int = 10
-    #: batch IHAVE announcements per lazy peer for this many seconds (0 = send at once)
-    ihave_batch_interval: float = 0.0
-    #: eager flooding over the same overlay instead of Plumtree (a baseline for comparisons)
-    flood: bool = False
-    #: members the contact node remembers per topic (a uniform sample)
-    directory_size: int = 8
-    #: seconds before a swarm join that got no answer is retried
-    join_timeout: float = 5.0
-
-    def __post_init__(self) -> None:
-        if self.fanout < 1:
-            raise ValueError(f"fanout must be ≥ 1, got {self.fanout}")
-        if self.active_view < 0:
-            raise ValueError(f"active_view must be ≥ 0 (0 = fanout + 1), got {self.active_view}")
-        if self.passive_view < 0:
-            raise ValueError(f"passive_view must be ≥ 0, got {self.passive_view}")
-        if self.arwl < 0 or not 0 <= self.prwl <= self.arwl:
-            raise ValueError(f"need 0 ≤ prwl ≤ arwl, got prwl={self.prwl} arwl={self.arwl}")
-        if self.shuffle_ttl < 0 or self.shuffle_ka < 0 or self.shuffle_kp < 0:
-            raise ValueError("shuffle_ttl, shuffle_ka and shuffle_kp must be ≥ 0")
-        for name in ("shuffle_interval", "ihave_timeout1", "ihave_timeout2", "join_timeout"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.optimization_threshold < 1:
-            raise ValueError("optimization_threshold must be ≥ 1")
-        if self.ihave_batch_interval < 0:
-            raise ValueError("ihave_batch_interval must be ≥ 0")
-        if self.directory_size < 1:
-            raise ValueError("directory_size must be ≥ 1")
-
-    @property
-    def active_size(self) -> int:
-        return self.active_view or self.fanout + 1
-
-
-# --------------------------------------------------------------------------------------------
 # Messages (layer "membership"); every one names its topic swarm
 # --------------------------------------------------------------------------------------------
-@message(100, layer="membership")
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ContactRequest(Message):
     """To the contact: name me a member of ``topic`` (``dead``: one you named that is down)."""
 
@@ -157,58 +90,85 @@ class ContactRequest(Message):
     dead: int = NONE
 
 
-@message(101, layer="membership")
+register_message(ContactRequest, 100, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ContactReply(Message):
     topic: str
     member: int  # NONE: no member yet, start the swarm
 
 
-@message(102, layer="membership")
+register_message(ContactReply, 101, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Join(Message):
     topic: str
 
 
-@message(110, layer="membership")
+register_message(Join, 102, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JoinReply(Message):
     """The member accepted our Join (a real node learns this from the TCP connection)."""
 
     topic: str
 
 
-@message(103, layer="membership")
+register_message(JoinReply, 110, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ForwardJoin(Message):
     topic: str
     new_node: int
     ttl: int
 
 
-@message(104, layer="membership")
+register_message(ForwardJoin, 103, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ForwardJoinAccept(Message):
     """p added the new node n at the end of the walk; n adds p (the link is symmetric)."""
 
     topic: str
 
 
-@message(105, layer="membership")
+register_message(ForwardJoinAccept, 104, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Neighbor(Message):
     topic: str
     high_priority: bool
 
 
-@message(106, layer="membership")
+register_message(Neighbor, 105, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NeighborReply(Message):
     topic: str
     accepted: bool
 
 
-@message(107, layer="membership")
+register_message(NeighborReply, 106, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DisconnectRequest(Message):
     """HyParView's DISCONNECT: remove me from your active view."""
 
     topic: str
 
 
-@message(108, layer="membership")
+register_message(DisconnectRequest, 107, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Shuffle(Message):
     topic: str
     origin: int
@@ -216,10 +176,32 @@ class Shuffle(Message):
     ttl: int
 
 
-@message(109, layer="membership")
+register_message(Shuffle, 108, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ShuffleReply(Message):
     topic: str
     nodes: tuple[int, ...]
+
+
+register_message(ShuffleReply, 109, layer="membership")
+
+
+#: every membership message: the gossip node routes these to HyParView
+MEMBERSHIP_MESSAGES = (
+    ContactRequest,
+    ContactReply,
+    Join,
+    JoinReply,
+    ForwardJoin,
+    ForwardJoinAccept,
+    Neighbor,
+    NeighborReply,
+    DisconnectRequest,
+    Shuffle,
+    ShuffleReply,
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,8 +224,36 @@ class Joined:
 
 MembershipOutput = Output | NeighborUp | NeighborDown | Joined
 
-SHUFFLE_TIMER = "hyparview.shuffle"
-JOIN_TIMER = "hyparview.join"
+
+# --------------------------------------------------------------------------------------------
+# Commands from the node and timers (the layer's closed input set is MembershipInput)
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class JoinSwarm:
+    """Begin joining the swarm through ``contact`` (the cluster's contact node)."""
+
+    contact: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveSwarm:
+    """Leave the swarm: DISCONNECT every active member (papers/004 §2.1.2 notifies them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShuffleTick(Timer):
+    """§4.4: the periodic shuffle (and pubmesh's refill of a non-full active view)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinTimeout(Timer):
+    """The swarm join attempt ``generation`` got no answer in ``join_timeout`` seconds."""
+
+    generation: int
+
+
+MembershipTimer = ShuffleTick | JoinTimeout
+MembershipInput = Receive | TimerFired | PeerDown | JoinSwarm | LeaveSwarm
 
 
 class SwarmDirectory:
@@ -290,7 +300,6 @@ class HyParView:
         topic: str,
         params: GossipParams,
         rng: random.Random,
-        epoch: int,
         directory: SwarmDirectory | None = None,
     ) -> None:
         self.me = me
@@ -299,8 +308,6 @@ class HyParView:
         self.topic = topic
         self.p = params
         self.rng = rng
-        #: distinguishes this instance's timers from those of an earlier instance of the topic
-        self.epoch = epoch
         self.active: list[NodeId] = []
         self.passive: list[NodeId] = []
         self.last_shuffle: tuple[NodeId, ...] = ()
@@ -312,18 +319,35 @@ class HyParView:
         self.contact: NodeId = NONE
         self.counters: dict[str, int] = {}
 
-    # ------------------------------------------------------------------ joining the swarm
-    def start(self, contact: NodeId) -> list[MembershipOutput]:
-        """Begin joining the swarm through ``contact``."""
-        self.contact = contact
-        out: list[MembershipOutput] = [
-            SetTimer(
-                self.p.shuffle_interval * self.rng.uniform(0.5, 1.5),
-                Timer(SHUFFLE_TIMER, self.topic, self.epoch),
-            )
-        ]
-        self._ask_contact(NONE, out)
+    # ------------------------------------------------------------------ the one entry point
+    def handle(self, event: MembershipInput, now: float) -> list[MembershipOutput]:
+        """HyParView's handler: a membership message, one of its timers, a failure notice, or
+        the node's join and leave commands in; sends, timers and neighbour events out."""
+        out: list[MembershipOutput] = []
+        match event:
+            case Receive(src=src, message=msg):
+                self._receive(src, msg, out)
+            case TimerFired(timer=ShuffleTick()):
+                self._shuffle(out)
+                self.tried.clear()
+                self._promote(NONE, out)  # refill a non-full active view
+                out.append(SetTimer(self.p.shuffle_interval, ShuffleTick()))
+            case TimerFired(timer=JoinTimeout(generation=generation)):
+                self._join_timeout(generation, out)
+            case PeerDown(peer=peer):
+                self._peer_down(peer, out)
+            case JoinSwarm(contact=contact):
+                self._start(contact, out)
+            case LeaveSwarm():
+                self._leave(out)
         return out
+
+    # ------------------------------------------------------------------ joining the swarm
+    def _start(self, contact: NodeId, out: list[MembershipOutput]) -> None:
+        """Begin joining the swarm through ``contact``; the first shuffle at a random phase."""
+        self.contact = contact
+        out.append(SetTimer(self.p.shuffle_interval * self.rng.uniform(0.5, 1.5), ShuffleTick()))
+        self._ask_contact(NONE, out)
 
     def _ask_contact(self, dead: NodeId, out: list[MembershipOutput]) -> None:
         self.join_generation += 1
@@ -335,11 +359,7 @@ class HyParView:
             self._joined(out)
             return
         out.append(Send(self.contact, ContactRequest(topic=self.topic, dead=dead)))
-        out.append(
-            SetTimer(
-                self.p.join_timeout, Timer(JOIN_TIMER, self.topic, self.epoch, self.join_generation)
-            )
-        )
+        out.append(SetTimer(self.p.join_timeout, JoinTimeout(self.join_generation)))
 
     def _on_contact_reply(self, member: NodeId, out: list[MembershipOutput]) -> None:
         self.join_generation += 1
@@ -349,11 +369,7 @@ class HyParView:
         self._add_active(member, out)
         out.append(Send(member, Join(topic=self.topic)))
         self.pending_join = member
-        out.append(
-            SetTimer(
-                self.p.join_timeout, Timer(JOIN_TIMER, self.topic, self.epoch, self.join_generation)
-            )
-        )
+        out.append(SetTimer(self.p.join_timeout, JoinTimeout(self.join_generation)))
 
     def _joined(self, out: list[MembershipOutput]) -> None:
         self.pending_join = NONE
@@ -361,11 +377,10 @@ class HyParView:
             self.joined = True
             out.append(Joined())
 
-    # ------------------------------------------------------------------ the handler
-    def receive(self, src: NodeId, msg: Message) -> list[MembershipOutput]:
+    # ------------------------------------------------------------------ messages
+    def _receive(self, src: NodeId, msg: Message, out: list[MembershipOutput]) -> None:
         """A membership message from ``src``."""
-        out: list[MembershipOutput] = []
-        name = msg.TYPE_NAME
+        name = type(msg).__name__
         self.counters[name] = self.counters.get(name, 0) + 1
         match msg:
             case ContactReply(member=member):
@@ -406,7 +421,6 @@ class HyParView:
             case ShuffleReply(nodes=nodes):
                 # the origin merges the reply, evicting first what it sent
                 self._merge_passive(nodes, self.last_shuffle)
-        return out
 
     def _on_join(self, new: NodeId, out: list[MembershipOutput]) -> None:
         """Join(n) at c: c adds n to its active view and sends ForwardJoin(n, ARWL) to every
@@ -481,9 +495,8 @@ class HyParView:
         self._merge_passive(nodes, reply)
 
     # ------------------------------------------------------------------ failures and timers
-    def peer_down(self, peer: NodeId) -> list[MembershipOutput]:
+    def _peer_down(self, peer: NodeId, out: list[MembershipOutput]) -> None:
         """The failure detector reports ``peer`` unreachable."""
-        out: list[MembershipOutput] = []
         if peer in self.passive:
             self.passive.remove(peer)
         retry = False
@@ -498,29 +511,16 @@ class HyParView:
             if peer in self.active:
                 self._remove_active(peer, out, to_passive=False)
             self._ask_contact(peer, out)
-            return out
+            return
         if peer in self.active:
             # "On failure of an active member: remove it, then promote from the passive view"
             self._remove_active(peer, out, to_passive=False)
             retry = True
         if retry:
             self._promote(peer, out)
-        return out
 
-    def timer(self, timer: Timer) -> list[MembershipOutput]:
-        out: list[MembershipOutput] = []
-        if timer.key != self.epoch:
-            return out
-        if timer.kind == SHUFFLE_TIMER:
-            self._shuffle(out)
-            self.tried.clear()
-            self._promote(NONE, out)  # refill a non-full active view
-            out.append(SetTimer(self.p.shuffle_interval, timer))
-        elif (
-            timer.kind == JOIN_TIMER
-            and timer.generation == self.join_generation
-            and not self.joined
-        ):
+    def _join_timeout(self, generation: int, out: list[MembershipOutput]) -> None:
+        if generation == self.join_generation and not self.joined:
             # no JoinReply and no failure notice: the request or its answer was lost, or is
             # slow. The member may already hold us in its active view, so tell it to drop us
             # (a DISCONNECT for a link it does not have is ignored) before asking again.
@@ -530,16 +530,13 @@ class HyParView:
                     self._remove_active(self.pending_join, out, to_passive=True)
                 self.pending_join = NONE
             self._ask_contact(NONE, out)
-        return out
 
-    def leave(self) -> list[MembershipOutput]:
+    def _leave(self, out: list[MembershipOutput]) -> None:
         """Leave the swarm: DISCONNECT every active member (papers/004 §2.1.2 notifies them)."""
-        out: list[MembershipOutput] = []
         for peer in self.active:
             out.append(Send(peer, DisconnectRequest(topic=self.topic)))
             out.append(Disconnect(peer))
         self.active.clear()
-        return out
 
     def _shuffle(self, out: list[MembershipOutput]) -> None:
         """p sends Shuffle(p, list, ttl) to a random active member, list = p, ka active and kp

@@ -1,0 +1,315 @@
+"""The ``gossip`` stack: topic publish/subscribe over HyParView + Plumtree, one swarm per topic.
+
+papers/004 (§2.2, "Peer Sampling Service") keeps track of subscribed topics and creates the
+protocols for each; this module is that layer. Per topic the node runs one
+:class:`~pubmesh.proto.gossip.hyparview.HyParView` and one
+:class:`~pubmesh.proto.gossip.plumtree.Plumtree` instance, so payload for a topic reaches only
+that topic's members (../shared/specs/gossip.md, "Topic swarms"). HyParView's
+NeighborUp/NeighborDown events feed Plumtree, which keeps its eager and lazy peers a subset of
+the active view.
+
+* **Subscribe(topic)**: join the topic's swarm through the contact (see the swarm discovery
+  rule in :mod:`pubmesh.proto.gossip.hyparview`) and deliver its publications from then on.
+* **Publish(topic)** on a topic the node does not subscribe to: the node joins the swarm as a
+  *relay*, a member that forwards but never delivers (the spec's first option). The
+  publication waits in a buffer until the join is confirmed, then is broadcast. The node stays
+  in the swarm, so its next publications go out at once.
+* **Unsubscribe / Leave**: DISCONNECT the swarm's active view and drop the instances.
+* **PeerDown** goes to every swarm.
+* A broadcast message from a peer outside the active view (a link left one-sided by
+  non-FIFO delivery, or by a peer that missed our DISCONNECT) is still delivered if new, but
+  the sender is told to DISCONNECT, so the overlay repairs itself with the traffic.
+
+The node that is the cluster's contact also keeps the per-topic swarm directory.
+
+Every swarm instance has an *epoch* (a counter per node). The layers' typed timers leave the
+node wrapped as ``SwarmTimer(topic, epoch, timer)`` and come back the same way; a timer whose
+epoch is not the current instance's (the topic was unsubscribed and subscribed again since) is
+dropped here, so no layer ever sees a timer of an instance it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pubmesh.proto.core import (
+    Deliver,
+    Input,
+    Leave,
+    Message,
+    NodeContext,
+    NodeId,
+    Output,
+    PeerDown,
+    Publish,
+    Receive,
+    Send,
+    SetTimer,
+    SnapshotRow,
+    StackNode,
+    Start,
+    Subscribe,
+    Timer,
+    TimerFired,
+    Unsubscribe,
+)
+from pubmesh.proto.gossip.hyparview import (
+    MEMBERSHIP_MESSAGES,
+    NONE,
+    ContactReply,
+    ContactRequest,
+    DisconnectRequest,
+    ForwardJoinAccept,
+    HyParView,
+    Join,
+    Joined,
+    JoinReply,
+    JoinSwarm,
+    JoinTimeout,
+    LeaveSwarm,
+    MembershipInput,
+    Neighbor,
+    NeighborDown,
+    NeighborReply,
+    NeighborUp,
+    ShuffleTick,
+    SwarmDirectory,
+)
+from pubmesh.proto.gossip.params import GossipParams
+from pubmesh.proto.gossip.plumtree import (
+    Broadcast,
+    BroadcastInput,
+    Delivered,
+    Gossip,
+    Plumtree,
+)
+
+__all__ = ["GossipNode", "GossipParams", "Swarm", "SwarmTimer"]
+
+#: membership messages whose sender holds (or is about to hold) us in its active view
+LINKING = (Join, JoinReply, ForwardJoinAccept, Neighbor, NeighborReply)
+
+
+@dataclass(frozen=True, slots=True)
+class SwarmTimer(Timer):
+    """A layer's timer wrapped with the swarm instance it belongs to."""
+
+    topic: str
+    epoch: int
+    timer: Timer
+
+
+class Swarm:
+    """One topic's protocol instances at one node."""
+
+    __slots__ = ("broadcast", "buffer", "delivering", "epoch", "membership", "topic")
+
+    def __init__(
+        self, membership: HyParView, broadcast: Plumtree, delivering: bool, epoch: int
+    ) -> None:
+        self.topic = membership.topic
+        self.membership = membership
+        self.broadcast = broadcast
+        self.delivering = delivering
+        self.epoch = epoch
+        self.buffer: list[Publish] = []
+
+
+class GossipNode(StackNode):
+    """A gossip node: a set of topic swarms, plus the swarm directory if it is the contact."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.params: GossipParams = ctx.params if ctx.params is not None else GossipParams()
+        self.contact: NodeId = NONE
+        self.swarms: dict[str, Swarm] = {}
+        self.directory = SwarmDirectory(self.params.directory_size, self.rng)
+        self.epochs = 0
+        self.delivered = 0
+        self.left = False
+
+    # ------------------------------------------------------------------ the one entry point
+    def handle(self, event: Input, now: float) -> list[Output]:
+        out: list[Output] = []
+        match event:
+            case Receive(src=src, message=msg):
+                self._receive(src, msg, now, out)
+            case TimerFired(timer=SwarmTimer(topic=topic, epoch=epoch, timer=timer)):
+                swarm = self.swarms.get(topic)
+                if swarm is None or swarm.epoch != epoch:
+                    return out  # an instance since dropped or replaced
+                if isinstance(timer, ShuffleTick | JoinTimeout):
+                    self._membership(swarm, TimerFired(timer), now, out)
+                else:
+                    self._broadcast(swarm, TimerFired(timer), now, out)
+            case PeerDown():
+                for topic in sorted(self.swarms):
+                    self._membership(self.swarms[topic], event, now, out)
+            case Start(contacts=contacts):
+                self.contact = contacts[0] if contacts else self.node_id
+            case Subscribe(topic=topic):
+                if self.left:
+                    return out
+                swarm = self.swarms.get(topic)
+                if swarm is None:
+                    self._join(topic, delivering=True, now=now, out=out)
+                else:
+                    swarm.delivering = True
+            case Unsubscribe(topic=topic):
+                self._drop(topic, now, out)
+            case Publish() as publish:
+                self._publish(publish, now, out)
+            case Leave():
+                self.left = True
+                for topic in sorted(self.swarms):
+                    self._drop(topic, now, out)
+        return out
+
+    # ------------------------------------------------------------------ swarms
+    def _join(self, topic: str, delivering: bool, now: float, out: list[Output]) -> Swarm:
+        self.epochs += 1
+        directory = self.directory if self.contact == self.node_id else None
+        membership = HyParView(self.node_id, topic, self.params, self.rng, directory)
+        swarm = Swarm(
+            membership, Plumtree(self.node_id, topic, self.params), delivering, self.epochs
+        )
+        self.swarms[topic] = swarm
+        self._membership(swarm, JoinSwarm(self.contact), now, out)
+        return swarm
+
+    def _drop(self, topic: str, now: float, out: list[Output]) -> None:
+        swarm = self.swarms.pop(topic, None)
+        if swarm is not None:
+            self._membership(swarm, LeaveSwarm(), now, out)
+
+    def _publish(self, publish: Publish, now: float, out: list[Output]) -> None:
+        if self.left:
+            return
+        swarm = self.swarms.get(publish.topic)
+        if swarm is None:
+            swarm = self._join(publish.topic, delivering=False, now=now, out=out)
+        if not swarm.membership.joined:
+            swarm.buffer.append(publish)
+            return
+        self._broadcast(swarm, Broadcast(publish.pub_id, publish.payload), now, out)
+
+    # ------------------------------------------------------------------ messages
+    def _receive(self, src: NodeId, msg: Message, now: float, out: list[Output]) -> None:
+        if type(msg) is ContactRequest:
+            topic = msg.topic
+            swarm = self.swarms.get(topic)
+            me = self.node_id if swarm is not None and swarm.membership.joined else NONE
+            member = self.directory.lookup(topic, src, msg.dead, extra=me)
+            out.append(Send(src, ContactReply(topic=topic, member=member)))
+            return
+        topic_field = getattr(msg, "topic", None)
+        if not isinstance(topic_field, str):
+            return
+        topic = topic_field
+        swarm = self.swarms.get(topic)
+        if isinstance(msg, MEMBERSHIP_MESSAGES):
+            if swarm is None:
+                # Not (or no longer) a member: refuse every message by which the sender puts us
+                # in its active view (including late answers to requests made before we left),
+                # so that its view stays true.
+                if isinstance(msg, LINKING) and not (
+                    isinstance(msg, NeighborReply) and not msg.accepted
+                ):
+                    out.append(Send(src, DisconnectRequest(topic=topic)))
+                return
+            self._membership(swarm, Receive(src, msg), now, out)
+            return
+        if swarm is None:
+            out.append(Send(src, DisconnectRequest(topic=topic)))
+            return
+        if src not in swarm.membership.active:
+            # one-sided link: keep the payload, tell the sender we are not its neighbour
+            out.append(Send(src, DisconnectRequest(topic=topic)))
+            if type(msg) is Gossip:
+                outputs: list[Output] = []
+                self._broadcast(swarm, Receive(src, msg), now, outputs)
+                self._broadcast(swarm, NeighborDown(src), now, outputs)
+                out.extend(o for o in outputs if not (isinstance(o, Send) and o.dst == src))
+            return
+        self._broadcast(swarm, Receive(src, msg), now, out)
+
+    # ------------------------------------------------------------------ layer outputs
+    def _membership(
+        self, swarm: Swarm, event: MembershipInput, now: float, out: list[Output]
+    ) -> None:
+        """Run HyParView; its neighbour events feed Plumtree, its timers leave wrapped."""
+        for item in swarm.membership.handle(event, now):
+            if isinstance(item, NeighborUp | NeighborDown):
+                self._broadcast(swarm, item, now, out)
+            elif isinstance(item, Joined):
+                buffered, swarm.buffer = swarm.buffer, []
+                for publish in buffered:
+                    self._broadcast(swarm, Broadcast(publish.pub_id, publish.payload), now, out)
+            elif isinstance(item, SetTimer):
+                out.append(SetTimer(item.after, SwarmTimer(swarm.topic, swarm.epoch, item.timer)))
+            else:
+                out.append(item)
+
+    def _broadcast(
+        self, swarm: Swarm, event: BroadcastInput, now: float, out: list[Output]
+    ) -> None:
+        """Run Plumtree; deliveries reach the application if the node subscribes."""
+        for item in swarm.broadcast.handle(event, now):
+            if isinstance(item, Delivered):
+                if swarm.delivering:
+                    self.delivered += 1
+                    out.append(Deliver(swarm.topic, item.pub_id, item.payload, item.hops))
+            elif isinstance(item, SetTimer):
+                out.append(SetTimer(item.after, SwarmTimer(swarm.topic, swarm.epoch, item.timer)))
+            else:
+                out.append(item)
+
+    # ------------------------------------------------------------------ queries
+    def monitored_peers(self) -> Iterable[NodeId]:
+        peers: set[NodeId] = set()
+        for swarm in self.swarms.values():
+            peers.update(swarm.membership.active)
+            if swarm.membership.pending_join != NONE:
+                peers.add(swarm.membership.pending_join)
+        return peers
+
+    def snapshot(self) -> Iterable[SnapshotRow]:
+        rows = []
+        for topic in sorted(self.swarms):
+            swarm = self.swarms[topic]
+            hv, pt = swarm.membership, swarm.broadcast
+            rows.append(
+                SnapshotRow(
+                    topic,
+                    "membership",
+                    tuple(sorted(hv.active)),
+                    {
+                        "passive": sorted(hv.passive),
+                        "joined": hv.joined,
+                        "delivering": swarm.delivering,
+                    },
+                )
+            )
+            rows.append(
+                SnapshotRow(topic, "broadcast", tuple(sorted(pt.eager)), {"lazy": sorted(pt.lazy)})
+            )
+        return rows
+
+    def subscriptions(self) -> Iterable[str]:
+        return sorted(t for t, s in self.swarms.items() if s.delivering)
+
+    def statistics(self) -> dict[str, Any]:
+        received: dict[str, int] = {}
+        for swarm in self.swarms.values():
+            for counters in (swarm.membership.counters, swarm.broadcast.counters):
+                for name, count in counters.items():
+                    received[name] = received.get(name, 0) + count
+        return {
+            "swarms": len(self.swarms),
+            "subscriptions": len(list(self.subscriptions())),
+            "delivered": self.delivered,
+            "active_view": {t: sorted(s.membership.active) for t, s in sorted(self.swarms.items())},
+            "received_by_type": dict(sorted(received.items())),
+        }

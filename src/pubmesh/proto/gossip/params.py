@@ -1,0 +1,97 @@
+"""Parameters of the gossip stack: one ``[stack.gossip]`` table for HyParView and Plumtree.
+
+Defaults are the papers' (HyParView, Leitão et al., DSN 2007, §5; Plumtree, SRDS 2007, §4) and
+the course report's Plumtree timers (papers/004 §4); ../shared/specs/gossip.md lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GossipParams:
+    """Parameters of the gossip stack, the ``[stack.gossip]`` table of a scenario.
+
+    Defaults are the papers' (HyParView §5, Plumtree §4: fanout 4, active 5, passive 30,
+    ARWL 6, PRWL 3, ka 3, kp 4) and the course report's Plumtree timers (papers/004 §4:
+    timeout1 500 ms, timeout2 100 ms, threshold 10).
+    """
+
+    #: gossip fanout; the active view holds fanout + 1 nodes unless active_view says otherwise
+    fanout: int = 4
+    #: active view size; 0 means fanout + 1
+    active_view: int = 0
+    #: passive view size
+    passive_view: int = 30
+    #: active random walk length (ForwardJoin TTL)
+    arwl: int = 6
+    #: passive random walk length: at this TTL a ForwardJoin also lands in the passive view
+    prwl: int = 3
+    #: shuffle random walk length; 0 means arwl
+    shuffle_ttl: int = 0
+    #: active and passive members a shuffle carries
+    shuffle_ka: int = 3
+    shuffle_kp: int = 4
+    #: seconds between shuffles (the first one at a random phase)
+    shuffle_interval: float = 10.0
+    #: Plumtree: wait this long after the first IHAVE before grafting (timeout1) ...
+    ihave_timeout1: float = 0.5
+    #: ... and this long between further grafts for the same message (timeout2)
+    ihave_timeout2: float = 0.1
+    #: Plumtree's tree optimization (§3.8) on or off, and its hop threshold
+    optimization: bool = True
+    optimization_threshold: int = 10
+    #: batch IHAVE announcements per lazy peer for this many seconds (0 = send at once)
+    ihave_batch_interval: float = 0.0
+    #: eager flooding over the same overlay instead of Plumtree (a baseline for comparisons)
+    flood: bool = False
+    #: members the contact node remembers per topic (a uniform sample)
+    directory_size: int = 8
+    #: seconds before a swarm join that got no answer is retried
+    join_timeout: float = 5.0
+    #: Plumtree's message cache (iroh-gossip's message_cache_retention and
+    #: message_id_retention): a payload is kept this long after it was first seen, to answer
+    #: GRAFTs ...
+    payload_retention: float = 30.0
+    #: ... and its id this long, to recognise duplicates
+    id_retention: float = 90.0
+    #: one eviction also drops what is due within this many seconds (fewer timers)
+    evict_slack: float = 3.0
+
+    def __post_init__(self) -> None:
+        if self.fanout < 1:
+            raise ValueError(f"fanout must be ≥ 1, got {self.fanout}")
+        if self.active_view < 0:
+            raise ValueError(f"active_view must be ≥ 0 (0 = fanout + 1), got {self.active_view}")
+        if self.passive_view < 0:
+            raise ValueError(f"passive_view must be ≥ 0, got {self.passive_view}")
+        if self.arwl < 0 or not 0 <= self.prwl <= self.arwl:
+            raise ValueError(f"need 0 ≤ prwl ≤ arwl, got prwl={self.prwl} arwl={self.arwl}")
+        if self.shuffle_ttl < 0 or self.shuffle_ka < 0 or self.shuffle_kp < 0:
+            raise ValueError("shuffle_ttl, shuffle_ka and shuffle_kp must be ≥ 0")
+        for name in (
+            "shuffle_interval",
+            "ihave_timeout1",
+            "ihave_timeout2",
+            "join_timeout",
+            "payload_retention",
+            "evict_slack",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.optimization_threshold < 1:
+            raise ValueError("optimization_threshold must be ≥ 1")
+        if self.ihave_batch_interval < 0:
+            raise ValueError("ihave_batch_interval must be ≥ 0")
+        if self.id_retention < self.payload_retention:
+            raise ValueError(
+                f"id_retention ({self.id_retention}) must be ≥ payload_retention "
+                f"({self.payload_retention}): an id outlives its payload"
+            )
+        if self.directory_size < 1:
+            raise ValueError("directory_size must be ≥ 1")
+
+    @property
+    def active_size(self) -> int:
+        return self.active_view or self.fanout + 1

@@ -1,0 +1,433 @@
+"""Plumtree: epidemic broadcast trees over one topic swarm's HyParView active view.
+
+Source: Leitão, Pereira, Rodrigues, *Epidemic Broadcast Trees* (SRDS 2007), §3 (Algorithm 1
+and 2) and §3.8 (optimization); ../shared/specs/gossip.md; timer handling after the course
+report's fixes (papers/004 §3.4).
+
+How it works
+============
+Every member splits its active view into **eager push peers**, which get the full message
+(GOSSIP) as soon as it arrives, and **lazy push peers**, which only get an announcement
+(IHAVE). Initially every neighbour is eager, so the first broadcast floods; every duplicate
+a node receives tells it that the link it came on is redundant, and it PRUNEs it (the link
+becomes lazy on both ends). What is left eager is a spanning tree; the lazy links are its
+repair kit: a node that hears IHAVE for a message it has not received starts a timer, and if
+the tree has not delivered by then it GRAFTs the announcer (the link becomes eager again and
+the announcer sends the message). RMR (payload messages ÷ (receivers − 1) − 1) goes to 0 once
+the tree has formed; reliability stays that of flooding.
+
+Rules, as in the spec (each handler quotes the one it implements):
+
+* Broadcast(m): deliver, mark received, GOSSIP(m, id, round 0) to eager peers, IHAVE(id, 0)
+  to lazy peers.
+* GOSSIP(m, id, round) from s, first time: deliver, mark, cancel id's timer, forward GOSSIP
+  with round+1 to eager peers except s, IHAVE to lazy peers except s, make s eager, run the
+  optimization. Duplicate: make s lazy and send PRUNE to s.
+* PRUNE from s: s becomes lazy. IHAVE(id, round) from s, id not received: record the
+  announcement; start timer(id, timeout1) if none runs.
+* Timer(id) fires: start timer(id, timeout2); take the first announcement for id; make its
+  sender eager and send it GRAFT(id, round).
+* GRAFT(id, round) from s: s becomes eager; if id was received, send it GOSSIP(m, id, round).
+* NeighborDown(q): drop q from both sets and its announcements. NeighborUp(q): q becomes eager.
+* Optimization (§3.8): when an announcement's round is lower than the round the GOSSIP came
+  with by at least ``threshold``, graft the announcer (without asking for the message) and
+  prune the GOSSIP's sender. Checked both for announcements that arrived before the message
+  and for those that arrive after it (the paper's Algorithm checks on IHAVE receipt).
+
+Rounds count hops: the publisher sends round 0, and a node that receives GOSSIP with round r
+delivers at hop r + 1 and forwards round r + 1. ``flood = true`` turns the tree off (every
+neighbour eager, no prune, no IHAVE): the baseline Plumtree is measured against.
+
+Timers are typed values: ``SendGraft(pub_id, generation)`` (timeout1, then timeout2 per further
+announcer), ``FlushIHave(peer)`` (IHAVE batching) and ``EvictCache()``. A graft timer for a
+message that has since arrived, or a superseded one, is ignored by its generation (the report's
+§3.4 problem with timers inside timers cannot happen); a timer of an earlier instance of the
+topic never reaches this one, because the gossip node wraps every timer with the instance's
+epoch (:class:`pubmesh.proto.gossip.node.SwarmTimer`).
+
+The message cache has a retention (iroh-gossip ``plumtree.rs``: ``message_cache_retention`` and
+``message_id_retention``, evicted on a timer): a payload is kept ``payload_retention`` seconds
+after it was first seen, to answer GRAFTs; the id (and any announcements of a message that never
+came) ``id_retention`` seconds, to recognise duplicates. A long-running node therefore holds
+state for the last ``id_retention`` seconds of traffic, not for its whole life. One
+``EvictCache`` timer runs while the cache is non-empty, set for the earliest expiry and
+evicting everything due within ``evict_slack`` of it, so a busy swarm costs one timer per
+``evict_slack`` seconds, not one per message.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from pubmesh.proto.core import (
+    Message,
+    NodeId,
+    Output,
+    PubId,
+    Receive,
+    Send,
+    SetTimer,
+    Timer,
+    TimerFired,
+    register_message,
+)
+from pubmesh.proto.gossip.hyparview import NeighborDown, NeighborUp
+from pubmesh.proto.gossip.params import GossipParams
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gossip(Message):
+    topic: str
+    pub_id: int
+    round: int
+    payload: bytes
+
+    def publication(self) -> int | None:
+        return self.pub_id
+
+
+register_message(Gossip, 120, layer="broadcast", payload=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IHave(Message):
+    """Announcements (id, round); one, or a batch when ``ihave_batch_interval`` > 0."""
+
+    topic: str
+    announcements: tuple[tuple[int, int], ...]
+
+    def publication(self) -> int | None:
+        return self.announcements[0][0] if len(self.announcements) == 1 else None
+
+
+register_message(IHave, 121, layer="broadcast")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Graft(Message):
+    """Make me eager again; ``request``: and send me message ``pub_id`` (False for the
+    optimization's graft, which only repairs the tree)."""
+
+    topic: str
+    pub_id: int
+    round: int
+    request: bool
+
+    def publication(self) -> int | None:
+        return self.pub_id if self.request else None
+
+
+register_message(Graft, 122, layer="broadcast")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prune(Message):
+    topic: str
+
+
+register_message(Prune, 123, layer="broadcast")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """Plumtree's deliver event for the stack (which decides whether the app sees it)."""
+
+    pub_id: PubId
+    payload: bytes
+    hops: int
+
+
+@dataclass(frozen=True, slots=True)
+class Broadcast:
+    """The node's command: broadcast ``payload`` as publication ``pub_id`` (Algorithm 1)."""
+
+    pub_id: PubId
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SendGraft(Timer):
+    """timeout1 after the first IHAVE for ``pub_id`` (timeout2 after each further GRAFT)."""
+
+    pub_id: PubId
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlushIHave(Timer):
+    """Send the batched announcements queued for lazy peer ``peer``."""
+
+    peer: NodeId
+
+
+@dataclass(frozen=True, slots=True)
+class EvictCache(Timer):
+    """Drop payloads and ids older than their retention."""
+
+
+BroadcastTimer = SendGraft | FlushIHave | EvictCache
+BroadcastInput = Receive | TimerFired | NeighborUp | NeighborDown | Broadcast
+BroadcastOutput = Output | Delivered
+
+
+class Plumtree:
+    """The broadcast state machine of one node in one topic swarm."""
+
+    def __init__(self, me: NodeId, topic: str, params: GossipParams) -> None:
+        self.me = me
+        self.topic = topic
+        self.p = params
+        self.eager: set[NodeId] = set()
+        self.lazy: set[NodeId] = set()
+        #: ids of received messages: id -> (round received at, who sent it first)
+        self.received: dict[PubId, tuple[int, NodeId]] = {}
+        #: payloads of received messages still within payload_retention, to answer GRAFTs
+        self.payloads: dict[PubId, bytes] = {}
+        #: announcements of messages not received yet: id -> [(announcer, round)]
+        self.missing: dict[PubId, list[tuple[NodeId, int]]] = {}
+        #: the generation of the graft timer running for an id
+        self.graft_generation: dict[PubId, int] = {}
+        #: batched announcements per lazy peer
+        self.lazy_queue: dict[NodeId, list[tuple[int, int]]] = {}
+        #: (first seen, id) in the order ids were first seen, for eviction
+        self._seen: deque[tuple[float, PubId]] = deque()
+        self._payload_seen: deque[tuple[float, PubId]] = deque()
+        self._evict_pending = False
+        self.counters: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ the one entry point
+    def handle(self, event: BroadcastInput, now: float) -> list[BroadcastOutput]:
+        """Plumtree's handler: a broadcast-layer message, one of its timers, a neighbour event
+        from HyParView, or the node's Broadcast command in; sends, timers, deliveries out."""
+        out: list[BroadcastOutput] = []
+        match event:
+            case Receive(src=src, message=msg):
+                self._receive(src, msg, now, out)
+            case NeighborUp(peer=peer):
+                self._neighbor_up(peer)
+            case NeighborDown(peer=peer):
+                self._neighbor_down(peer)
+            case Broadcast(pub_id=pub_id, payload=payload):
+                self._broadcast(pub_id, payload, now, out)
+            case TimerFired(timer=SendGraft(pub_id=pub_id, generation=generation)):
+                self._graft_timeout(pub_id, generation, out)
+            case TimerFired(timer=FlushIHave(peer=peer)):
+                queue = self.lazy_queue.pop(peer, [])
+                if queue and peer in self.lazy:
+                    out.append(Send(peer, IHave(topic=self.topic, announcements=tuple(queue))))
+            case TimerFired(timer=EvictCache()):
+                self._evict(now, out)
+        return out
+
+    # ------------------------------------------------------------------ neighbours
+    def _neighbor_up(self, peer: NodeId) -> None:
+        """NeighborUp(q): q becomes eager."""
+        self.eager.add(peer)
+        self.lazy.discard(peer)
+
+    def _neighbor_down(self, peer: NodeId) -> None:
+        """NeighborDown(q): drop q from both sets and its announcements."""
+        self.eager.discard(peer)
+        self.lazy.discard(peer)
+        self.lazy_queue.pop(peer, None)
+        for pub_id in list(self.missing):
+            self.missing[pub_id] = [a for a in self.missing[pub_id] if a[0] != peer]
+
+    # ------------------------------------------------------------------ broadcast
+    def _broadcast(
+        self, pub_id: PubId, payload: bytes, now: float, out: list[BroadcastOutput]
+    ) -> None:
+        """Broadcast(m): deliver, mark received, GOSSIP(round 0) to eager, IHAVE to lazy."""
+        if pub_id in self.received:
+            return
+        self._mark_received(pub_id, payload, 0, self.me, now, out)
+        out.append(Delivered(pub_id, payload, 0))
+        self._push(pub_id, 0, payload, exclude=-1, out=out)
+
+    def _push(
+        self, pub_id: PubId, rnd: int, payload: bytes, exclude: NodeId, out: list[BroadcastOutput]
+    ) -> None:
+        # messages are immutable: one object serves every peer
+        gossip = Gossip(topic=self.topic, pub_id=pub_id, round=rnd, payload=payload)
+        for peer in sorted(self.eager):
+            if peer != exclude:
+                out.append(Send(peer, gossip))
+        if self.p.flood or not self.lazy:
+            return
+        announcement = IHave(topic=self.topic, announcements=((pub_id, rnd),))
+        for peer in sorted(self.lazy):
+            if peer == exclude:
+                continue
+            if self.p.ihave_batch_interval > 0:
+                queue = self.lazy_queue.setdefault(peer, [])
+                queue.append((pub_id, rnd))
+                if len(queue) == 1:
+                    out.append(SetTimer(self.p.ihave_batch_interval, FlushIHave(peer)))
+            else:
+                out.append(Send(peer, announcement))
+
+    # ------------------------------------------------------------------ messages
+    def _receive(self, src: NodeId, msg: Message, now: float, out: list[BroadcastOutput]) -> None:
+        name = type(msg).__name__
+        self.counters[name] = self.counters.get(name, 0) + 1
+        match msg:
+            case Gossip():
+                self._on_gossip(src, msg, now, out)
+            case IHave(announcements=announcements):
+                self._on_ihave(src, announcements, now, out)
+            case Graft(pub_id=pub_id, round=rnd, request=request):
+                # "GRAFT(id, round) from s: s becomes eager; if id was received, send it
+                # GOSSIP(m, id, round)." (Not once its payload has left the cache.)
+                self._neighbor_up(src)
+                payload = self.payloads.get(pub_id)
+                if request and payload is not None:
+                    out.append(
+                        Send(
+                            src, Gossip(topic=self.topic, pub_id=pub_id, round=rnd, payload=payload)
+                        )
+                    )
+            case Prune():
+                # "PRUNE from s: s becomes lazy."
+                if src in self.eager:
+                    self.eager.discard(src)
+                    self.lazy.add(src)
+
+    def _on_gossip(self, src: NodeId, msg: Gossip, now: float, out: list[BroadcastOutput]) -> None:
+        pub_id, rnd = msg.pub_id, msg.round + 1
+        if pub_id in self.received:
+            # "Duplicate: make s lazy and send PRUNE to s."
+            if not self.p.flood:
+                self._make_lazy(src)
+                out.append(Send(src, Prune(topic=self.topic)))
+            return
+        # "first time: deliver, mark, cancel id's timer, forward GOSSIP with round+1 to eager
+        # peers except s, IHAVE to lazy peers except s, make s eager, run the optimization."
+        self._mark_received(pub_id, msg.payload, rnd, src, now, out)
+        out.append(Delivered(pub_id, msg.payload, rnd))
+        self.graft_generation.pop(pub_id, None)
+        announcements = self.missing.pop(pub_id, [])
+        self._push(pub_id, rnd, msg.payload, exclude=src, out=out)
+        if self.p.flood:
+            return
+        self._neighbor_up(src)
+        if self.p.optimization and announcements:
+            announcer, best = min(announcements, key=lambda a: (a[1], a[0]))
+            self._optimize(pub_id, announcer, best, out)
+
+    def _on_ihave(
+        self,
+        src: NodeId,
+        announcements: tuple[tuple[int, int], ...],
+        now: float,
+        out: list[BroadcastOutput],
+    ) -> None:
+        for pub_id, rnd in announcements:
+            if pub_id in self.received:
+                if self.p.optimization:
+                    self._optimize(pub_id, src, rnd, out)
+                continue
+            # "record the announcement; start timer(id, timeout1) if none runs."
+            entries = self.missing.get(pub_id)
+            if entries is None:
+                entries = self.missing[pub_id] = []
+                self._note_seen(pub_id, now, out)
+            entries.append((src, rnd))
+            if pub_id not in self.graft_generation:
+                self.graft_generation[pub_id] = 1
+                out.append(SetTimer(self.p.ihave_timeout1, SendGraft(pub_id, 1)))
+
+    def _optimize(
+        self, pub_id: PubId, announcer: NodeId, announced_round: int, out: list[BroadcastOutput]
+    ) -> None:
+        """§3.8: the announcer would have delivered at hop announced_round + 1; if that beats
+        the tree by ``threshold`` hops or more, graft the announcer and prune the parent."""
+        received_round, parent = self.received[pub_id]
+        if (
+            received_round - (announced_round + 1) < self.p.optimization_threshold
+            or announcer == parent
+            or parent == self.me
+            or announcer not in self.lazy
+        ):
+            return
+        self._neighbor_up(announcer)
+        out.append(
+            Send(
+                announcer,
+                Graft(topic=self.topic, pub_id=pub_id, round=announced_round, request=False),
+            )
+        )
+        self._make_lazy(parent)
+        out.append(Send(parent, Prune(topic=self.topic)))
+        self.received[pub_id] = (announced_round + 1, announcer)
+
+    def _make_lazy(self, peer: NodeId) -> None:
+        if peer in self.eager or peer in self.lazy:
+            self.eager.discard(peer)
+            self.lazy.add(peer)
+
+    # ------------------------------------------------------------------ timers
+    def _graft_timeout(self, pub_id: PubId, generation: int, out: list[BroadcastOutput]) -> None:
+        if self.graft_generation.get(pub_id) != generation or pub_id in self.received:
+            return
+        entries = self.missing.get(pub_id)
+        if not entries:
+            self.graft_generation.pop(pub_id, None)
+            return
+        # "Timer(id) fires: start timer(id, timeout2); take the first announcement for id;
+        # make its sender eager and send it GRAFT(id, round)."
+        announcer, rnd = entries.pop(0)
+        self.graft_generation[pub_id] = generation + 1
+        out.append(SetTimer(self.p.ihave_timeout2, SendGraft(pub_id, generation + 1)))
+        self._neighbor_up(announcer)
+        out.append(Send(announcer, Graft(topic=self.topic, pub_id=pub_id, round=rnd, request=True)))
+
+    # ------------------------------------------------------------------ the cache
+    def _mark_received(
+        self,
+        pub_id: PubId,
+        payload: bytes,
+        rnd: int,
+        parent: NodeId,
+        now: float,
+        out: list[BroadcastOutput],
+    ) -> None:
+        if pub_id not in self.missing:
+            self._note_seen(pub_id, now, out)
+        self.received[pub_id] = (rnd, parent)
+        self.payloads[pub_id] = payload
+        self._payload_seen.append((now, pub_id))
+
+    def _note_seen(self, pub_id: PubId, now: float, out: list[BroadcastOutput]) -> None:
+        """``pub_id`` is seen for the first time (received, or announced while missing)."""
+        self._seen.append((now, pub_id))
+        if not self._evict_pending:
+            self._evict_pending = True
+            out.append(SetTimer(self.p.payload_retention, EvictCache()))
+
+    def _evict(self, now: float, out: list[BroadcastOutput]) -> None:
+        """Drop payloads past ``payload_retention`` and ids (with their announcements and
+        graft state) past ``id_retention``, and everything due within ``evict_slack``."""
+        self._evict_pending = False
+        payload_cut = now + self.p.evict_slack - self.p.payload_retention
+        seen = self._payload_seen
+        while seen and seen[0][0] <= payload_cut:
+            self.payloads.pop(seen.popleft()[1], None)
+        id_cut = now + self.p.evict_slack - self.p.id_retention
+        seen = self._seen
+        while seen and seen[0][0] <= id_cut:
+            pub_id = seen.popleft()[1]
+            self.received.pop(pub_id, None)
+            self.missing.pop(pub_id, None)
+            self.graft_generation.pop(pub_id, None)
+        due = [
+            queue[0][0] + retention - now
+            for queue, retention in (
+                (self._payload_seen, self.p.payload_retention),
+                (self._seen, self.p.id_retention),
+            )
+            if queue
+        ]
+        if due:
+            self._evict_pending = True
+            out.append(SetTimer(max(min(due), self.p.evict_slack), EvictCache()))
