@@ -1,0 +1,55 @@
+"""Content filters shared by the content-based stacks (chord, brokertree).
+
+See :mod:`pubmesh.proto.content.filters` for how filters are validated, matched, normalized,
+covered, merged and reduced (specs/chord.md §4, papers/003 §2.1).
+"""
+
+from pubmesh.proto.content.filters import (
+    MAINTENANCE_HULL,
+    OPERATORS,
+    PRESENT,
+    TOPIC,
+    Conjunction,
+    Constraint,
+    Disjunction,
+    FilterError,
+    canonical_text,
+    covers,
+    covers_any,
+    disjunction_covers,
+    inc,
+    is_satisfiable,
+    matches,
+    perfect_merge,
+    publication_attributes,
+    reduce,
+    to_filter,
+    upper_bound,
+    validate,
+    with_topic,
+)
+
+__all__ = [
+    "MAINTENANCE_HULL",
+    "OPERATORS",
+    "PRESENT",
+    "TOPIC",
+    "Conjunction",
+    "Constraint",
+    "Disjunction",
+    "FilterError",
+    "canonical_text",
+    "covers",
+    "covers_any",
+    "disjunction_covers",
+    "inc",
+    "is_satisfiable",
+    "matches",
+    "perfect_merge",
+    "publication_attributes",
+    "reduce",
+    "to_filter",
+    "upper_bound",
+    "validate",
+    "with_topic",
+]
