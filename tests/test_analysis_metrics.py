@@ -277,14 +277,19 @@ def test_overlay_degree_and_diameter_per_snapshot(spark: Any) -> None:
             snap(1, 3, "ring", [3]),
         ],
     )
-    got = metrics.overlay_over_time(snapshots).drop("diameter_exact")
+    # the supervisor's database is no overlay edge: the stack's spec says so (non_overlay_layers)
+    got = metrics.overlay_over_time(snapshots, ["supervisor"]).drop("diameter_exact")
     want = spark.createDataFrame(
         [("r1", 0.0, "a", 4, 5, 3, 2.5, 2, True), ("r1", 1.0, "a", 3, 1, 1, 2 / 3, None, False)],
         got.schema,
     )
     assertDataFrameEqual(got, want)
+    # without the exclusion, the supervisor is a fifth vertex with no edge: disconnected
+    unfiltered = metrics.overlay_over_time(snapshots).where("t = 0").first()
+    assert unfiltered is not None
+    assert (unfiltered["nodes"], unfiltered["connected"]) == (5, False)
     assertDataFrameEqual(
-        metrics.overlay_final(metrics.overlay_over_time(snapshots)),
+        metrics.overlay_final(metrics.overlay_over_time(snapshots, ["supervisor"])),
         spark.createDataFrame(
             [("r1", 1, 2 / 3, None)],
             "run_id string, degree_max long, degree_mean double, diameter long",

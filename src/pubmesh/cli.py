@@ -80,14 +80,14 @@ def _cmd_stacks(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from pubmesh.stacks.base import KNOWN_STACKS, STACKS, available_stacks
+    from pubmesh.stacks.base import STACKS, all_stack_names, available_stacks
 
     have = set(available_stacks())
     table = Table(title="pubmesh stacks")
     table.add_column("stack")
     table.add_column("status")
     table.add_column("what it is")
-    for name in KNOWN_STACKS:
+    for name in all_stack_names():
         spec = STACKS.get(name)
         table.add_row(
             name,

@@ -1,16 +1,17 @@
 """``pubmesh demo`` (``make demo``): the default experiment, as a sweep, and its report.
 
 Every stack this build has × failed fraction 0, 0.1, 0.5, 0.85 × 3 seeds (``--quick``: one
-seed). Each stack runs its demo scenario (:data:`DEMO_SCENARIOS`), whose first fault crashes a
-fraction of the nodes before publishing starts; gossip runs papers/004 §4 (17 nodes, 50 topics,
-680 publications). The grid is written to ``OUT/grid.toml`` (``pubmesh sweep OUT/grid.toml``
-reruns it), simulated as Spark tasks and analysed in one Spark job. The printed table has the
+seed). Each stack runs the demo scenario its spec names (``StackSpec.demo_scenario``), whose
+first fault crashes a fraction of the nodes before publishing starts; gossip runs papers/004 §4
+(17 nodes, 50 topics, 680 publications). The grid is written to ``OUT/grid.toml``
+(``pubmesh sweep OUT/grid.toml`` reruns it), simulated as Spark tasks and analysed in one Spark
+job. The printed table has the
 shape of papers/004's Tables 1-3, totals over seeds:
 
 * Table 1: publications expected at subscribers, received, reliability;
-* Table 2: eager (payload) messages against lazy messages (control messages of the
-  dissemination layer: Plumtree's IHave/Graft/Prune, skipring's trie checks);
-* Table 3: membership messages (every other layer: HyParView, ring, shortcut, supervisor);
+* Table 2: eager (payload) messages against lazy messages (the *repair* role of the stack's
+  spec: its dissemination layer's control traffic, e.g. Plumtree's IHave/Graft/Prune);
+* Table 3: membership messages (the *maintenance* role: every other message);
 
 plus mean latency, RMR and LDH.
 """
@@ -27,10 +28,7 @@ from rich.table import Table
 from pubmesh.analysis.sweep import Grid, SweepResult, column_name, load_grid, run_sweep
 from pubmesh.errors import UserError
 
-#: stack -> its demo scenario in scenarios/ (first fault: a crash with a fraction).
-DEMO_SCENARIOS = {"gossip": "paper004_fail50.toml", "skipring": "skipring_demo.toml"}
 FRACTIONS = (0.0, 0.1, 0.5, 0.85)
-DISSEMINATION_LAYERS = ("broadcast", "publish")
 
 
 def scenarios_dir() -> Path:
@@ -38,14 +36,34 @@ def scenarios_dir() -> Path:
     return here if here.is_dir() else Path("scenarios").resolve()
 
 
-def write_grid(out: Path, seeds: list[int]) -> Path:
-    from pubmesh.stacks.base import available_stacks
+def demo_scenarios() -> dict[str, str]:
+    """stack -> its demo scenario file name, for every stack of this build that has one."""
+    from pubmesh.stacks.base import available_stacks, get_stack
 
+    specs = [get_stack(name) for name in available_stacks()]
+    return {spec.name: spec.demo_scenario for spec in specs if spec.demo_scenario}
+
+
+def message_roles(spark: Any) -> Any:
+    """(stack, layer, payload, role) for every message class of every stack of this build:
+    the role (payload, repair, maintenance) its spec gives it."""
+    from pubmesh.proto.core import MESSAGE_INFO
+    from pubmesh.stacks.base import available_stacks, get_stack
+
+    rows = {
+        (name, info.layer, info.payload, get_stack(name).role_of(info.layer, info.payload))
+        for name in available_stacks()
+        for info in MESSAGE_INFO.values()
+    }
+    return spark.createDataFrame(
+        sorted(rows), "stack string, layer string, payload boolean, role string"
+    )
+
+
+def write_grid(out: Path, seeds: list[int]) -> Path:
     directory = scenarios_dir()
     bases = [
-        str(directory / DEMO_SCENARIOS[stack])
-        for stack in available_stacks()
-        if stack in DEMO_SCENARIOS and (directory / DEMO_SCENARIOS[stack]).exists()
+        str(directory / name) for name in demo_scenarios().values() if (directory / name).exists()
     ]
     if not bases:
         raise UserError(f"{directory}: no demo scenarios found; run pubmesh demo from the checkout")
@@ -75,16 +93,26 @@ def paper_table(spark: Any, sweep: SweepResult) -> list[dict[str, Any]]:
         ],
         f"run_id string, {fraction} string",
     )
-    kinds = sweep.analysis.metrics.node_messages.groupBy("run_id").agg(
-        F.sum(F.when(F.col("payload"), F.col("sent")).otherwise(0)).alias("eager"),
-        F.sum(
-            F.when(
-                ~F.col("payload") & F.col("layer").isin(*DISSEMINATION_LAYERS), F.col("sent")
-            ).otherwise(0)
-        ).alias("lazy"),
-        F.sum(
-            F.when(~F.col("layer").isin(*DISSEMINATION_LAYERS), F.col("sent")).otherwise(0)
-        ).alias("membership"),
+    runs = sweep.analysis.metrics.runs.select("run_id", "stack")
+    roles = F.broadcast(message_roles(spark))
+    kinds = (
+        sweep.analysis.metrics.node_messages.join(runs, ["run_id"])
+        .join(roles, ["stack", "layer", "payload"], "left")
+        .withColumn(
+            "role",
+            F.coalesce("role", F.when(F.col("payload"), "payload").otherwise("maintenance")),
+        )
+        .groupBy("run_id")
+        .agg(
+            *(
+                F.sum(F.when(F.col("role") == role, F.col("sent")).otherwise(0)).alias(name)
+                for role, name in (
+                    ("payload", "eager"),
+                    ("repair", "lazy"),
+                    ("maintenance", "membership"),
+                )
+            )
+        )
     )
     table = (
         sweep.analysis.metrics.runs.join(points, ["run_id"])

@@ -31,6 +31,7 @@ from pubmesh.analysis import metrics, plots
 from pubmesh.analysis.load import TraceSource, inspect, load
 from pubmesh.analysis.metrics import Trace
 from pubmesh.errors import TraceError
+from pubmesh.stacks.base import StackSpec, available_stacks, get_stack
 
 CDF_POINTS = [i / 100 for i in range(101)]
 
@@ -59,22 +60,33 @@ class Metrics:
 
 
 def timeout_intervals(spark: SparkSession, trace: Trace) -> DataFrame:
-    """(run_id, timeout_interval) from each run's scenario (``[stack.<stack>]``), for stacks
-    whose parameters have one; the runs table is one row a run, so this reads it on the
-    driver."""
+    """(run_id, timeout_interval) for runs of stacks with a timeout action (their spec's
+    ``timeout_param``), read from each run's scenario (``[stack.<stack>]``, else the parameter's
+    default); the runs table is one row a run, so this reads it on the driver."""
     rows = []
     for run in trace.runs.select("run_id", "stack", "scenario").collect():
+        spec = stack_specs().get(run["stack"])
+        if spec is None or spec.timeout_param is None:
+            continue
         try:
             data = tomllib.loads(run["scenario"] or "")
         except tomllib.TOMLDecodeError:
             continue
         table = data.get("stack", {}).get(run["stack"], {})
-        interval = table.get("timeout_interval") if isinstance(table, dict) else None
-        if interval is None and run["stack"] == "skipring":
-            interval = 1.0  # SkipRingParams' default
-        if isinstance(interval, int | float) and interval > 0:
-            rows.append((run["run_id"], float(interval)))
+        interval = spec.timeout_interval(table if isinstance(table, dict) else None)
+        if interval is not None:
+            rows.append((run["run_id"], interval))
     return spark.createDataFrame(rows, "run_id string, timeout_interval double")
+
+
+def stack_specs() -> dict[str, StackSpec]:
+    """Every stack of this build by name (a trace of a stack this build lacks has none)."""
+    return {name: get_stack(name) for name in available_stacks()}
+
+
+def non_overlay_layers() -> list[str]:
+    """Snapshot layers that are not overlay edges, from every stack's spec."""
+    return sorted({layer for spec in stack_specs().values() for layer in spec.non_overlay_layers})
 
 
 def has_filters(trace: Trace) -> bool:
@@ -106,7 +118,7 @@ def compute(spark: SparkSession, trace: Trace) -> Metrics:
     publications = materialize(metrics.per_publication(trace, expected, first))
     totals = materialize(metrics.message_totals(trace))
     nodes = materialize(metrics.per_node(trace, totals))
-    overlay = materialize(metrics.overlay_over_time(trace.snapshots))
+    overlay = materialize(metrics.overlay_over_time(trace.snapshots, non_overlay_layers()))
     convergence = materialize(metrics.convergence_time(trace.checks))
     history = materialize(metrics.history_reliability(trace, content_based=content_based))
     config = metrics.config_requests(trace, convergence, timeout_intervals(spark, trace))

@@ -34,8 +34,8 @@ millions of rows. The names are DESIGN.md's, one name each, everywhere:
     summarized per run as max, mean and Gini coefficient.
 ``degree``, ``diameter``
     of the overlay in each snapshot: per (time, topic), the undirected graph whose edges are
-    every neighbour reference between two nodes of the snapshot, over all layers but the
-    supervisor's (gossip: the active view; skipring: ring and shortcut edges).
+    every neighbour reference between two nodes of the snapshot, over all layers but those a
+    stack's spec declares ``non_overlay_layers`` (e.g. a supervisor's database of the ring).
 ``convergence_time``
     the first check time from which the stack's legitimacy predicate holds at every later
     check; null when it does not hold at the last one.
@@ -52,6 +52,7 @@ compare as numbers when both sides are numbers, else as strings. ``{}`` matches 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -456,10 +457,15 @@ def load_summary(nodes: DataFrame) -> DataFrame:
 # --------------------------------------------------------------------------------------------
 # Overlay snapshots and self-stabilization
 # --------------------------------------------------------------------------------------------
-def overlay_edges(snapshots: DataFrame) -> tuple[DataFrame, DataFrame]:
+def overlay_edges(
+    snapshots: DataFrame, non_overlay_layers: Sequence[str] = ()
+) -> tuple[DataFrame, DataFrame]:
     """(vertices, edges) of each snapshot graph: vertices (run_id, t, topic, node) and
-    undirected edges (run_id, t, topic, a, b) with a < b between two vertices."""
-    rows = snapshots.where(F.col("layer") != "supervisor")
+    undirected edges (run_id, t, topic, a, b) with a < b between two vertices, over every
+    snapshot layer but ``non_overlay_layers``."""
+    rows = snapshots
+    if non_overlay_layers:
+        rows = snapshots.where(~F.col("layer").isin(*non_overlay_layers))
     vertices = rows.select("run_id", "t", "topic", "node").distinct()
     refs = rows.select(
         "run_id", "t", "topic", "node", F.explode("neighbors").alias("neighbor")
@@ -479,9 +485,9 @@ def overlay_edges(snapshots: DataFrame) -> tuple[DataFrame, DataFrame]:
     return vertices, edges
 
 
-def node_degrees(snapshots: DataFrame) -> DataFrame:
+def node_degrees(snapshots: DataFrame, non_overlay_layers: Sequence[str] = ()) -> DataFrame:
     """(run_id, t, topic, node, degree) for every vertex of every snapshot graph."""
-    vertices, edges = overlay_edges(snapshots)
+    vertices, edges = overlay_edges(snapshots, non_overlay_layers)
     ends = edges.select("run_id", "t", "topic", F.col("a").alias("node")).unionByName(
         edges.select("run_id", "t", "topic", F.col("b").alias("node"))
     )
@@ -513,7 +519,7 @@ def _diameters(vertices: pd.Series, ends_a: pd.Series, ends_b: pd.Series) -> pd.
     return pd.DataFrame(out, columns=["diameter", "connected", "diameter_exact"])
 
 
-def overlay_over_time(snapshots: DataFrame) -> DataFrame:
+def overlay_over_time(snapshots: DataFrame, non_overlay_layers: Sequence[str] = ()) -> DataFrame:
     """(run_id, t, topic, nodes, edges, degree_max, degree_mean, diameter, connected,
     diameter_exact) per snapshot graph; diameter is null when the graph is disconnected.
 
@@ -521,7 +527,7 @@ def overlay_over_time(snapshots: DataFrame) -> DataFrame:
     (each call gets a batch of whole graphs as vertex and edge lists)."""
     from pyspark.sql.pandas.functions import pandas_udf
 
-    degrees = node_degrees(snapshots)
+    degrees = node_degrees(snapshots, non_overlay_layers)
     stats = degrees.groupBy("run_id", "t", "topic").agg(
         F.count("*").alias("nodes"),
         (F.sum("degree") / 2).cast("long").alias("edges"),
@@ -529,7 +535,7 @@ def overlay_over_time(snapshots: DataFrame) -> DataFrame:
         F.avg("degree").alias("degree_mean"),
         F.collect_list("node").alias("vertex_list"),
     )
-    _, edges = overlay_edges(snapshots)
+    _, edges = overlay_edges(snapshots, non_overlay_layers)
     edge_lists = edges.groupBy("run_id", "t", "topic").agg(
         F.collect_list("a").alias("ends_a"), F.collect_list("b").alias("ends_b")
     )

@@ -51,9 +51,19 @@ def fmt(value: Any, pattern: str) -> str:
 
 
 def present_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
-    """The run-table columns with a value in at least one row (no empty skipring columns in a
-    gossip report)."""
-    return [c for c in RUN_TABLE if any(r.get(c[0]) is not None for r in rows)]
+    """The run-table columns with a value in at least one row, plus the extra metrics that the
+    specs of the rows' stacks declare (so a self-stabilizing run that never converged shows
+    "–" for its convergence time rather than no column at all)."""
+    from pubmesh.stacks.base import available_stacks, get_stack
+
+    stacks = {r.get("stack") for r in rows}
+    declared = {
+        metric
+        for name in available_stacks()
+        if name in stacks
+        for metric in get_stack(name).extra_metrics
+    }
+    return [c for c in RUN_TABLE if c[0] in declared or any(r.get(c[0]) is not None for r in rows)]
 
 
 #: Up to this many runs print as columns (one row per metric), which fits a terminal.

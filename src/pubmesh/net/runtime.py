@@ -528,7 +528,7 @@ class NodeRuntime:
         protocol: dict[str, Any] = {}
         if node is not None:
             try:
-                protocol = dict(node.statistics())
+                protocol = node.statistics().as_dict()
             except Exception as error:
                 protocol = {"error": repr(error)}
         return {

@@ -363,6 +363,37 @@ class StackNode(abc.ABC):
         """Topics this node currently delivers."""
         return ()
 
-    def statistics(self) -> dict[str, Any]:
-        """Counters for humans (the node shell's ``stats``, the cluster's live table)."""
-        return {}
+    def statistics(self) -> NodeStatistics:
+        """Counters for humans (the node shell's ``stats``, the cluster's live table), in the
+        same shape for every stack."""
+        return NodeStatistics(role=self.ctx.role, topics=tuple(sorted(self.subscriptions())))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatistics:
+    """A stack node's counters, one shape for every stack (trio's ``RunStatistics``): what a
+    human asks of a node, with the stack's own counters under names of its choosing."""
+
+    #: the node's role ("peer", or an infrastructure role such as "supervisor")
+    role: str = "peer"
+    #: topics the node delivers
+    topics: tuple[str, ...] = ()
+    #: publications handed to the application
+    delivered: int = 0
+    #: overlay neighbours per topic (the links publications travel)
+    neighbors: Mapping[str, tuple[NodeId, ...]] = field(default_factory=dict)
+    #: protocol messages received, by type
+    received_by_type: Mapping[str, int] = field(default_factory=dict)
+    #: the stack's own counters (e.g. timeouts, configurations, repairs), by name
+    counters: Mapping[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able copy (the node's control protocol and the API print this)."""
+        return {
+            "role": self.role,
+            "topics": list(self.topics),
+            "delivered": self.delivered,
+            "neighbors": {topic: list(ids) for topic, ids in sorted(self.neighbors.items())},
+            "received_by_type": dict(sorted(self.received_by_type.items())),
+            "counters": dict(sorted(self.counters.items())),
+        }

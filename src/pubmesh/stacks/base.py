@@ -45,13 +45,51 @@ class StackSpec:
     #: Content-based stacks take filters and attributes instead of bare topics.
     content_based: bool = False
     description: str = ""
+    #: The stack's scenario in ``scenarios/`` for ``pubmesh demo``; its first ``[[faults]]``
+    #: entry must crash a ``fraction`` of the nodes (the demo sweeps it). None: not in the demo.
+    demo_scenario: str | None = None
+    #: Message roles for the cost tables: a payload message (registered ``payload=True``) is
+    #: ``payload``; a non-payload message of one of these layers is ``repair`` (the
+    #: dissemination layer's own control traffic: Plumtree's IHave/Graft/Prune, skipring's trie
+    #: checks); every other message is ``maintenance`` (membership, ring, supervisor).
+    repair_layers: tuple[str, ...] = ()
+    #: Snapshot layers that are not overlay edges (left out of degree and diameter), such as a
+    #: supervisor's database of the whole ring.
+    non_overlay_layers: tuple[str, ...] = ()
+    #: Parameter (of ``params_type``) holding the period of the stack's timeout action, for
+    #: ``config_requests`` (requests per timeout interval); None if the stack has none.
+    timeout_param: str | None = None
+    #: Metric columns (trace-analysis names) that only this stack fills, shown in reports when a
+    #: run of the stack is present (e.g. ``convergence_time`` for self-stabilizing stacks).
+    extra_metrics: tuple[str, ...] = ()
+
+    def role_of(self, layer: str, payload: bool) -> str:
+        """``payload``, ``repair`` or ``maintenance`` for a message of ``layer``."""
+        if payload:
+            return "payload"
+        return "repair" if layer in self.repair_layers else "maintenance"
+
+    def timeout_interval(self, table: Mapping[str, Any] | None) -> float | None:
+        """The stack's timeout period under the ``[stack.<name>]`` table ``table`` (its default
+        where the table does not set it), or None."""
+        if self.timeout_param is None:
+            return None
+        value = (table or {}).get(self.timeout_param)
+        if value is None:
+            value = getattr(self.params_type(), self.timeout_param)
+        return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 STACKS: dict[str, StackSpec] = {}
+#: The stacks of papers/ this project implements or will: named in errors and in
+#: ``pubmesh stacks`` even before they exist.
 KNOWN_STACKS = ("gossip", "skipring", "chord", "brokertree", "clique", "d2g")
 
 
 def register(spec: StackSpec) -> StackSpec:
+    """Add a stack to the registry (a spec module calls this at import)."""
+    if spec.name in STACKS and STACKS[spec.name] is not spec:
+        raise ValueError(f"stack {spec.name!r} is registered twice")
     STACKS[spec.name] = spec
     return spec
 
@@ -73,12 +111,33 @@ def available_stacks() -> list[str]:
     return sorted(STACKS)
 
 
-def _load_all() -> None:
-    import importlib
+def all_stack_names() -> list[str]:
+    """The known stacks in their usual order, then any other registered one."""
+    _load_all()
+    return [*KNOWN_STACKS, *sorted(set(STACKS) - set(KNOWN_STACKS))]
 
-    for name in KNOWN_STACKS:
+
+def _load_all() -> None:
+    """Import every spec module: each module of this package but ``base`` (a new stack is
+    found by its file alone), and the modules named in ``$PUBMESH_STACK_MODULES``."""
+    import importlib
+    import pkgutil
+
+    import pubmesh.stacks
+    from pubmesh.errors import UserError
+    from pubmesh.settings import STACK_MODULES_ENV, extra_stack_modules
+
+    own = [
+        f"pubmesh.stacks.{info.name}"
+        for info in pkgutil.iter_modules(pubmesh.stacks.__path__)
+        if info.name != "base"
+    ]
+    for module in own:
+        importlib.import_module(module)
+    for module in extra_stack_modules():
         try:
-            importlib.import_module(f"pubmesh.stacks.{name}")
-        except ModuleNotFoundError as error:
-            if error.name != f"pubmesh.stacks.{name}":
-                raise
+            importlib.import_module(module)
+        except ImportError as error:
+            raise UserError(
+                f"${STACK_MODULES_ENV}: cannot load stack module {module!r} ({error})"
+            ) from error

@@ -16,5 +16,7 @@ SPEC = register(
         create=GossipNode,
         contacts=lambda n, params: (0,),
         description="HyParView membership + Plumtree broadcast per topic swarm (papers/004)",
+        demo_scenario="paper004_fail50.toml",
+        repair_layers=("broadcast",),
     )
 )

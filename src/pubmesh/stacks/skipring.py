@@ -25,5 +25,16 @@ SPEC = register(
             "self-stabilizing supervised skip ring per topic (papers/000): supervisor database, "
             "BuildRing with label checks, shortcuts, Patricia-trie anti-entropy and flooding"
         ),
+        demo_scenario="skipring_demo.toml",
+        repair_layers=("publish",),
+        non_overlay_layers=("supervisor",),
+        timeout_param="timeout_interval",
+        extra_metrics=(
+            "history_reliability",
+            "convergence_time",
+            "supervisor_messages_per_subscribe",
+            "supervisor_messages_per_unsubscribe",
+            "config_requests",
+        ),
     )
 )

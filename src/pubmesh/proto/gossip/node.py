@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from pubmesh.proto.core import (
     Deliver,
@@ -41,6 +40,7 @@ from pubmesh.proto.core import (
     Message,
     NodeContext,
     NodeId,
+    NodeStatistics,
     Output,
     PeerDown,
     Publish,
@@ -300,16 +300,24 @@ class GossipNode(StackNode):
     def subscriptions(self) -> Iterable[str]:
         return sorted(t for t, s in self.swarms.items() if s.delivering)
 
-    def statistics(self) -> dict[str, Any]:
+    def statistics(self) -> NodeStatistics:
         received: dict[str, int] = {}
         for swarm in self.swarms.values():
             for counters in (swarm.membership.counters, swarm.broadcast.counters):
                 for name, count in counters.items():
                     received[name] = received.get(name, 0) + count
-        return {
-            "swarms": len(self.swarms),
-            "subscriptions": len(list(self.subscriptions())),
-            "delivered": self.delivered,
-            "active_view": {t: sorted(s.membership.active) for t, s in sorted(self.swarms.items())},
-            "received_by_type": dict(sorted(received.items())),
-        }
+        return NodeStatistics(
+            role=self.ctx.role,
+            topics=tuple(self.subscriptions()),
+            delivered=self.delivered,
+            neighbors={
+                t: tuple(sorted(s.membership.active)) for t, s in sorted(self.swarms.items())
+            },
+            received_by_type=dict(sorted(received.items())),
+            counters={
+                "swarms": len(self.swarms),
+                "passive_view": sum(len(s.membership.passive) for s in self.swarms.values()),
+                "cached_ids": sum(len(s.broadcast.received) for s in self.swarms.values()),
+                "cached_payloads": sum(len(s.broadcast.payloads) for s in self.swarms.values()),
+            },
+        )

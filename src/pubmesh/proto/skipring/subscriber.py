@@ -31,14 +31,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from pubmesh.proto.core import (
+    Deliver,
     Input,
     Leave,
     Message,
     NodeContext,
     NodeId,
+    NodeStatistics,
     Output,
     PeerDown,
     Publish,
@@ -98,12 +99,16 @@ class Subscriber(StackNode):
             "released": 0,
             "relayed_publications": 0,
         }
+        self.delivered = 0
+        self.received_by_type: dict[str, int] = {}
 
     # ------------------------------------------------------------------ the entry point
     def handle(self, event: Input, now: float) -> list[Output]:
         out: list[Output] = []
         match event:
             case Receive(src=src, message=message):
+                name = type(message).__name__
+                self.received_by_type[name] = self.received_by_type.get(name, 0) + 1
                 self._receive(src, message, out)
             case TimerFired(timer=Timeout()):
                 self._timeout(out)
@@ -127,6 +132,9 @@ class Subscriber(StackNode):
                     self._unsubscribe(topic, out)
             case Publish(topic=topic, pub_id=pub_id, payload=payload):
                 self._publish(topic, pub_id, payload, out)
+        for item in out:
+            if type(item) is Deliver:
+                self.delivered += 1
         return out
 
     # ------------------------------------------------------------------ commands
@@ -346,16 +354,24 @@ class Subscriber(StackNode):
             rows.append(SnapshotRow(topic, "shortcut", tuple(state.shortcut_nodes()), info))
         return rows
 
-    def statistics(self) -> dict[str, Any]:
+    def statistics(self) -> NodeStatistics:
         requests = [0, 0, 0, 0, 0]
         for state in self.topics.values():
             for action in range(1, 5):
                 requests[action] += state.config_requests[action]
-        return {
-            **self.counters,
-            "topics": len(self.topics),
-            "config_requests": {
-                f"({'i' * a if a < 4 else 'iv'})": requests[a] for a in range(1, 5)
+        counters = dict(self.counters)
+        counters["topics"] = len(self.topics)
+        for action in range(1, 5):
+            counters[f"config_requests_{'i' * action if action < 4 else 'iv'}"] = requests[action]
+        counters["stored_publications"] = sum(len(s.trie) for s in self.topics.values())
+        return NodeStatistics(
+            role=self.ctx.role,
+            topics=tuple(self.subscriptions()),
+            delivered=self.delivered,
+            neighbors={
+                topic: tuple(sorted({*state.ring_nodes(), *state.shortcut_nodes()}))
+                for topic, state in sorted(self.topics.items())
             },
-            "publications": {t: len(s.trie) for t, s in sorted(self.topics.items())},
-        }
+            received_by_type=dict(sorted(self.received_by_type.items())),
+            counters=counters,
+        )

@@ -38,12 +38,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from pubmesh.proto.core import (
     Input,
     NodeContext,
     NodeId,
+    NodeStatistics,
     Output,
     PeerDown,
     Receive,
@@ -457,8 +457,15 @@ class Supervisor(StackNode):
             for topic, db in sorted(self.databases.items())
         ]
 
-    def statistics(self) -> dict[str, Any]:
-        return {
-            **self.counters,
-            "topics": {topic: db.n for topic, db in sorted(self.databases.items())},
-        }
+    def statistics(self) -> NodeStatistics:
+        counters = dict(self.counters)
+        for topic, db in sorted(self.databases.items()):
+            counters[f"ring_size.{topic}"] = db.n
+        return NodeStatistics(
+            role=self.ctx.role,
+            neighbors={
+                topic: tuple(sorted(n for n in db.by_label.values() if n is not None))
+                for topic, db in sorted(self.databases.items())
+            },
+            counters=counters,
+        )
