@@ -1,16 +1,30 @@
-"""Shared test setup: the test-only probe stack is importable as ``simstacks``."""
+"""Shared test setup.
+
+* ``tests/`` is importable: the runtime probe stacks (``simstacks``) and the tiny stack
+  (``tinystack``) live there.
+* The tiny test-only stack is loaded the way a user's own stack would be, through
+  ``$PUBMESH_STACK_MODULES``, and ``tests/`` is on ``PYTHONPATH``, so every child process a test
+  starts (``pubmesh sim``, node processes, Spark workers) loads it too. Nothing outside
+  ``tests/tinystack/`` names it: the generated tests, ``pubmesh stacks``, the demo grid and the
+  analysis pick it up from its spec.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+os.environ["PUBMESH_STACK_MODULES"] = "tinystack.spec"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(TESTS.parent / "src"), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pubmesh.proto.core import MESSAGE_TYPES
+from pubmesh.proto.core import MESSAGE_INFO
 from pubmesh.trace.schema import SCHEMAS
 from test_net_stack import node_env, real_stacks
 
@@ -81,7 +81,7 @@ def check_trace_v1(run_dir: Path, nodes: int) -> None:
         assert 0 <= row["t"] <= duration and row["publisher"] in ids
     for row in table(run_dir, "deliveries"):
         assert row["pub_id"] in known and row["node"] in ids and 0 <= row["t"] <= duration + 5
-    names = {cls.TYPE_NAME for cls in MESSAGE_TYPES.values()}
+    names = {info.name for info in MESSAGE_INFO.values()}
     messages = table(run_dir, "messages")
     assert messages, "no messages traced"
     for row in messages:

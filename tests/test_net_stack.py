@@ -53,10 +53,9 @@ from pubmesh.proto.core import (
     register_message,
 )
 from pubmesh.stacks.base import (
-    KNOWN_STACKS,
     STACKS,
     StackSpec,
-    available_stacks,
+    discovered_stacks,
     register,
 )
 
@@ -272,15 +271,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def real_stacks() -> list[str]:
-    """The stacks of this build that the network tests run (test-only stacks excluded)."""
-    have = set(available_stacks())
-    return [name for name in KNOWN_STACKS if name in have]
+    """The stacks the network tests run: every stack of a spec module (the runtime probe
+    stacks registered by test modules excluded)."""
+    return discovered_stacks()
 
 
 def node_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["PUBMESH_KEY"] = KEY_TEXT
-    env["PYTHONPATH"] = str(ROOT / "src")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
     env.update(extra)
     return env
 

@@ -92,6 +92,22 @@ def test_canonical_text_round_trips() -> None:
     assert again == s
 
 
+def test_attributes_and_filters_parse_and_round_trip() -> None:
+    s = parse_scenario(
+        GOOD
+        + "[workload.attributes]\nsymbol = { values = 20, zipf = 1 }\n"
+        + "price = { min = 0, max = 100.0 }\n[workload.filters]\nconstraints = 2\n",
+        overrides=["workload.filters.selectivity=0.25"],
+    )
+    attributes = s.workload.attributes
+    assert list(attributes) == ["price", "symbol"]  # name order, whatever the file's order
+    assert attributes["symbol"].values == 20 and attributes["symbol"].zipf == 1.0
+    assert attributes["price"].min == 0.0 and attributes["price"].max == 100.0
+    assert s.workload.filters.constraints == 2 and s.workload.filters.selectivity == 0.25
+    assert parse_scenario(s.text) == s
+    assert parse_scenario(GOOD).workload.attributes == {}
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match="no such scenario file"):
         load_scenario(tmp_path / "nope.toml")

@@ -99,15 +99,12 @@ class Grid:
 
 
 def _toml_literal(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_literal(v) for v in value) + "]"
-    raise ScenarioError(f"cannot use {value!r} as a scenario value")
+    from pubmesh.tomlio import TomlWriteError, dumps_value
+
+    try:
+        return dumps_value(value)
+    except TomlWriteError:
+        raise ScenarioError(f"cannot use {value!r} as a scenario value") from None
 
 
 def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:

@@ -9,6 +9,14 @@ plain tuple ``(t, seq, kind, a, b, c, d)``; the kinds are a message arriving, a 
 peer-down notice, a command for a node and a scheduled action of the simulator itself (a fault,
 a workload step, a snapshot).
 
+The workload is not drawn here: :func:`pubmesh.workload.plan` turns the scenario into a
+timeline of node starts, subscriptions, publications, unsubscriptions and faults with every
+random choice made and every victim resolved, the same plan the network cluster runs. The
+simulator walks that timeline with one cursor on the heap: each planned event is pushed when
+the one before it has run, with a negative sequence number (its index in the plan minus the
+plan's length), so at one instant the plan's events run before anything else (messages,
+timers, failure notices, snapshots, the ``[init]`` corruption) and in the plan's own order.
+
 Nodes are stack objects (:class:`pubmesh.stacks.base.StackNode`) driven through their one
 entry point ``handle(event, now)``. What they return is applied here:
 
@@ -63,16 +71,31 @@ from pubmesh.proto.core import (
     Unsubscribe,
     node_seed,
 )
-from pubmesh.sim.scenario import Fault, Scenario
+from pubmesh.sim.scenario import Scenario
 from pubmesh.stacks.base import get_stack
 from pubmesh.trace.schema import SCHEMA_VERSION
 from pubmesh.trace.writer import TraceWriter
+from pubmesh.workload import (
+    ChurnBegin,
+    ChurnEvent,
+    FaultEvent,
+    Heal,
+    NodeStart,
+    Partition,
+    PlanEvent,
+    Publication,
+    Subscription,
+    Unsubscription,
+    WorkloadPlan,
+    plan,
+)
 
 # event kinds
 MSG, TIMER, DOWN, CMD, ACTION = 0, 1, 2, 3, 4
 
-# stream ids for the simulator's own random streams (node streams use ids ≥ 0)
-_NET, _TIMERS, _WORKLOAD, _FAULTS, _CORRUPT = -1, -2, -3, -4, -5
+# stream ids for the simulator's own random streams (node streams use ids ≥ 0; the workload
+# planner's streams are -3, -4, -6 and -7, see pubmesh.workload)
+_NET, _TIMERS, _CORRUPT = -1, -2, -5
 
 
 def run_id_for(scenario: Scenario) -> str:
@@ -114,8 +137,6 @@ class Simulation:
         self._seq = 0
         self._net_rng = random.Random(node_seed(seed, _NET))
         self._timer_rng = random.Random(node_seed(seed, _TIMERS))
-        self._workload_rng = random.Random(node_seed(seed, _WORKLOAD))
-        self._fault_rng = random.Random(node_seed(seed, _FAULTS))
         self._corrupt_rng = random.Random(node_seed(seed, _CORRUPT))
 
         #: live nodes by id (crashed nodes are removed; a recovered node is a new object)
@@ -124,13 +145,16 @@ class Simulation:
         self.crashed: set[NodeId] = set()
         self.left: set[NodeId] = set()
         self.incarnation: dict[NodeId, int] = {}
-        self.roles: dict[NodeId, str] = dict(
-            self.spec.infrastructure(scenario.run.nodes, self.params)
-        )
-        self.contacts = tuple(self.spec.contacts(scenario.run.nodes, self.params))
+        #: the workload, planned (pubmesh.workload); the simulator runs its events in order
+        self.plan: WorkloadPlan = plan(scenario)
+        self._plan_events: tuple[PlanEvent, ...] = self.plan.events
+        self.roles: dict[NodeId, str] = dict(self.plan.roles)
+        self.contacts = self.plan.contacts
         self.next_node_id = scenario.run.nodes
-        #: workload topics of every node, for resubscribing after a recovery
-        self.node_topics: dict[NodeId, list[str]] = {}
+        #: workload topics of every node (churn joins included)
+        self.node_topics: dict[NodeId, list[str]] = {
+            node: list(topics) for node, topics in self.plan.topics.items()
+        }
         #: live subscriptions: (node, topic) -> t_start, and per topic the subscribers
         self._subscribed: dict[tuple[NodeId, str], float] = {}
         self._sub_filters: dict[tuple[NodeId, str], Any] = {}
@@ -171,38 +195,12 @@ class Simulation:
 
     def _schedule_start(self) -> None:
         s = self.scenario
-        workload_nodes = [i for i in range(s.run.nodes) if i not in self.roles]
-        spread = s.run.start_spread
-        starts: dict[NodeId, float] = dict.fromkeys(self.roles, 0.0)
-        for node in workload_nodes:
-            starts[node] = self._workload_rng.uniform(0.0, spread) if spread > 0 else 0.0
-        topics = [f"t{i}" for i in range(s.workload.topics)]
-        self._topics = topics
-        self._topic_weights = _popularity(s, len(topics))
-        for node in workload_nodes:
-            self.node_topics[node] = self._draw_topics()
-        # infrastructure first, then the rest in start order (ties by id)
-        for node in sorted(starts, key=lambda n: (starts[n], n)):
-            self.at(starts[node], self._start_node, node)
-        last_start = max(starts.values())
+        self._push_planned(0)
         if s.init.corruption != "none":
+            last_start = max(self.plan.starts.values())
             self.at(last_start + s.workload.subscribe_at, self._corrupt)
-        self._schedule_workload()
-        for fault in s.faults:
-            self.at(fault.at, self._fault, fault)
         if s.trace.snapshot_interval > 0:
             self.at(0.0, self._snapshot)
-
-    def _draw_topics(self) -> list[str]:
-        k = self.scenario.workload.subscriptions_per_node
-        chosen: list[str] = []
-        pool = list(range(len(self._topics)))
-        weights = list(self._topic_weights)
-        for _ in range(k):
-            index = self._workload_rng.choices(range(len(pool)), weights=weights)[0]
-            chosen.append(self._topics[pool.pop(index)])
-            weights.pop(index)
-        return sorted(chosen, key=lambda t: int(t[1:]))
 
     # ------------------------------------------------------------------ node lifecycle
     def _create(self, node: NodeId) -> StackNode:
@@ -219,19 +217,11 @@ class Simulation:
         return obj
 
     def _start_node(self, node: NodeId, event: str = "up") -> None:
+        """Boot ``node`` now (its workload subscriptions are events of the plan)."""
         obj = self._create(node)
         if self.writer:
             self.writer.node(node, self.now, event, self.roles.get(node, "peer"))
         self._apply(node, obj.handle(Start(self.contacts), self.now))
-        if node in self.node_topics:
-            delay = self.scenario.workload.subscribe_at
-            for topic in self.node_topics[node]:
-                if delay > 0:
-                    self._push(
-                        self.now + delay, CMD, node, Subscribe(topic), self.incarnation[node]
-                    )
-                else:
-                    self.command(node, Subscribe(topic))
 
     def command(self, node: NodeId, command: Command) -> None:
         """Hand an application command to a live node now (and record it in the trace)."""
@@ -297,15 +287,16 @@ class Simulation:
             self._apply(node, self.nodes[node].handle(Leave(), self.now))
 
     def recover(self, nodes: Iterable[NodeId]) -> None:
+        """Restart crashed ``nodes`` with fresh state (a recovered node is a member again, no
+        longer counted as left); the plan resubscribes them."""
         for node in sorted(set(nodes) & self.crashed):
+            self.left.discard(node)
             self._start_node(node, event="recover")
 
-    def join_new(self) -> NodeId:
-        node = self.next_node_id
-        self.next_node_id += 1
-        self.node_topics[node] = self._draw_topics()
+    def _join(self, node: NodeId) -> None:
+        """A new node joins (churn): it gets the id the plan gave it."""
+        self.next_node_id = max(self.next_node_id, node + 1)
         self._start_node(node)
-        return node
 
     def _notify_down(self, watcher: NodeId, peer: NodeId, when: float) -> None:
         key = (watcher, peer)
@@ -469,126 +460,71 @@ class Simulation:
         self.events_processed = processed
         return False
 
-    # ------------------------------------------------------------------ workload
-    def _schedule_workload(self) -> None:
-        w = self.scenario.workload
-        for i in range(w.publications):
-            self.at(w.publish_start + i / w.publish_rate, self._publish, i)
-        if w.unsubscribe_fraction > 0:
-            self.at(w.unsubscribe_at, self._unsubscribe_some)
-
-    def _publish(self, pub_id: int) -> None:
-        w = self.scenario.workload
-        rng = self._workload_rng
-        topic = rng.choices(self._topics, weights=self._topic_weights)[0]
-        candidates: list[NodeId] = []
-        if w.publisher == "subscriber":
-            candidates = sorted(
-                n for n in self.topic_subscribers.get(topic, ()) if n not in self.left
+    # ------------------------------------------------------------------ the plan
+    def _push_planned(self, index: int) -> None:
+        """Put the plan's event ``index`` on the heap (sequence < 0: first at its instant)."""
+        events = self._plan_events
+        if index < len(events):
+            entry = (
+                events[index].t,
+                index - len(events),
+                ACTION,
+                self._planned,
+                (index,),
+                None,
+                None,
             )
-        if not candidates:
-            candidates = sorted(n for n in self.alive if n not in self.roles and n not in self.left)
-        if not candidates:
-            return
-        publisher = candidates[rng.randrange(len(candidates))]
-        # the first bytes name the publication, the rest is padding up to payload_size
-        payload = (pub_id.to_bytes(8, "big") + bytes(max(0, w.payload_size - 8)))[: w.payload_size]
-        self.command(publisher, Publish(topic, pub_id, payload))
+            heapq.heappush(self._heap, entry)
 
-    def _unsubscribe_some(self) -> None:
-        w = self.scenario.workload
-        subscribed = sorted({n for (n, _t) in self._subscribed if n not in self.roles})
-        count = round(w.unsubscribe_fraction * len(subscribed))
-        for node in sorted(self._workload_rng.sample(subscribed, count)):
-            topics = sorted(t for (n, t) in self._subscribed if n == node)
-            topic = topics[self._workload_rng.randrange(len(topics))]
-            self.command(node, Unsubscribe(topic))
-
-    # ------------------------------------------------------------------ faults
-    def _pick(self, fault: Fault, pool: Iterable[NodeId]) -> list[NodeId]:
-        if fault.nodes:
-            return sorted(fault.nodes)
-        ordered = sorted(pool)
-        count = round((fault.fraction or 0.0) * len(ordered))
-        return sorted(self._fault_rng.sample(ordered, count))
-
-    def _fault(self, fault: Fault) -> None:
-        # Fraction-based faults pick among live workload nodes other than the contacts: the
-        # well-known entry nodes are the ones that run the experiment (papers/004 §3.1: the
-        # contact node issues kill_random). Name a contact in `nodes` to crash it.
-        contacts = set(self.contacts)
-        live_workload = [
-            n
-            for n in self.alive
-            if n not in self.roles and n not in self.left and n not in contacts
-        ]
-        detail: dict[str, Any] = {}
-        if fault.kind == "crash":
-            victims = self._pick(fault, live_workload)
-            self.crash(victims)
-            detail = {"nodes": victims}
-        elif fault.kind == "leave":
-            victims = self._pick(fault, live_workload)
-            self.leave(victims)
-            detail = {"nodes": victims}
-        elif fault.kind == "recover":
-            back = self._pick(fault, self.crashed)
-            self.recover(back)
-            detail = {"nodes": back}
-        elif fault.kind == "partition":
-            self._partition = self._make_partition(fault)
-            groups: dict[int, list[NodeId]] = {}
-            for node, group in sorted(self._partition.items()):
-                groups.setdefault(group, []).append(node)
-            detail = {"sizes": [len(groups[g]) for g in sorted(groups)]}
-        elif fault.kind == "heal":
-            self._partition = None
-        elif fault.kind == "churn":
-            assert fault.until is not None
-            self._schedule_churn(fault, fault.at)
-            detail = {"rate": fault.rate, "until": fault.until}
-        if self.writer:
-            self.writer.fault(self.now, fault.kind, detail)
-
-    def _make_partition(self, fault: Fault) -> dict[NodeId, int]:
-        everyone = sorted(set(self.incarnation) | set(range(self.scenario.run.nodes)))
-        if fault.groups:
-            assignment = dict.fromkeys(everyone, len(fault.groups))
-            for index, group in enumerate(fault.groups):
-                for node in group:
-                    assignment[node] = index
-            return assignment
-        if fault.parts:
-            return {node: self._fault_rng.randrange(fault.parts) for node in everyone}
-        side = set(self._fault_rng.sample(everyone, round((fault.fraction or 0) * len(everyone))))
-        return {node: int(node in side) for node in everyone}
-
-    def _schedule_churn(self, fault: Fault, after: float) -> None:
-        gap = self._fault_rng.expovariate(fault.rate)
-        t = after + gap
-        if fault.until is None or t > fault.until:
-            return
-        self.at(t, self._churn_event, fault)
-
-    def _churn_event(self, fault: Fault) -> None:
-        rng = self._fault_rng
-        if rng.random() < fault.join_fraction:
-            node = self.join_new()
-            kind = "join"
-        else:
-            pool = sorted(n for n in self.alive if n not in self.roles and n not in self.left)
-            if not pool:
-                self._schedule_churn(fault, self.now)
-                return
-            node = pool[rng.randrange(len(pool))]
-            kind = "leave" if fault.graceful else "crash"
-            if fault.graceful:
-                self.leave([node])
+    def _planned(self, index: int) -> None:
+        """Run the plan's event ``index``, then queue the next one."""
+        event = self._plan_events[index]
+        self._push_planned(index + 1)
+        writer = self.writer
+        if isinstance(event, Subscription):
+            self.command(event.node, Subscribe(event.topic, event.filter))
+        elif isinstance(event, Publication):
+            self.command(
+                event.publisher,
+                Publish(event.topic, event.pub_id, event.payload(), event.attributes),
+            )
+        elif isinstance(event, NodeStart):
+            if event.node not in self.alive:
+                self._start_node(event.node)
+        elif isinstance(event, Unsubscription):
+            self.command(event.node, Unsubscribe(event.topic))
+        elif isinstance(event, FaultEvent):
+            if event.kind == "crash":
+                self.crash(event.nodes)
+            elif event.kind == "leave":
+                self.leave(event.nodes)
             else:
-                self.crash([node])
-        if self.writer:
-            self.writer.fault(self.now, f"churn-{kind}", {"node": node})
-        self._schedule_churn(fault, self.now)
+                self.recover(event.nodes)
+            if writer:
+                writer.fault(self.now, event.kind, {"nodes": list(event.nodes)})
+        elif isinstance(event, Partition):
+            self._partition = {
+                node: group for group, members in enumerate(event.groups) for node in members
+            }
+            if writer:
+                writer.fault(self.now, "partition", {"sizes": [len(g) for g in event.groups]})
+        elif isinstance(event, Heal):
+            self._partition = None
+            if writer:
+                writer.fault(self.now, "heal", {})
+        elif isinstance(event, ChurnBegin):
+            if writer:
+                writer.fault(self.now, "churn", {"rate": event.rate, "until": event.until})
+        elif isinstance(event, ChurnEvent):
+            if event.kind == "join":
+                self.node_topics.setdefault(event.node, list(self.plan.topics.get(event.node, ())))
+                self._join(event.node)
+            elif event.kind == "leave":
+                self.leave([event.node])
+            else:
+                self.crash([event.node])
+            if writer:
+                writer.fault(self.now, f"churn-{event.kind}", {"node": event.node})
 
     # ------------------------------------------------------------------ corruption
     def _corrupt(self) -> None:
@@ -632,12 +568,6 @@ class Simulation:
                 node, topic, t_start, None, self._sub_filters.get((node, topic))
             )
         self.writer.close()
-
-
-def _popularity(s: Scenario, count: int) -> list[float]:
-    if s.workload.topic_popularity == "uniform":
-        return [1.0] * count
-    return [1.0 / math.pow(rank + 1, s.workload.zipf_s) for rank in range(count)]
 
 
 def _latency_sampler(s: Scenario, rng: random.Random) -> Callable[[], float]:

@@ -26,6 +26,16 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
     spaced), ``publisher`` ("subscriber": a live subscriber of the topic; "any": any live
     node), ``payload_size`` (bytes), ``unsubscribe_fraction`` and ``unsubscribe_at`` (that share
     of workload nodes drops one of its subscriptions at that time).
+``[workload.attributes]`` (content-based workloads; one entry per attribute, every
+    publication carries a value of each)
+    ``name = { values = k, zipf = s }``: categorical, the strings s0 .. s<k-1> with Zipf
+    popularity of exponent s (0, the default, is uniform); ``name = { min = a, max = b }``:
+    numeric, uniform in [a, b). E.g. ``symbol = { values = 20, zipf = 1.0 }``,
+    ``price = { min = 0.0, max = 100.0 }``.
+``[workload.filters]`` (subscriptions of content-based stacks; needs attributes)
+    ``constraints`` (per filter, on distinct attributes drawn from the schema; default 1)
+    and ``selectivity`` (in (0, 1]: the share of publications one filter should match;
+    default 0.1). Stacks that are not content-based subscribe to topics and ignore this.
 ``[init]``
     ``corruption`` ("none" or one of the stack's corruption kinds) and ``junk_messages``
     (messages put in flight by the corruption hook), applied once every node has started.
@@ -34,7 +44,9 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
     ``crash`` / ``leave`` (``fraction`` of live workload nodes other than the stack's contact
     nodes, which run the experiment as in papers/004 §3.1, or ``nodes = [ids]``, which may name
     any node; a leave runs the stack's leave protocol), ``recover`` (``fraction`` of crashed
-    nodes or ``nodes``; they restart with fresh state and resubscribe), ``partition``
+    nodes or ``nodes``; they restart with fresh state and resubscribe). Named nodes that the
+    fault cannot act on at that time (not started, already down, already left) are skipped,
+    and the trace lists the nodes it did act on. ``partition``
     (``fraction`` of live nodes split off, or ``parts = k`` random sets, or
     ``groups = [[ids], ...]``), ``heal``, ``churn``
     (``rate`` events per second until ``until``; each event is a join of a new node with
@@ -62,7 +74,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from pubmesh.errors import ScenarioError
-from pubmesh.stacks.base import KNOWN_STACKS, STACKS, get_stack
+from pubmesh.stacks.base import all_stack_names, get_stack
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,6 +119,50 @@ class NetworkSection:
 
 
 @dataclass(frozen=True)
+class AttributeSpec:
+    """One attribute of ``[workload.attributes]``: categorical (``values``, ``zipf``) or
+    numeric (``min``, ``max``)."""
+
+    values: int | None = None
+    zipf: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def check(self) -> str | None:
+        numeric = self.min is not None or self.max is not None
+        if self.values is not None and numeric:
+            return "give either values (categorical) or min and max (numeric), not both"
+        if self.values is not None:
+            if self.values < 1:
+                return f"values must be ≥ 1, got {self.values}"
+            if self.zipf is not None and self.zipf < 0:
+                return f"zipf must be ≥ 0, got {self.zipf}"
+            return None
+        if self.zipf is not None:
+            return "zipf needs values (a categorical attribute)"
+        if self.min is None or self.max is None:
+            return "needs values = k (categorical) or min and max (numeric)"
+        if not self.min < self.max:
+            return f"need min < max, got min={self.min} max={self.max}"
+        return None
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    """``[workload.filters]``: how content-based subscriptions draw their filters."""
+
+    constraints: int = 1
+    selectivity: float = 0.1
+
+    def check(self) -> str | None:
+        if self.constraints < 1:
+            return f"constraints must be ≥ 1, got {self.constraints}"
+        if not 0 < self.selectivity <= 1:
+            return f"selectivity must be in (0, 1], got {self.selectivity}"
+        return None
+
+
+@dataclass(frozen=True)
 class WorkloadSection:
     topics: int = 1
     topic_popularity: Literal["uniform", "zipf"] = "uniform"
@@ -120,6 +176,10 @@ class WorkloadSection:
     payload_size: int = 100
     unsubscribe_fraction: float = 0.0
     unsubscribe_at: float = 0.0
+    #: [workload.attributes], by name in name order (parsed by _build_workload)
+    attributes: dict[str, AttributeSpec] = field(default_factory=dict)
+    #: [workload.filters] (parsed by _build_workload)
+    filters: FilterSpec = field(default_factory=FilterSpec)
 
 
 @dataclass(frozen=True)
@@ -219,14 +279,18 @@ def parse_scenario(
         table = data.get(name, {})
         if not isinstance(table, dict):
             raise ScenarioError(f"{where}: [{name}] must be a table")
-        sections[name] = _build(cls, table, f"{where}: [{name}]")
+        if name == "workload":
+            sections[name] = _build_workload(table, where)
+        else:
+            sections[name] = _build(cls, table, f"{where}: [{name}]")
 
     run: RunSection = sections["run"]
+    stacks = all_stack_names()
     if not run.stack:
-        raise ScenarioError(f"{where}: [run] stack is required (one of {', '.join(KNOWN_STACKS)})")
-    if run.stack not in KNOWN_STACKS and run.stack not in STACKS:
+        raise ScenarioError(f"{where}: [run] stack is required (one of {', '.join(stacks)})")
+    if run.stack not in stacks:
         raise ScenarioError(
-            f"{where}: [run] stack: unknown stack {run.stack!r} (one of {', '.join(KNOWN_STACKS)})"
+            f"{where}: [run] stack: unknown stack {run.stack!r} (one of {', '.join(stacks)})"
         )
     try:
         spec = get_stack(run.stack)
@@ -247,7 +311,7 @@ def parse_scenario(
     if not isinstance(stack_tables, dict):
         raise ScenarioError(f"{where}: [stack] must hold tables like [stack.{run.stack}]")
     for other in stack_tables:
-        if other not in KNOWN_STACKS and other not in STACKS:
+        if other not in stacks:
             raise ScenarioError(f"{where}: unknown section [stack.{other}]")
     own = stack_tables.get(run.stack, {})
     if not isinstance(own, dict):
@@ -322,6 +386,46 @@ def _build(cls: type, table: dict[str, Any], where: str) -> Any:
         if problem:
             raise ScenarioError(f"{where}: {problem}")
     return obj
+
+
+def _build_workload(table: dict[str, Any], where: str) -> WorkloadSection:
+    """[workload] with its sub-tables [workload.attributes] and [workload.filters], each
+    error naming the sub-table and key."""
+    plain = {k: v for k, v in table.items() if k not in ("attributes", "filters")}
+    section: WorkloadSection = _build(WorkloadSection, plain, f"{where}: [workload]")
+    attributes_raw = table.get("attributes", {})
+    if not isinstance(attributes_raw, dict):
+        raise ScenarioError(
+            f"{where}: [workload.attributes] must be a table, e.g. price = {{ min = 0.0, "
+            f"max = 100.0 }}, got {attributes_raw!r}"
+        )
+    attributes: dict[str, AttributeSpec] = {}
+    for name in sorted(attributes_raw):
+        spec = attributes_raw[name]
+        key = f"{where}: [workload.attributes] {name}"
+        if not isinstance(spec, dict):
+            raise ScenarioError(
+                f"{key}: must be a table: {{ values = k, zipf = s }} or {{ min = a, max = b }}, "
+                f"got {spec!r}"
+            )
+        attributes[name] = _build(AttributeSpec, spec, key)
+    filters = FilterSpec()
+    if "filters" in table:
+        filters_raw = table["filters"]
+        if not isinstance(filters_raw, dict):
+            raise ScenarioError(f"{where}: [workload.filters] must be a table, got {filters_raw!r}")
+        filters = _build(FilterSpec, filters_raw, f"{where}: [workload.filters]")
+        if not attributes:
+            raise ScenarioError(
+                f"{where}: [workload.filters]: filters are drawn from [workload.attributes], "
+                "which is empty"
+            )
+        if filters.constraints > len(attributes):
+            raise ScenarioError(
+                f"{where}: [workload.filters] constraints: must be at most the number of "
+                f"attributes ({len(attributes)}), got {filters.constraints}"
+            )
+    return dataclasses.replace(section, attributes=attributes, filters=filters)
 
 
 def _type_name(tp: Any) -> str:
@@ -456,40 +560,15 @@ def _check_values(
 # --------------------------------------------------------------------------------------------
 # A small TOML writer for the canonical form (tables, arrays of tables, inline tables, scalars)
 # --------------------------------------------------------------------------------------------
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-        return f'"{escaped}"'
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in sorted(value.items())) + " }"
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
 def dump_toml(data: dict[str, Any]) -> str:
-    """Canonical TOML: sections in a fixed order, keys sorted, nested tables inline."""
+    """Canonical TOML: sections in a fixed order, keys sorted, nested tables inline (written by
+    :mod:`pubmesh.tomlio`, the project's one TOML writer)."""
+    from pubmesh import tomlio
+
+    def inline(path: tuple[str, ...]) -> bool:
+        # [section] and [stack.<name>] are tables; anything deeper is an inline table
+        return len(path) >= 3 or (len(path) == 2 and path[0] != "stack")
+
     order = ["run", "network", "workload", "init", "trace"]
-    lines: list[str] = []
-    for section in order + sorted(set(data) - set(order) - {"faults", "stack"}):
-        table = data.get(section)
-        if not isinstance(table, dict):
-            continue
-        lines.append(f"[{section}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in sorted(table.items()))
-        lines.append("")
-    for fault in data.get("faults", []):
-        lines.append("[[faults]]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in sorted(fault.items()))
-        lines.append("")
-    for name, table in sorted(data.get("stack", {}).items()):
-        lines.append(f"[stack.{name}]")
-        lines.extend(f"{k} = {_toml_value(v)}" for k, v in sorted(table.items()))
-        lines.append("")
-    return "\n".join(lines)
+    tables = {k: v for k, v in data.items() if not (k == "faults" and not v)}
+    return tomlio.dumps(tables, order=order, inline=inline)

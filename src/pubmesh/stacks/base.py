@@ -107,8 +107,16 @@ def get_stack(name: str) -> StackSpec:
 
 
 def available_stacks() -> list[str]:
+    """Every registered stack, including probe stacks a test module registers directly."""
     _load_all()
     return sorted(STACKS)
+
+
+def discovered_stacks() -> list[str]:
+    """The stacks of spec modules (each module of ``pubmesh.stacks``, and those named in
+    ``$PUBMESH_STACK_MODULES``): the real pub/sub stacks every generated test runs over."""
+    _load_all()
+    return sorted(_DISCOVERED)
 
 
 def all_stack_names() -> list[str]:
@@ -133,11 +141,25 @@ def _load_all() -> None:
         if info.name != "base"
     ]
     for module in own:
-        importlib.import_module(module)
+        _note_spec(importlib.import_module(module))
     for module in extra_stack_modules():
         try:
-            importlib.import_module(module)
+            loaded = importlib.import_module(module)
         except ImportError as error:
             raise UserError(
                 f"${STACK_MODULES_ENV}: cannot load stack module {module!r} ({error})"
             ) from error
+        _note_spec(loaded)
+
+
+_DISCOVERED: set[str] = set()
+
+
+def _note_spec(module: Any) -> None:
+    """Record the stack a spec module registers (its module-level ``SPEC``)."""
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, StackSpec):
+        raise TypeError(
+            f"stack module {module.__name__} defines no SPEC = register(StackSpec(...))"
+        )
+    _DISCOVERED.add(spec.name)

@@ -1,0 +1,232 @@
+"""Tests every stack gets without writing them: generated from the stack registry.
+
+Every stack of a spec module (``pubmesh.stacks.*`` and ``$PUBMESH_STACK_MODULES``; the test
+suite adds the tiny hub stack of ``tests/tinystack`` that way) is checked for:
+
+* **determinism across processes**: the same scenario and seed give the same trace, byte for
+  byte, from two ``pubmesh sim`` processes with different hash seeds;
+* **hostile input**: every handler of every node (each role) takes any registered message of
+  any stack from any sender, failure notices of nodes that never existed, timers of other
+  layers, and odd commands, without raising and with only contract outputs;
+* **liveness after a fault-free quiesce**: once the cluster has settled, every publication
+  reaches every live subscriber of its topic exactly once, from every publisher, over seeds;
+* **statistics**: one ``NodeStatistics`` shape, JSON-able, its delivery count the node's.
+
+The network runtime's generated checks (a 12-process cluster, a quarter of it killed; the same
+scenario delivering the same pairs in the simulator and over TCP) are in
+tests/test_net_cluster.py, parametrized over the same list. A failure names the stack and the
+seed, and the command that replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pubmesh.proto.core import (
+    MESSAGE_TYPES,
+    Command,
+    Input,
+    Leave,
+    NodeStatistics,
+    Output,
+    PeerDown,
+    Publish,
+    Receive,
+    Subscribe,
+    Timer,
+    TimerFired,
+    Unsubscribe,
+)
+from pubmesh.sim.testing import PoolCluster
+from pubmesh.stacks.base import discovered_stacks, get_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+STACKS = discovered_stacks()
+SEEDS = range(1, 6)
+#: simulated seconds a fault-free cluster gets to settle (joins, rings, first timeouts)
+SETTLE = 60.0
+
+#: a small scenario any stack can run: per-message latency (so delivery is non-FIFO), a crash,
+#: publications from subscribers and from any node
+SCENARIO = """
+[run]
+stack = "{stack}"
+nodes = 16
+seed = 7
+duration = 20.0
+start_spread = 1.0
+[network]
+latency = {{ dist = "lognormal", median = 0.01, sigma = 0.8 }}
+detection_delay = 0.3
+timer_jitter = 0.1
+[workload]
+topics = 3
+subscriptions_per_node = 2
+publications = 40
+publish_start = 8.0
+publish_rate = 5.0
+publisher = "any"
+[[faults]]
+at = 12.0
+kind = "crash"
+fraction = 0.2
+[trace]
+messages = "full"
+snapshot_interval = 5.0
+"""
+
+
+def test_the_registry_holds_the_real_stacks_and_the_tiny_one() -> None:
+    """The generated tests below run over these; the tiny stack is here by its spec alone."""
+    assert {"gossip", "skipring", "tiny"} <= set(STACKS), STACKS
+
+
+# --------------------------------------------------------------------------------- determinism
+def _sim(scenario: Path, out: Path, hash_seed: str) -> None:
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+    command = [sys.executable, "-m", "pubmesh", "sim", str(scenario), "--out", str(out), "--quiet"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, f"{' '.join(command)}\n{done.stderr}"
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_same_scenario_same_trace_bytes_across_processes(stack: str, tmp_path: Path) -> None:
+    scenario = tmp_path / f"{stack}.toml"
+    scenario.write_text(SCENARIO.format(stack=stack))
+    _sim(scenario, tmp_path / "a", "1")
+    _sim(scenario, tmp_path / "b", "2")
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.parquet"))
+    assert len(files) >= 8, files  # runs, nodes, subscriptions, publications, deliveries, ...
+    deliveries = (tmp_path / "a" / "deliveries").rglob("*.parquet")
+    assert sum(p.stat().st_size for p in deliveries) > 0
+    for name in files:
+        a = (tmp_path / "a" / name).read_bytes()
+        b = (tmp_path / "b" / name).read_bytes()
+        assert a == b, f"{stack}: {name} differs between two processes (pubmesh sim {scenario})"
+
+
+# ------------------------------------------------------------------------------- hostile input
+class ForeignTimer(Timer):
+    """A timer no layer of any stack set."""
+
+
+def _message(cls: type) -> st.SearchStrategy[object]:
+    """Any instance of a message class; a ``topic`` field names a topic the nodes run half of
+    the time, so the junk reaches the protocol instances rather than being dropped at once."""
+    from dataclasses import fields
+
+    names = {f.name for f in fields(cls)}
+    topic = st.one_of(st.just("t0"), st.text(max_size=6))
+    return st.builds(cls, topic=topic) if "topic" in names else st.builds(cls)
+
+
+def _hostile_inputs() -> st.SearchStrategy[Input]:
+    messages = st.sampled_from(sorted(MESSAGE_TYPES.items())).flatmap(
+        lambda item: _message(item[1])
+    )
+    node_ids = st.one_of(st.integers(-3, 12), st.integers(-(2**62), 2**62))
+    topics = st.one_of(st.sampled_from(["t0", "t1"]), st.text(max_size=8))
+    commands: st.SearchStrategy[Command] = st.one_of(
+        st.builds(Subscribe, topics),
+        st.builds(Unsubscribe, topics),
+        st.builds(Publish, topics, st.integers(-5, 2**62), st.binary(max_size=16)),
+        st.just(Leave()),
+    )
+    return st.one_of(
+        st.builds(Receive, node_ids, messages),
+        st.builds(PeerDown, node_ids),
+        st.builds(TimerFired, st.just(ForeignTimer())),
+        commands,
+    )
+
+
+def _contract_output(out: object) -> bool:
+    from pubmesh.proto.core import Deliver, Disconnect, Send, SetTimer, TraceRecord
+
+    return isinstance(out, Send | Deliver | SetTimer | Disconnect | TraceRecord)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@settings(
+    max_examples=150,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(events=st.lists(st.tuples(st.integers(0, 5), _hostile_inputs()), min_size=1, max_size=30))
+def test_every_handler_survives_hostile_input(stack: str, events: list[tuple[int, Input]]) -> None:
+    """Junk from the network and odd commands never make a node raise: each is ignored or
+    handled, and what comes out is the contract's outputs only (DESIGN.md "Invariants")."""
+    cluster = PoolCluster(get_stack(stack), 6, seed=3)
+    for node in cluster.peers:
+        cluster.command(node, Subscribe("t0"))
+    cluster.quiesce(2.0)
+    for node, event in events:
+        outputs: list[Output] = cluster.nodes[node].handle(event, cluster.now)
+        bad = [o for o in outputs if not _contract_output(o)]
+        assert not bad, f"{stack}: node {node} answered {event!r} with {bad!r}"
+    cluster.quiesce(2.0)  # and the consequences of the junk do not break it either
+
+
+# ------------------------------------------------------------------------------------ liveness
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("seed", SEEDS)
+def test_after_a_fault_free_quiesce_every_subscriber_gets_every_publication(
+    stack: str, seed: int
+) -> None:
+    replay = f"pytest tests/test_stacks_generated.py -k 'quiesce and {stack} and {seed}'"
+    cluster = PoolCluster(get_stack(stack), 10, seed)
+    peers = cluster.peers
+    assert len(peers) >= 8, peers
+    subscribers = {"t0": peers[::2], "t1": peers[1::3]}
+    for topic, nodes in subscribers.items():
+        for node in nodes:
+            cluster.command(node, Subscribe(topic))
+    cluster.quiesce(SETTLE)
+    published: dict[str, set[int]] = {"t0": set(), "t1": set()}
+    for index, publisher in enumerate(peers):  # subscribers and non-subscribers publish
+        topic = "t0" if index % 2 == 0 else "t1"
+        pub_id = 1000 * seed + index
+        cluster.command(publisher, Publish(topic, pub_id, pub_id.to_bytes(8, "big")))
+        published[topic].add(pub_id)
+        cluster.quiesce(1.0)
+    cluster.quiesce(SETTLE)
+    for topic, nodes in subscribers.items():
+        for node in nodes:
+            got = [pub for t, pub, _ in cluster.delivered[node] if t == topic]
+            assert sorted(got) == sorted(published[topic]), (
+                f"{stack} seed {seed}: node {node} delivered {sorted(got)} of "
+                f"{sorted(published[topic])} on {topic} ({replay})"
+            )
+    for node in cluster.live:
+        if node not in subscribers["t0"] + subscribers["t1"]:
+            assert cluster.delivered[node] == [], (
+                f"{stack} seed {seed}: {node} subscribes to nothing"
+            )
+
+
+# ---------------------------------------------------------------------------------- statistics
+@pytest.mark.parametrize("stack", STACKS)
+def test_statistics_have_one_shape_and_count_the_deliveries(stack: str) -> None:
+    cluster = PoolCluster(get_stack(stack), 6, seed=2)
+    for node in cluster.peers:
+        cluster.command(node, Subscribe("t0"))
+    cluster.quiesce(SETTLE)
+    cluster.command(cluster.peers[0], Publish("t0", 1, b"x"))
+    cluster.quiesce(5.0)
+    for node in cluster.live:
+        stats = cluster.nodes[node].statistics()
+        assert isinstance(stats, NodeStatistics)
+        json.dumps(stats.as_dict())
+        assert stats.delivered == len(cluster.delivered[node]), (stack, node, stats)
+        if node in cluster.peers:
+            assert stats.topics == ("t0",) and stats.delivered == 1, (stack, node, stats)

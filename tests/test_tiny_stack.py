@@ -1,0 +1,75 @@
+"""A stack is a folder plus a spec: the tiny test-only stack (tests/tinystack), which nothing
+outside its folder names, is picked up by ``pubmesh stacks``, the simulator, the analysis and
+(see tests/test_stacks_generated.py, tests/test_net_cluster.py, tests/test_demo.py) the
+generated tests and the demo. The suite loads it as a user would load their own stack, through
+``$PUBMESH_STACK_MODULES`` (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pubmesh.analysis.demo import demo_scenarios, write_grid
+
+TINY = Path(__file__).resolve().parent / "tinystack"
+
+
+def pubmesh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pubmesh", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+def test_pubmesh_stacks_lists_the_tiny_stack() -> None:
+    done = pubmesh("stacks")
+    assert done.returncode == 0, done.stderr
+    [line] = [row for row in done.stdout.splitlines() if "tiny" in row]
+    assert "available" in line
+
+
+def test_without_the_module_variable_the_tiny_stack_is_unknown(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PUBMESH_STACK_MODULES"}
+    done = pubmesh("sim", str(TINY / "tiny_demo.toml"), "--out", str(tmp_path / "r"), env=env)
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert "unknown stack 'tiny'" in line, line
+
+
+def test_a_stack_module_that_does_not_import_is_one_line_and_exit_2() -> None:
+    env = dict(os.environ, PUBMESH_STACK_MODULES="tinystack.spec,no_such_stack.spec")
+    done = pubmesh("stacks", env=env)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "pubmesh: error: $PUBMESH_STACK_MODULES: cannot load stack module "
+        "'no_such_stack.spec' (No module named 'no_such_stack')"
+    ]
+
+
+def test_the_demo_grid_takes_the_tiny_stacks_scenario(tmp_path: Path) -> None:
+    assert demo_scenarios()["tiny"] == str(TINY / "tiny_demo.toml")
+    grid = write_grid(tmp_path, [1]).read_text()
+    assert str(TINY / "tiny_demo.toml") in grid
+
+
+@pytest.mark.spark
+def test_the_simulator_and_the_analysis_run_the_tiny_stack(tmp_path: Path) -> None:
+    done = pubmesh("sim", str(TINY / "tiny_demo.toml"), "--out", str(tmp_path / "run"), "--quiet")
+    assert done.returncode == 0, done.stderr
+    done = pubmesh("analyze", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    [run] = summary["runs"]
+    assert run["stack"] == "tiny" and run["publications"] == 20
+    # the hub (the contact) is spared by fraction faults: every live subscriber gets everything
+    assert run["expected"] > 0 and run["reliability"] == 1.0, run
+    assert run["duplicates"] == 0
+    assert (tmp_path / "report" / "report.html").read_text().count("data:image/png") >= 3
