@@ -2,10 +2,10 @@
 
 Hypothesis draws a corrupted initial state (every kind of :mod:`pubmesh.proto.skipring.
 corruption`, n ≤ 64 subscribers, one or two topics, junk messages in flight) and a schedule
-seed. The model has no clock: a *round* puts every subscriber's Timeout and ten supervisor
-Timeouts (the default ratio of the two periods) into the pool of pending messages, then
-delivers pending items in a random order (any pending item, so messages overtake each other and
-timers interleave with them) until the pool is empty.
+seed. The cluster is the package's message-pool harness (:mod:`pubmesh.sim.testing`); a
+*round* fires every subscriber's Timeout once and the supervisor's ten times (the default ratio
+of the two periods), interleaved in a random order with the messages in flight (any of them, so
+messages overtake each other and timers interleave with them), until the pool is empty.
 
 * **Convergence:** within ``ROUNDS`` rounds the state is legitimate (the predicate of
   :mod:`pubmesh.proto.skipring.legitimacy`) at the end of a round.
@@ -24,23 +24,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pubmesh.proto.core import (
-    Input,
-    NodeContext,
-    Output,
-    PeerDown,
-    Receive,
-    Send,
-    StackNode,
-    Start,
-    Subscribe,
-    TimerFired,
-)
+from pubmesh.proto.core import Subscribe
 from pubmesh.proto.skipring.corruption import KINDS, corrupt
 from pubmesh.proto.skipring.legitimacy import problems
 from pubmesh.proto.skipring.params import SkipRingParams
-from pubmesh.proto.skipring.subscriber import Subscriber, Timeout
-from pubmesh.proto.skipring.supervisor import Supervisor, SupervisorTimeout
+from pubmesh.sim.testing import InFlight, PoolCluster
+from pubmesh.stacks.base import get_stack
 
 PARAMS = SkipRingParams()
 ROUNDS = 150
@@ -49,49 +38,37 @@ STEP_LIMIT = 200_000
 
 
 class Cluster:
-    """Supervisor 0 and subscribers 1..n, a pool of pending messages and timer firings."""
+    """Supervisor 0 and subscribers 1..n on the package's message-pool harness
+    (:class:`pubmesh.sim.testing.PoolCluster`, non-FIFO), scheduled in rounds."""
 
     def __init__(self, n: int, topics: int, seed: int) -> None:
         self.rng = random.Random(seed)
-        self.nodes: dict[int, StackNode] = {
-            0: Supervisor(NodeContext(0, random.Random(seed), "supervisor", PARAMS))
-        }
-        for i in range(1, n + 1):
-            self.nodes[i] = Subscriber(
-                NodeContext(i, random.Random(seed * 7919 + i), "peer", PARAMS)
-            )
-        self.pending: list[tuple[int, Input]] = []
-        for i in sorted(self.nodes):
-            self.nodes[i].handle(Start((0,)), 0.0)  # first timers: the rounds fire them
+        self.pool = PoolCluster(
+            get_stack("skipring"), n + 1, seed, params=PARAMS, fifo=False, step_limit=STEP_LIMIT
+        )
+        self.nodes = self.pool.nodes
         names = [f"t{k}" for k in range(topics)]
         for i in range(1, n + 1):
             for topic in self.rng.sample(names, self.rng.randint(1, topics)):
-                self.apply(i, self.nodes[i].handle(Subscribe(topic), 0.0))
-        self.steps = 0
+                self.pool.command(i, Subscribe(topic))
 
-    def apply(self, node: int, outputs: list[Output]) -> None:
-        for out in outputs:
-            if isinstance(out, Send):
-                if out.dst in self.nodes:
-                    self.pending.append((out.dst, Receive(node, out.message)))
-                else:
-                    self.pending.append((node, PeerDown(out.dst)))
-
-    def step(self) -> None:
-        node, event = self.pending.pop(self.rng.randrange(len(self.pending)))
-        self.steps += 1
-        assert self.steps < STEP_LIMIT, "the pool never empties"
-        self.apply(node, self.nodes[node].handle(event, 0.0))
+    @property
+    def steps(self) -> int:
+        return self.pool.steps
 
     def round(self, check: bool = False) -> None:
-        for i in sorted(self.nodes):
-            if i == 0:
-                for _ in range(round(PARAMS.timeout_interval / PARAMS.supervisor_interval)):
-                    self.pending.append((0, TimerFired(SupervisorTimeout())))
+        """Every subscriber's Timeout once and the supervisor's as often as its period fits in
+        one timeout interval, interleaved at random with the messages in flight (any of them:
+        messages overtake each other), until nothing is in flight."""
+        firings = [0] * round(PARAMS.timeout_interval / PARAMS.supervisor_interval)
+        firings += sorted(i for i in self.nodes if i != 0)
+        while firings or self.pool.pool:
+            pick = self.rng.randrange(len(firings) + len(self.pool.pool))
+            if pick < len(firings):
+                fired = self.pool.fire_timer_of(firings.pop(pick))
+                assert fired, "a node has no pending timeout"
             else:
-                self.pending.append((i, TimerFired(Timeout())))
-        while self.pending:
-            self.step()
+                self.pool.deliver(pick - len(firings))
             if check:
                 reasons = problems(self.nodes, limit=3)
                 assert not reasons, f"closure broken after step {self.steps}: {reasons}"
@@ -116,9 +93,8 @@ def test_corrupted_states_converge_and_stay_legitimate(
 ) -> None:
     cluster = Cluster(n, topics, seed)
     cluster.round()  # the subscriptions are handled, then the state is overwritten
-    for dst_src_message in corrupt(kind, cluster.nodes, random.Random(seed), PARAMS, junk):
-        src, dst, message = dst_src_message
-        cluster.pending.append((dst, Receive(src, message)))
+    for src, dst, message in corrupt(kind, cluster.nodes, random.Random(seed), PARAMS, junk):
+        cluster.pool.pool.append(InFlight(src, dst, message))
     where = f"n={n} topics={topics} kind={kind} junk={junk} seed={seed}"
     for rounds in range(1, ROUNDS + 1):  # noqa: B007 (reported below)
         cluster.round()

@@ -1,4 +1,4 @@
-"""pubmesh.net: the protocols of :mod:`pubmesh.stacks` over real TCP, one node per process.
+"""pubmesh.net: the protocols of :mod:`pubmesh.proto` over real TCP, one node per process.
 
 The same stack objects the simulator drives run here unchanged; this package only adds
 sockets, clocks and timers (DESIGN.md, Layers). From the bottom up:
@@ -19,9 +19,13 @@ module             what it does
 ``runtime``        :class:`~pubmesh.net.runtime.NodeRuntime`: one stack node driven by the
                    event loop through ``handle(event, now)``
 ``tracing``        a node's partial trace v1, in segments that survive SIGKILL
+``control``        the typed control protocol between a node process and its controller:
+                   one frozen dataclass per JSON line, ``encode``/``decode``
 ``node_cli``       ``pubmesh node``: a shell on a terminal, JSON lines otherwise
-``workload``       a scenario's workload as a plan, with the simulator's random draws
-``cluster``        ``pubmesh cluster``: N processes, a workload, kills, a live table
+``workload``       the cluster's view of :mod:`pubmesh.workload`, the one planner both
+                   runtimes run
+``cluster``        ``pubmesh cluster``: options, child processes (an enum state each), the
+                   controller with a typed timeline, the live table
 ``gather``         the partial traces of a cluster into one run directory (runtime "net")
 ``command``        the CLI wiring (:func:`~pubmesh.net.command.register`)
 =================  ==========================================================================

@@ -5,7 +5,8 @@ publish, neighbors, stats, quit) and prints deliveries as they arrive. Otherwise
 lines: one object per line on stdout for what happens (``ready``, ``deliver``, ``net``,
 ``result``, ``stats``, ``bye``), and it reads commands from stdin, either as shell lines
 (``publish news hello``) or as JSON objects (``{"op": "publish", "topic": "news", ...}``), so a
-script or :mod:`pubmesh.net.cluster` can drive it.
+script or :mod:`pubmesh.net.cluster` can drive it. Both directions are the typed control
+protocol of :mod:`pubmesh.net.control`.
 
 SIGTERM (and Ctrl-C) make the node leave gracefully: it hands its stack the ``Leave`` command,
 waits briefly for the leave protocol (the stack unsubscribes where it has one), closes its
@@ -28,12 +29,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from pubmesh.errors import UserError
+from pubmesh.net import control
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.runtime import NodeRuntime
 from pubmesh.net.security import ClusterKey, load_key
@@ -304,11 +306,11 @@ class NodeProcess:
         self.shell = not options.json_mode
 
     # ------------------------------------------------------------------ output
-    def emit(self, event: str, **fields: Any) -> None:
+    def emit(self, reply: control.Reply) -> None:
+        """One line of the control protocol on stdout (JSON mode only)."""
         if self.shell:
             return
-        record = {"event": event, **fields}
-        self.out.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+        self.out.write(control.encode(reply) + "\n")
         self.out.flush()
 
     def say(self, text: str) -> None:
@@ -332,13 +334,14 @@ class NodeProcess:
         runtime.delivery_callbacks.append(self._on_delivery)
         runtime.event_callbacks.append(self._on_event)
         self.emit(
-            "ready",
-            node=runtime.node_id,
-            address=format_id(runtime.node_id),
-            stack=runtime.spec.name,
-            role=runtime.role,
-            pid=os.getpid(),
-            t=runtime.wall(),
+            control.Ready(
+                node=runtime.node_id,
+                address=format_id(runtime.node_id),
+                stack=runtime.spec.name,
+                role=runtime.role,
+                pid=os.getpid(),
+                t=runtime.wall(),
+            )
         )
         self.say(
             f"pubmesh node {format_id(runtime.node_id)} ({runtime.spec.name}, "
@@ -357,7 +360,7 @@ class NodeProcess:
         await runtime.close(
             leave=self.leave_on_stop and runtime.booted, linger=self.options.leave_linger
         )
-        self.emit("bye", node=runtime.node_id, t=runtime.wall(), stats=runtime.statistics())
+        self.emit(control.Bye(node=runtime.node_id, t=runtime.wall(), stats=runtime.statistics()))
         self.say("bye")
         return 0
 
@@ -373,27 +376,27 @@ class NodeProcess:
     async def _stats_loop(self, interval: float) -> None:
         while True:
             await asyncio.sleep(interval)
-            self.emit("stats", **self._stats_line())
+            self.emit(self._stats_line())
 
-    def _stats_line(self) -> dict[str, Any]:
+    def _stats_line(self) -> control.StatsLine:
         runtime = self.runtime
         transport = runtime.transport
         counters = transport.counters if transport is not None else {}
-        return {
-            "node": runtime.node_id,
-            "t": runtime.wall(),
-            "booted": runtime.booted,
-            "deliveries": runtime.deliveries,
-            "published": runtime.published,
-            "subscriptions": sorted(runtime.subscribed),
-            "neighbors": runtime.neighbors(),
-            "frames_sent": counters.get("frames_sent", 0),
-            "frames_received": counters.get("frames_received", 0),
-            "dropped": sum(transport.drops.values()) if transport is not None else 0,
-            "rejected": sum(transport.rejections.values()) if transport is not None else 0,
-            "peer_down": runtime.peer_down_notices,
-            "handler_errors": runtime.handler_errors,
-        }
+        return control.StatsLine(
+            node=runtime.node_id,
+            t=runtime.wall(),
+            booted=runtime.booted,
+            deliveries=runtime.deliveries,
+            published=runtime.published,
+            subscriptions=tuple(sorted(runtime.subscribed)),
+            neighbors=_neighbors(runtime.neighbors()),
+            frames_sent=counters.get("frames_sent", 0),
+            frames_received=counters.get("frames_received", 0),
+            dropped=sum(transport.drops.values()) if transport is not None else 0,
+            rejected=sum(transport.rejections.values()) if transport is not None else 0,
+            peer_down=runtime.peer_down_notices,
+            handler_errors=runtime.handler_errors,
+        )
 
     # ------------------------------------------------------------------ events
     def _on_delivery(self, delivery: Deliver, t: float) -> None:
@@ -402,13 +405,14 @@ class NodeProcess:
             self.say(f"\n[{delivery.topic}] #{delivery.pub_id} ({delivery.hops} hops): {text}")
         elif self.options.delivery_lines:
             self.emit(
-                "deliver",
-                topic=delivery.topic,
-                pub_id=delivery.pub_id,
-                hops=delivery.hops,
-                size=len(delivery.payload),
-                payload=delivery.payload[:200].decode("utf-8", errors="replace"),
-                t=t,
+                control.Delivered(
+                    topic=delivery.topic,
+                    pub_id=delivery.pub_id,
+                    hops=delivery.hops,
+                    size=len(delivery.payload),
+                    payload=delivery.payload[:200].decode("utf-8", errors="replace"),
+                    t=t,
+                )
             )
 
     def _on_event(self, kind: str, detail: Any) -> None:
@@ -416,7 +420,7 @@ class NodeProcess:
             if self.shell:
                 self.say(f"\n({kind}: {json.dumps(detail, default=str)})")
             else:
-                self.emit("net", kind=kind, detail=detail, t=self.runtime.wall())
+                self.emit(control.NetEvent(kind=kind, detail=detail, t=self.runtime.wall()))
 
     # ------------------------------------------------------------------ commands
     def _on_line(self, line: str) -> None:
@@ -424,100 +428,65 @@ class NodeProcess:
         if not line:
             return
         try:
-            if line.startswith("{"):
-                try:
-                    request = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise CommandError(f"not JSON: {error}") from None
-                if not isinstance(request, dict) or not isinstance(request.get("op"), str):
-                    raise CommandError('a JSON command needs "op"')
-                result = self.execute(request)
-            else:
-                words = line.split(None, 2)
-                request = {"op": words[0].lower()}
-                if len(words) > 1:
-                    request["topic"] = words[1]
-                if len(words) > 2:
-                    request["payload"] = words[2]
-                result = self.execute(request)
-        except CommandError as error:
-            self.emit("result", ok=False, error=str(error), line=line[:200])
+            answer = self.execute(control.parse_line(line))
+        except control.ControlError as error:
+            self.emit(control.CommandFailed(error=str(error), line=line[:200]))
             self.say(f"error: {error}")
             return
-        self.emit("result", ok=True, **result)
+        self.emit(answer)
 
-    def execute(self, request: dict[str, Any]) -> dict[str, Any]:
+    def execute(self, command: control.Command) -> control.Answer:
         runtime = self.runtime
-        op = request["op"]
-        topic = request.get("topic")
-        if op in ("subscribe", "unsubscribe", "publish") and not isinstance(topic, str):
-            raise CommandError(f"{op} needs a topic, e.g. {op} news")
-        assert topic is None or isinstance(topic, str)
-        if op == "help":
-            self.say(SHELL_HELP)
-            return {"op": op, "commands": SHELL_HELP}
-        if op == "start":
-            contacts = request.get("contacts")
-            if contacts is not None and not (
-                isinstance(contacts, list) and all(type(c) is int for c in contacts)
-            ):
-                raise CommandError("start: contacts must be a list of node ids")
-            runtime.boot(contacts)
-            return {"op": op, "t": runtime.wall()}
-        if op == "subscribe":
-            assert topic is not None
-            runtime.subscribe(topic)
-            self.say(f"subscribed to {topic}")
-            return {"op": op, "topic": topic, "t": runtime.wall()}
-        if op == "unsubscribe":
-            assert topic is not None
-            runtime.unsubscribe(topic)
-            self.say(f"unsubscribed from {topic}")
-            return {"op": op, "topic": topic, "t": runtime.wall()}
-        if op == "publish":
-            assert topic is not None
-            pub_id = request.get("pub_id")
-            if pub_id is not None and (type(pub_id) is not int or not 0 <= pub_id < 2**63):
-                raise CommandError("publish: pub_id must be an int in [0, 2^63)")
-            size = request.get("payload_size")
-            if size is not None:
-                if type(size) is not int or not 0 <= size <= 1 << 20:
-                    raise CommandError("publish: payload_size must be an int in [0, 1 MiB]")
-                payload = workload_payload(pub_id or 0, size)
-            else:
-                text = request.get("payload", "")
-                if not isinstance(text, str):
-                    raise CommandError("publish: payload must be text")
-                payload = text.encode()
-            t = runtime.wall()
-            pub_id = runtime.publish(topic, payload, pub_id=pub_id)
-            self.say(f"published #{pub_id} on {topic}")
-            return {"op": op, "topic": topic, "pub_id": pub_id, "t": t, "size": len(payload)}
-        if op in ("neighbors", "neighbours"):
-            neighbors = runtime.neighbors()
-            for name, ids in neighbors.items():
-                self.say(f"{name or '(overlay)'}: " + (" ".join(map(format_id, ids)) or "-"))
-            if not neighbors:
-                self.say("no neighbours yet")
-            return {"op": "neighbors", "neighbors": neighbors}
-        if op == "stats":
-            stats = runtime.statistics()
-            self.say(json.dumps(stats, indent=2, default=str))
-            return {"op": op, "stats": stats}
-        if op == "leave":
-            runtime.leave()
-            return {"op": op, "t": runtime.wall()}
-        if op in ("quit", "exit"):
-            # "exit" (the cluster's end of run) stops without the leave protocol, as the end of
-            # a simulation does; "quit" leaves gracefully
-            self.leave_on_stop = op == "quit"
-            self.stop.set()
-            return {"op": op}
-        raise CommandError(f"unknown command {op!r} (try help)")
+        match command:
+            case control.Help():
+                self.say(SHELL_HELP)
+                return control.HelpText(commands=SHELL_HELP)
+            case control.Start(contacts=contacts):
+                runtime.boot(None if contacts is None else list(contacts))
+                return control.Started(t=runtime.wall())
+            case control.Subscribe(topic=topic):
+                runtime.subscribe(topic)
+                self.say(f"subscribed to {topic}")
+                return control.Subscribed(topic=topic, t=runtime.wall())
+            case control.Unsubscribe(topic=topic):
+                runtime.unsubscribe(topic)
+                self.say(f"unsubscribed from {topic}")
+                return control.Unsubscribed(topic=topic, t=runtime.wall())
+            case control.Publish(topic=topic, pub_id=pub_id, payload_size=size, payload=text):
+                if size is not None:
+                    payload = workload_payload(pub_id or 0, size)
+                else:
+                    payload = (text or "").encode()
+                t = runtime.wall()
+                pub_id = runtime.publish(topic, payload, pub_id=pub_id)
+                self.say(f"published #{pub_id} on {topic}")
+                return control.Published(topic=topic, pub_id=pub_id, t=t, size=len(payload))
+            case control.Neighbors():
+                neighbors = runtime.neighbors()
+                for name, ids in neighbors.items():
+                    self.say(f"{name or '(overlay)'}: " + (" ".join(map(format_id, ids)) or "-"))
+                if not neighbors:
+                    self.say("no neighbours yet")
+                return control.NeighborList(neighbors=_neighbors(neighbors))
+            case control.Stats():
+                stats = runtime.statistics()
+                self.say(json.dumps(stats, indent=2, default=str))
+                return control.StatsReport(stats=stats)
+            case control.Leave():
+                runtime.leave()
+                return control.Left(t=runtime.wall())
+            case control.Stop() | control.Quit():
+                # "exit" (the cluster's end of run) stops without the leave protocol, as the end
+                # of a simulation does; "quit" leaves gracefully
+                self.leave_on_stop = isinstance(command, control.Quit)
+                self.stop.set()
+                return (
+                    control.Quitting() if isinstance(command, control.Quit) else control.Stopping()
+                )
 
 
-class CommandError(Exception):
-    pass
+def _neighbors(neighbors: Mapping[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:
+    return {topic: tuple(ids) for topic, ids in neighbors.items()}
 
 
 def workload_payload(pub_id: int, size: int) -> bytes:

@@ -173,10 +173,11 @@ class PoolCluster:
                 self._count_step()
                 for out in self.nodes[at].handle(ev, self.now):
                     self._apply(at, out, work)
-            for at in self.live:
-                for peer in sorted(self.nodes[at].monitored_peers()):
-                    if peer in self.crashed:
-                        work.append((at, PeerDown(peer)))
+            if self.crashed:
+                for at in self.live:
+                    for peer in sorted(self.nodes[at].monitored_peers()):
+                        if peer in self.crashed:
+                            work.append((at, PeerDown(peer)))
             if not work:
                 return
 
@@ -254,6 +255,20 @@ class PoolCluster:
             self.run(pending.node, TimerFired(pending.timer))
             return True
         return False
+
+    def fire_timer_of(self, node: NodeId) -> bool:
+        """Fire ``node``'s earliest pending timer now, ahead of other nodes' timers (an
+        adversarial schedule: a fast clock at one node); False if it has none."""
+        mine = [t for t in self.timers if t.node == node and node not in self.crashed]
+        mine = [t for t in mine if self.incarnation[t.node] == t.incarnation]
+        if not mine:
+            return False
+        pending = min(mine)
+        self.timers.remove(pending)
+        heapq.heapify(self.timers)
+        self.now = max(self.now, pending.due)
+        self.run(node, TimerFired(pending.timer))
+        return True
 
     def drain(self) -> None:
         """Deliver every message in flight (oldest deliverable first), none of the timers."""

@@ -1,0 +1,92 @@
+"""``pubmesh cluster``: a local cluster of node processes, a workload, faults, one trace.
+
+How it works
+============
+The controller starts N ``pubmesh node --control`` processes on 127.0.0.1 (any free ports;
+each reports its address, which is its id), all with the same cluster key (``--key``,
+``$PUBMESH_KEY`` or a fresh random one handed down through the environment). It drives them
+through their stdin with JSON commands and follows their stdout (answers, stats lines every
+half second) — the control protocol of :mod:`pubmesh.net.control` — then:
+
+1. boots the nodes at the start times of the workload plan (:mod:`pubmesh.net.workload`: the
+   same draws as the simulator, so one scenario means one workload in both runtimes),
+   infrastructure and contact nodes first, and subscribes them;
+2. waits until the overlay is up (every booted subscriber reports a neighbour in each of its
+   topics) before the first publication — if that takes longer than ``publish_start``, the
+   publications are shifted later by the wait, and ``run.json`` says by how much;
+3. issues the publications at their planned times from their planned publishers, SIGKILLs the
+   planned victims at ``--kill FRACTION@SECONDS`` (and runs any ``[[faults]]`` of kind crash
+   or leave), all while a live table shows every node's neighbours and deliveries;
+4. at ``--duration`` tells every live node to stop (without leaving, as a simulation just
+   ends), waits for them to write their partial traces, and gathers one run directory
+   (:mod:`pubmesh.net.gather`): trace v1, ``runtime = "net"``, times from the run's start,
+   node ids 0..N-1 in launch order — what ``pubmesh analyze`` reads.
+
+No orphans, ever: every child runs in its own process group, and however the controller ends,
+its children end with it (:mod:`pubmesh.net.cluster.children`).
+
+Modules
+=======
+``options``     the command line, :class:`ClusterConfig`, ``--kill``, the scenario as data
+``children``    one node process (:class:`Child`, :class:`ChildState`) and its supervision
+``controller``  :class:`Cluster`: the run, played as a typed timeline of events
+``live``        the live table and the summary
+"""
+
+from __future__ import annotations
+
+from pubmesh.net.cluster.children import GRACE_SECONDS, Child, ChildState
+from pubmesh.net.cluster.controller import (
+    Cluster,
+    KillAt,
+    LeaveAt,
+    PublishAt,
+    StartNode,
+    StopAll,
+    SubscribeNode,
+    TimelineEvent,
+    UnsubscribeAt,
+    run_cluster,
+    timeline,
+)
+from pubmesh.net.cluster.options import (
+    DEFAULT_WORKLOAD,
+    DESCRIPTION,
+    DRAIN_SECONDS,
+    EPILOG,
+    ClusterConfig,
+    Kill,
+    add_parser,
+    build_scenario,
+    config_from_args,
+    parse_kill,
+    run,
+)
+
+__all__ = [
+    "DEFAULT_WORKLOAD",
+    "DESCRIPTION",
+    "DRAIN_SECONDS",
+    "EPILOG",
+    "GRACE_SECONDS",
+    "Child",
+    "ChildState",
+    "Cluster",
+    "ClusterConfig",
+    "Kill",
+    "KillAt",
+    "LeaveAt",
+    "PublishAt",
+    "StartNode",
+    "StopAll",
+    "SubscribeNode",
+    "TimelineEvent",
+    "UnsubscribeAt",
+    "add_parser",
+    "build_scenario",
+    "config_from_args",
+    "parse_kill",
+    "run",
+    "run_cluster",
+    "timeline",
+]

@@ -1,0 +1,560 @@
+"""The cluster controller: one run, from the first process to ``run.json``.
+
+:class:`Cluster` starts the node processes (:mod:`pubmesh.net.cluster.children`), waits until
+each reports its address, and takes that moment as the run's time 0. It then plays the
+workload plan as a typed timeline (:func:`timeline`): :class:`StartNode`,
+:class:`SubscribeNode`, :class:`PublishAt`, :class:`UnsubscribeAt`, :class:`KillAt`,
+:class:`LeaveAt` and, last, :class:`StopAll`, in the simulator's order for events at the same
+instant (starts, publications, unsubscriptions, faults, delayed subscriptions):
+
+1. it boots the nodes at the start times of the workload plan (:mod:`pubmesh.net.workload`: the
+   same draws as the simulator, so one scenario means one workload in both runtimes),
+   infrastructure and contact nodes first, and subscribes them;
+2. it waits until the overlay is up (every booted subscriber reports a neighbour in each of its
+   topics) before the first publication — if that takes longer than ``publish_start``, the
+   publications are shifted later by the wait, and ``run.json`` says by how much;
+3. it issues the publications at their planned times from their planned publishers, SIGKILLs
+   the planned victims at ``--kill FRACTION@SECONDS`` (and runs any ``[[faults]]`` of kind
+   crash or leave), all while a live table (:mod:`pubmesh.net.cluster.live`) shows every node's
+   neighbours and deliveries;
+4. at ``--duration`` it tells every live node to stop (without leaving, as a simulation just
+   ends), waits for them to write their partial traces, and gathers one run directory
+   (:mod:`pubmesh.net.gather`): trace v1, ``runtime = "net"``, times from the run's start,
+   node ids 0..N-1 in launch order — what ``pubmesh analyze`` reads.
+
+Times are run times: seconds since time 0, on the controller's monotonic clock for the
+timeline and from the nodes' wall clocks (the ``t`` of their answers) for what they did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pubmesh.errors import UserError
+from pubmesh.net import control
+from pubmesh.net.address import format_id
+from pubmesh.net.cluster.children import GRACE_SECONDS, Child, ChildState, child_env, terminate
+from pubmesh.net.cluster.children import wait_exit as _wait_exit
+from pubmesh.net.cluster.options import ClusterConfig
+from pubmesh.net.workload import (
+    PlannedFault,
+    PlannedPublication,
+    PlannedUnsubscribe,
+    WorkloadPlan,
+)
+
+
+def run_cluster(config: ClusterConfig) -> int:
+    """Run one cluster to its end; the exit status (see :meth:`Cluster.main`)."""
+    return asyncio.run(Cluster(config).main())
+
+
+# --------------------------------------------------------------------------------------------
+# The timeline
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StartNode:
+    """Boot node ``node`` (its start command)."""
+
+    ORDER: ClassVar[int] = 0
+    t: float
+    node: int
+
+    @property
+    def seq(self) -> int:
+        return self.node
+
+
+@dataclass(frozen=True)
+class PublishAt:
+    """Issue a planned publication from its publisher (shifted if the overlay was late)."""
+
+    ORDER: ClassVar[int] = 1
+    t: float
+    publication: PlannedPublication
+
+    @property
+    def seq(self) -> int:
+        return self.publication.pub_id
+
+
+@dataclass(frozen=True)
+class UnsubscribeAt:
+    """A planned unsubscription (``unsubscribe_fraction``)."""
+
+    ORDER: ClassVar[int] = 2
+    t: float
+    index: int
+    unsubscription: PlannedUnsubscribe
+
+    @property
+    def seq(self) -> int:
+        return self.index
+
+
+@dataclass(frozen=True)
+class KillAt:
+    """A planned crash: SIGKILL these nodes (``--kill`` or a ``[[faults]]`` crash)."""
+
+    ORDER: ClassVar[int] = 3
+    KIND: ClassVar[str] = "crash"
+    t: float
+    index: int
+    nodes: tuple[int, ...]
+
+    @property
+    def seq(self) -> int:
+        return self.index
+
+
+@dataclass(frozen=True)
+class LeaveAt:
+    """A planned leave (a ``[[faults]]`` leave): these nodes run the leave protocol."""
+
+    ORDER: ClassVar[int] = 3
+    KIND: ClassVar[str] = "leave"
+    t: float
+    index: int
+    nodes: tuple[int, ...]
+
+    @property
+    def seq(self) -> int:
+        return self.index
+
+
+@dataclass(frozen=True)
+class SubscribeNode:
+    """Subscribe node ``node`` to its planned topics (``subscribe_at`` after its start)."""
+
+    ORDER: ClassVar[int] = 4
+    t: float
+    node: int
+
+    @property
+    def seq(self) -> int:
+        return self.node
+
+
+@dataclass(frozen=True)
+class StopAll:
+    """The end of the run (``--duration``, shifted with the publications)."""
+
+    ORDER: ClassVar[int] = 5
+    t: float
+
+    @property
+    def seq(self) -> int:
+        return 0
+
+
+TimelineEvent = StartNode | SubscribeNode | PublishAt | UnsubscribeAt | KillAt | LeaveAt | StopAll
+
+
+def timeline(plan: WorkloadPlan, duration: float) -> list[TimelineEvent]:
+    """The plan as events in the order they run: by time, then as the simulator orders events
+    at the same instant, then by node, publication or fault number; :class:`StopAll` last."""
+    events: list[TimelineEvent] = []
+    for node in range(plan.nodes):
+        events.append(StartNode(plan.starts[node], node))
+        if plan.subscribe_at > 0 and node in plan.topics:
+            events.append(SubscribeNode(plan.subscribe_time(node), node))
+    events.extend(PublishAt(p.t, p) for p in plan.publications)
+    events.extend(UnsubscribeAt(u.t, i, u) for i, u in enumerate(plan.unsubscriptions))
+    for i, fault in enumerate(plan.faults):
+        if isinstance(fault, PlannedFault) and fault.kind == KillAt.KIND:
+            events.append(KillAt(fault.t, i, tuple(fault.nodes)))
+        elif isinstance(fault, PlannedFault) and fault.kind == LeaveAt.KIND:
+            events.append(LeaveAt(fault.t, i, tuple(fault.nodes)))
+        else:  # plan() refuses the other kinds
+            raise ValueError(f"fault {fault!r} has no timeline event in the network runtime")
+    events.sort(key=lambda e: (e.t, e.ORDER, e.seq))
+    events.append(StopAll(duration))
+    return events
+
+
+# --------------------------------------------------------------------------------------------
+# The controller
+# --------------------------------------------------------------------------------------------
+class Cluster:
+    """One cluster run; see the module docstring."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        from pubmesh.net.gather import ControllerRecords
+
+        self.config = config
+        self.scenario = config.scenario
+        self.plan = config.plan
+        self.children: list[Child] = []
+        self.records = ControllerRecords()
+        self.partial = config.out / ".partial"
+        self.t0_wall = 0.0
+        self.t0_mono = 0.0
+        self.publish_shift = 0.0
+        self.overlay_up_at: float | None = None
+        self.open_subscriptions: dict[tuple[int, str], float] = {}
+        self.publications_done = 0
+        self.id_map: dict[int, int] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.summary: dict[str, Any] = {}
+
+    @property
+    def unexpected_exits(self) -> list[int]:
+        return sorted(c.index for c in self.children if c.unexpected_exit)
+
+    # ------------------------------------------------------------------ time
+    def now(self) -> float:
+        assert self.loop is not None
+        return self.loop.time() - self.t0_mono
+
+    def run_time(self, wall: float) -> float:
+        return wall - self.t0_wall
+
+    async def sleep_until(self, t: float) -> None:
+        delay = t - self.now()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    # ------------------------------------------------------------------ main
+    async def main(self) -> int:
+        """Run the cluster; 0 when the run completed, 143 on SIGTERM (KeyboardInterrupt on
+        Ctrl-C). An interrupted run still gathers what its nodes traced (run.json says so)."""
+        from pubmesh.net.cluster.live import print_summary, start_live_table
+
+        self.loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        terminated = False
+
+        def on_sigterm() -> None:
+            nonlocal terminated
+            terminated = True
+            task.cancel()
+
+        self.loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        self._prepare_out()
+        live = None
+        interrupted = False
+        try:
+            await self._launch()
+            if not self.config.quiet and sys.stdout.isatty():
+                live = start_live_table(self)
+            await self._run_timeline()
+            await self._stop_all()
+        except asyncio.CancelledError:
+            interrupted = True
+        finally:
+            if live is not None:
+                live.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await live
+            await terminate(self.children)
+        if interrupted:
+            self.summary["interrupted"] = True
+            if self.t0_wall:
+                with contextlib.suppress(Exception):
+                    self._gather()
+            if terminated:
+                return 143
+            raise KeyboardInterrupt
+        stats = self._gather()
+        if not self.config.quiet:
+            print_summary(self.config.out, stats)
+        return 0
+
+    def _prepare_out(self) -> None:
+        from pubmesh.trace.schema import TABLES
+
+        out = self.config.out
+        out.mkdir(parents=True, exist_ok=True)
+        for table in TABLES:  # a previous run's tables in the same directory
+            if (out / table).is_dir():
+                shutil.rmtree(out / table)
+        if self.partial.exists():
+            shutil.rmtree(self.partial)
+        self.partial.mkdir(parents=True)
+
+    # ------------------------------------------------------------------ launching
+    def _command(self, index: int) -> list[str]:
+        role = self.plan.roles.get(index, "peer")
+        command = [
+            sys.executable,
+            "-m",
+            "pubmesh.net.node_cli",
+            "--stack",
+            self.scenario.run.stack,
+            "--listen",
+            "127.0.0.1:0",
+            "--control",
+            "--stats-interval",
+            "0.5",
+            "--no-delivery-lines",
+            "--trace-dir",
+            str(self.partial / f"node-{index}"),
+            "--seed",
+            str(self.scenario.run.seed),
+            "--role",
+            role,
+            "--leave-linger",
+            "1.0",
+        ]
+        if self.config.snapshot_interval > 0:
+            command += ["--snapshot-interval", str(self.config.snapshot_interval)]
+        if self.config.key_file is not None:
+            command += ["--key", str(self.config.key_file)]
+        if not self.config.trace_messages:
+            command.append("--no-message-trace")
+        for setting in self.config.param_args:
+            command += ["--set", setting]
+        return command
+
+    async def _launch(self) -> None:
+        env = child_env(self.config.key_text)
+        for index in range(self.scenario.run.nodes):
+            child = await Child.spawn(
+                index,
+                self.plan.roles.get(index, "peer"),
+                self._command(index),
+                env=env,
+                log_path=self.partial / f"node-{index}.log",
+            )
+            self.children.append(child)
+        deadline = 60.0 + 0.5 * len(self.children)
+        try:
+            async with asyncio.timeout(deadline):
+                for child in self.children:
+                    await child.wait_ready()
+        except TimeoutError:
+            raise UserError(
+                f"the node processes did not all start within {deadline:.0f} s "
+                f"(logs in {self.partial})"
+            ) from None
+        except ConnectionError as error:
+            raise UserError(str(error)) from None
+        self.id_map = {child.node_id: child.index for child in self.children}
+        self.t0_wall = time.time()
+        self.t0_mono = asyncio.get_running_loop().time()
+        # for tools and tests that watch a running cluster: every node is up, the run began
+        (self.partial / "started.json").write_text(
+            json.dumps(
+                {
+                    "t0": self.t0_wall,
+                    "nodes": {
+                        c.index: {"pid": c.pid, "address": format_id(c.node_id)}
+                        for c in self.children
+                    },
+                }
+            )
+        )
+
+    # ------------------------------------------------------------------ the timeline
+    async def _run_timeline(self) -> None:
+        plan = self.plan
+        first_booted = [*sorted(plan.roles), *(c for c in plan.contacts if c not in plan.roles)]
+        # boot infrastructure and contacts before anyone who joins through them
+        pending: list[asyncio.Future[Any]] = []
+        for node in first_booted:
+            if plan.starts[node] == 0.0:
+                await self._boot(node)
+        for event in timeline(plan, self.scenario.run.duration):
+            if isinstance(event, PublishAt) and self.overlay_up_at is None:
+                await self._wait_overlay(event.t)
+            shift = 0.0 if isinstance(event, StartNode) else self.publish_shift
+            await self.sleep_until(event.t + shift)
+            match event:
+                case StartNode(node=node):
+                    if self.children[node].booted_at is None:
+                        pending.append(asyncio.ensure_future(self._boot(node)))
+                case SubscribeNode(node=node):
+                    pending.append(asyncio.ensure_future(self._subscribe(node)))
+                case PublishAt(publication=publication):
+                    pending.append(asyncio.ensure_future(self._publish(publication)))
+                case UnsubscribeAt(unsubscription=unsubscription):
+                    pending.append(asyncio.ensure_future(self._unsubscribe(unsubscription)))
+                case KillAt():
+                    await self._kill(event)
+                case LeaveAt():
+                    await self._leave(event)
+                case StopAll():
+                    if pending:
+                        await asyncio.wait(pending, timeout=GRACE_SECONDS)
+
+    async def _boot(self, index: int) -> None:
+        child = self.children[index]
+        contacts = tuple(self.children[c].node_id for c in self.plan.contacts)
+        try:
+            result = await child.request(control.Start(contacts), control.Started)
+        except ConnectionError:
+            return
+        t = self.run_time(result.t)
+        child.booted_at = t
+        child.state = ChildState.RUNNING
+        self.records.nodes.append((index, t, "up", child.role))
+        if self.plan.subscribe_at <= 0 and index in self.plan.topics:
+            await self._subscribe(index)
+
+    async def _subscribe(self, index: int) -> None:
+        child = self.children[index]
+        commands = [control.Subscribe(topic) for topic in self.plan.topics[index]]
+        futures = [child.send_nowait(command) for command in commands]
+        for command, future in zip(commands, futures, strict=True):
+            try:
+                result = child.expect(await future, command, control.Subscribed)
+            except ConnectionError:
+                return
+            self.open_subscriptions[(index, command.topic)] = self.run_time(result.t)
+
+    async def _unsubscribe(self, what: PlannedUnsubscribe) -> None:
+        child = self.children[what.node]
+        try:
+            result = await child.request(control.Unsubscribe(what.topic), control.Unsubscribed)
+        except ConnectionError:
+            return
+        self._end_subscription(what.node, what.topic, self.run_time(result.t))
+
+    def _end_subscription(self, index: int, topic: str, t: float) -> None:
+        t_start = self.open_subscriptions.pop((index, topic), None)
+        if t_start is not None:
+            self.records.subscriptions.append((index, topic, t_start, t))
+
+    async def _publish(self, publication: PlannedPublication) -> None:
+        child = self.children[publication.publisher]
+        command = control.Publish(
+            topic=publication.topic,
+            pub_id=publication.pub_id,
+            payload_size=self.scenario.workload.payload_size,
+        )
+        try:
+            result = await child.request(command, control.Published)
+        except ConnectionError:
+            return
+        self.publications_done += 1
+        self.records.publications.append(
+            (
+                publication.pub_id,
+                publication.publisher,
+                publication.topic,
+                self.run_time(result.t),
+                result.size,
+            )
+        )
+
+    async def _kill(self, fault: KillAt) -> None:
+        t = self.now()  # run time as it happened (shifted with the publications, if they were)
+        for index in fault.nodes:
+            child = self.children[index]
+            if not child.alive():
+                continue
+            # let answers to commands already sent come back first (a publication the node
+            # made must be known), but not for long
+            await child.settle(0.5)
+            child.kill()
+            t_kill = self.now()
+            self.records.nodes.append((index, t_kill, "crash", child.role))
+            for topic in self.plan.topics.get(index, ()):
+                self._end_subscription(index, topic, t_kill)
+        self.records.faults.append((t, fault.KIND, {"nodes": list(fault.nodes)}))
+
+    async def _leave(self, fault: LeaveAt) -> None:
+        t = self.now()
+        for index in fault.nodes:
+            child = self.children[index]
+            if not child.alive():
+                continue
+            try:
+                result = await child.request(control.Leave(), control.Left)
+            except ConnectionError:
+                continue
+            t_leave = self.run_time(result.t)
+            child.state = ChildState.LEFT
+            self.records.nodes.append((index, t_leave, "leave", child.role))
+            for topic in self.plan.topics.get(index, ()):
+                self._end_subscription(index, topic, t_leave)
+        self.records.faults.append((t, fault.KIND, {"nodes": list(fault.nodes)}))
+
+    async def _wait_overlay(self, publish_start: float) -> None:
+        """Wait until every booted subscriber has a neighbour in each of its topics."""
+        limit = self.now() + self.config.overlay_timeout
+        while self.now() < limit:
+            if self._overlay_up(publish_start):
+                self.overlay_up_at = self.now()
+                break
+            await asyncio.sleep(0.1)
+        else:
+            self.overlay_up_at = self.now()
+            self.summary["overlay_timeout"] = True
+        self.publish_shift = max(0.0, self.overlay_up_at - publish_start)
+
+    def _overlay_up(self, publish_start: float) -> bool:
+        """Every node planned to have started and subscribed before the first publication has
+        done so and reports (in a stats line newer than its subscriptions) a neighbour in each
+        of its topics."""
+        for index, topics in self.plan.topics.items():
+            if self.plan.starts[index] > publish_start:
+                continue
+            child = self.children[index]
+            if child.state in (ChildState.KILLED, ChildState.FAILED, ChildState.STOPPED):
+                continue
+            if child.booted_at is None:
+                return False
+            stats = child.stats
+            if stats is None or not stats.booted:
+                return False
+            reported = self.run_time(stats.t)
+            for topic in topics:
+                if self.plan.subscribe_time(index) >= publish_start:
+                    continue
+                since = self.open_subscriptions.get((index, topic))
+                if since is None or reported <= since or not stats.neighbors.get(topic):
+                    return False
+        return True
+
+    # ------------------------------------------------------------------ stopping
+    async def _stop_all(self) -> None:
+        for child in self.children:
+            child.stop()
+        await _wait_exit(self.children, GRACE_SECONDS * 3)
+
+    # ------------------------------------------------------------------ the trace
+    def _gather(self) -> dict[str, Any]:
+        from pubmesh.net.gather import RunInfo, gather
+
+        end = self.scenario.run.duration + self.publish_shift
+        for (index, topic), t_start in sorted(self.open_subscriptions.items()):
+            self.records.subscriptions.append((index, topic, t_start, None))
+        self.open_subscriptions.clear()
+        run = self.scenario.run
+        run_id = self.config.out.name
+        info = RunInfo(run_id, run.stack, run.nodes, run.seed, self.scenario.text, end)
+        node_dirs = {c.index: self.partial / f"node-{c.index}" for c in self.children}
+        counts = gather(self.config.out, info, node_dirs, self.id_map, self.t0_wall, self.records)
+        stats: dict[str, Any] = {
+            "run_id": run_id,
+            "stack": run.stack,
+            "runtime": "net",
+            "nodes": run.nodes,
+            "seed": run.seed,
+            "duration": end,
+            "publications": len(self.records.publications),
+            "deliveries": counts["deliveries"],
+            "messages": counts["messages"],
+            "killed": sorted(c.index for c in self.children if c.state is ChildState.KILLED),
+            "unexpected_exits": self.unexpected_exits,
+            "overlay_up_at": self.overlay_up_at,
+            "publish_shift": self.publish_shift,
+            "node_addresses": {c.index: format_id(c.node_id) for c in self.children},
+            **self.summary,
+        }
+        (self.config.out / "run.json").write_text(
+            json.dumps(stats, indent=2, sort_keys=True) + "\n"
+        )
+        if not self.config.keep_partial:
+            shutil.rmtree(self.partial, ignore_errors=True)
+        return stats

@@ -1,0 +1,340 @@
+"""``pubmesh cluster``'s command line: its flags, and the run they describe.
+
+The workload file takes the keys of scenario files; the command line adds the stack, the
+number of nodes, ``--kill FRACTION@SECONDS`` (a ``[[faults]]`` crash of that fraction of the
+live workload nodes at that time), the duration, the seed and ``--set`` overrides. All of them
+are applied to the scenario as data — the file parsed, the kills appended to its faults, the
+``--set`` overrides applied by the scenario loader's own override function — and the result
+is written by :mod:`pubmesh.tomlio` and validated by the scenario loader, so a value reaches
+the run exactly as it was given. Without ``--duration`` (or a duration in the file or a
+``--set``) the run lasts until the last publication or fault plus :data:`DRAIN_SECONDS`; that
+needs the validated workload, so the scenario is then read once without a duration first.
+
+The workload plan (:mod:`pubmesh.net.workload`) is made here, before any process starts, so a
+bad workload is one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pubmesh import tomlio
+from pubmesh.errors import ScenarioError, UserError
+from pubmesh.net.security import KEY_ENV, ClusterKey, load_key
+from pubmesh.net.workload import WorkloadPlan, plan
+from pubmesh.sim.scenario import Scenario, _apply_override, parse_scenario
+from pubmesh.stacks.base import get_stack
+
+DESCRIPTION = """\
+Start N node processes on 127.0.0.1, wait until their overlay is up, run a workload,
+kill a fraction of the nodes if asked, stop everything and gather one run directory
+(trace v1, runtime "net") that `pubmesh analyze` reads like a simulated run.
+
+The workload file takes the keys of scenario files (`pubmesh sim --help`): [workload]
+topics, subscriptions_per_node, subscribe_at, publications, publish_start, publish_rate,
+publisher, payload_size, ...; [run] seed, duration, start_spread; [[faults]] of kind
+crash or leave; [stack.<name>] parameters. The same file and seed make the same
+subscriptions, publishers and victims as in the simulator.
+Without a workload file: one topic, every node subscribed, 100 publications of 100 bytes
+at 20 per second from t = 2 s.
+
+A live table shows each node's neighbours and deliveries. Ctrl-C stops every node."""
+
+EPILOG = """\
+examples:
+  pubmesh cluster --stack gossip --nodes 12
+  pubmesh cluster --stack gossip --nodes 32 --kill 0.25@6 --duration 15 --out runs/net32
+  pubmesh cluster --stack skipring --nodes 12 --workload scenarios/net_small.toml
+  pubmesh analyze runs/net32
+"""
+
+DEFAULT_WORKLOAD = """\
+[run]
+start_spread = 0.0
+[workload]
+topics = 1
+subscriptions_per_node = 1
+publications = 100
+publish_start = 2.0
+publish_rate = 20.0
+payload_size = 100
+"""
+
+#: seconds a run without a duration lasts after its last publication or fault
+DRAIN_SECONDS = 3.0
+MAX_NODES = 512
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "cluster",
+        help="run a local cluster of node processes with a workload and gather its trace",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--stack", required=True, help="stack to run (see `pubmesh stacks`)")
+    parser.add_argument(
+        "--nodes", type=int, default=12, help="processes, infrastructure included (default 12)"
+    )
+    parser.add_argument("--workload", metavar="FILE", help="TOML with scenario keys (see above)")
+    parser.add_argument(
+        "--kill",
+        action="append",
+        default=[],
+        metavar="FRACTION@SECONDS",
+        help="SIGKILL that fraction of the live workload nodes at that time, e.g. 0.25@6 "
+        "(repeatable)",
+    )
+    parser.add_argument("--duration", type=float, metavar="S", help="seconds the run lasts")
+    parser.add_argument("--seed", type=int, help="seed of the workload and the nodes")
+    parser.add_argument("--out", metavar="DIR", help="run directory (default runs/net-...)")
+    parser.add_argument(
+        "--key",
+        metavar="FILE",
+        help="cluster key (default: $PUBMESH_KEY, else a fresh random key for this run)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. --set workload.publications=500 or "
+        "--set stack.gossip.fanout=3 (repeatable)",
+    )
+    parser.add_argument(
+        "--snapshot-interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds between overlay snapshots in the trace (default: [trace] of the file)",
+    )
+    parser.add_argument(
+        "--overlay-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="longest wait for the overlay before publishing anyway (default 30)",
+    )
+    parser.add_argument(
+        "--keep-partial",
+        action="store_true",
+        help="keep the nodes' partial traces (OUT/.partial) after gathering",
+    )
+    parser.add_argument(
+        "--no-message-trace",
+        action="store_true",
+        help="leave frames out of the trace (for benchmarks; RMR and load need them)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no live table, no summary")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """``pubmesh cluster ARGS``: validate everything, then run (exit status)."""
+    from pubmesh.net.cluster.controller import run_cluster
+
+    return run_cluster(config_from_args(args))
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ClusterConfig:
+    scenario: Scenario
+    plan: WorkloadPlan
+    out: Path
+    key_file: Path | None
+    key_text: str | None
+    overlay_timeout: float = 30.0
+    keep_partial: bool = False
+    quiet: bool = False
+    snapshot_interval: float = 0.0
+    trace_messages: bool = True
+    #: stack parameters as --set arguments for the node processes
+    param_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Kill:
+    """``--kill FRACTION@SECONDS``: SIGKILL that fraction of the live workload nodes then."""
+
+    fraction: float
+    at: float
+
+    def as_fault(self) -> dict[str, Any]:
+        """The ``[[faults]]`` table it stands for."""
+        return {"at": self.at, "kind": "crash", "fraction": self.fraction}
+
+
+def parse_kill(text: str) -> Kill:
+    fraction_text, sep, at_text = text.partition("@")
+    try:
+        if not sep:
+            raise ValueError
+        fraction, at = float(fraction_text), float(at_text)
+    except ValueError:
+        raise UserError(f"--kill {text!r}: write FRACTION@SECONDS, e.g. 0.25@6") from None
+    if not 0 <= fraction <= 1:
+        raise UserError(f"--kill {text!r}: the fraction must be in [0, 1]")
+    if at < 0:
+        raise UserError(f"--kill {text!r}: the time must be ≥ 0 seconds")
+    return Kill(fraction, at)
+
+
+def _read_workload(workload_file: str | None) -> tuple[dict[str, Any], str, str]:
+    """The workload as data, where it came from (for messages), and the run's default name."""
+    if workload_file is not None:
+        path = Path(workload_file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ScenarioError(f"--workload {path}: no such file") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise ScenarioError(f"--workload {path}: cannot read it ({error})") from None
+        source, name = str(path), path.stem
+    else:
+        text, source, name = DEFAULT_WORKLOAD, "<default workload>", "cluster"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ScenarioError(f"{source}: not valid TOML: {error}") from None
+    return data, source, name
+
+
+def build_scenario(
+    stack: str,
+    nodes: int,
+    *,
+    workload_file: str | None = None,
+    kills: list[Kill] | None = None,
+    duration: float | None = None,
+    seed: int | None = None,
+    settings: list[str] | None = None,
+) -> Scenario:
+    """The scenario a cluster runs: the workload file (or the default workload) with the
+    command line's stack, nodes, kills, duration and seed, and the ``--set`` settings.
+
+    Everything is applied to the parsed data (``--set`` after ``--stack``/``--nodes``, so it
+    can change them; ``--seed`` and ``--duration`` last, so they win), then written once."""
+    data, source, name = _read_workload(workload_file)
+    if kills:
+        faults = data.setdefault("faults", [])
+        if not isinstance(faults, list):
+            raise ScenarioError(f"{source}: faults must be an array of tables ([[faults]])")
+        faults.extend(kill.as_fault() for kill in kills)
+    run = _run_table(data, source)
+    run["stack"] = stack
+    run["nodes"] = nodes
+    for setting in settings or []:  # after --stack and --nodes: a setting may change them
+        _apply_override(data, setting, source)
+    run = _run_table(data, source)
+    if seed is not None:
+        run["seed"] = seed
+    run.setdefault("name", name)
+    if duration is None and "duration" not in run:
+        # the default duration needs the validated workload: read it once without one
+        probe = parse_scenario(tomlio.dumps(data), source=source)
+        w = probe.workload
+        end = w.publish_start + max(0, w.publications - 1) / w.publish_rate
+        last_fault = max((f.at for f in probe.faults), default=0.0)
+        duration = round(max(end, last_fault) + DRAIN_SECONDS, 3)
+    if duration is not None:
+        if duration <= 0:
+            raise UserError(f"--duration {duration}: must be > 0 seconds")
+        run["duration"] = float(duration)
+    return parse_scenario(tomlio.dumps(data), source=source)
+
+
+def _run_table(data: dict[str, Any], source: str) -> dict[str, Any]:
+    run = data.setdefault("run", {})
+    if not isinstance(run, dict):
+        raise ScenarioError(f"{source}: [run] must be a table")
+    return run
+
+
+def config_from_args(args: argparse.Namespace) -> ClusterConfig:
+    try:
+        spec = get_stack(args.stack)
+    except KeyError as error:
+        raise UserError(f"--stack: {error.args[0]}") from None
+    infrastructure = len(spec.infrastructure(args.nodes, spec.params_type()))
+    if args.nodes < infrastructure + 2:
+        raise UserError(
+            f"--nodes {args.nodes}: a {spec.name} cluster needs at least {infrastructure + 2}"
+        )
+    if args.nodes > MAX_NODES:
+        raise UserError(f"--nodes {args.nodes}: at most {MAX_NODES} processes on one machine")
+    kills = [parse_kill(k) for k in args.kill]
+    scenario = build_scenario(
+        spec.name,
+        args.nodes,
+        workload_file=args.workload,
+        kills=kills,
+        duration=args.duration,
+        seed=args.seed,
+        settings=args.set,
+    )
+    workload_plan = plan(scenario)
+    key_file = Path(args.key) if args.key else None
+    key_text: str | None = None
+    if key_file is not None:
+        load_key(key_file)  # validate now: one line and exit 2 if it is missing or short
+    elif os.environ.get(KEY_ENV):
+        load_key(None)
+    else:
+        _key, key_text = ClusterKey.generate()
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("runs")
+        / (f"net-{spec.name}-n{args.nodes}-s{scenario.run.seed}-{time.strftime('%Y%m%dT%H%M%S')}")
+    )
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a directory")
+    snapshot = (
+        args.snapshot_interval
+        if args.snapshot_interval is not None
+        else scenario.trace.snapshot_interval
+    )
+    if snapshot < 0 or args.overlay_timeout < 0:
+        raise UserError("--snapshot-interval and --overlay-timeout must be ≥ 0")
+    return ClusterConfig(
+        scenario=scenario,
+        plan=workload_plan,
+        out=out,
+        key_file=key_file,
+        key_text=key_text,
+        overlay_timeout=args.overlay_timeout,
+        keep_partial=args.keep_partial,
+        quiet=args.quiet,
+        snapshot_interval=snapshot,
+        trace_messages=not args.no_message_trace,
+        param_args=stack_param_args(scenario),
+    )
+
+
+def stack_param_args(scenario: Scenario) -> tuple[str, ...]:
+    """The scenario's stack parameters that differ from the defaults, as ``--set KEY=VALUE``
+    arguments for ``pubmesh node`` (values in TOML, as the node's scenario loader reads)."""
+    params = scenario.stack_params
+    defaults = type(params)()
+    args: list[str] = []
+    for f in dataclasses.fields(params):
+        value = getattr(params, f.name)
+        if value == getattr(defaults, f.name):
+            continue
+        try:
+            args.append(f"{f.name}={tomlio.dumps_value(value)}")
+        except tomlio.TomlWriteError:
+            raise UserError(f"cannot pass stack parameter value {value!r} to a node") from None
+    return tuple(args)

@@ -1,0 +1,580 @@
+"""The control protocol of a node process: JSON lines on its stdin and stdout.
+
+``pubmesh node`` off a terminal (and always with ``--control``, the mode
+:mod:`pubmesh.net.cluster` uses) is driven through this protocol, one JSON object per line:
+
+* **Commands**, on the node's stdin, say what to do; the key ``"op"`` names the command::
+
+      {"op":"start","contacts":[2130706433...]}        boot (--control), joining through those
+      {"op":"subscribe","topic":"news"}                 {"op":"unsubscribe","topic":"news"}
+      {"op":"publish","topic":"news","pub_id":7,"payload_size":100}   (or "payload": "text")
+      {"op":"neighbors"}  {"op":"stats"}  {"op":"help"}
+      {"op":"leave"}      run the stack's leave protocol, keep the process
+      {"op":"exit"}       stop without leaving (a cluster's end of run, as a simulation ends)
+      {"op":"quit"}       leave gracefully, then stop
+
+  A person or a script may also type the shell form, ``publish news hello there``
+  (:func:`parse_line` reads both).
+* **Replies**, on the node's stdout, say what happened; the key ``"event"`` names them:
+  ``ready`` (once listening: the node's id and address), ``result`` (the answer to each
+  command, in order: ``"ok": true`` and what the command did, or ``"ok": false`` and the
+  error), ``stats`` (every ``--stats-interval`` seconds), ``deliver`` (a delivery, unless
+  ``--no-delivery-lines``), ``net`` (a transport event such as a refused connection) and ``bye``
+  (the last line, with the node's counters).
+
+Every line is one frozen dataclass here, :func:`encode` writes it and :func:`decode` reads it
+back (or raises :class:`ControlError` naming what is wrong: not JSON, an unknown command or
+event, a missing field, a field of the wrong type or out of range). Fields that the reader does
+not know are ignored, so either side may add some. Optional command fields that are unset are
+left out of the line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, get_args, get_origin
+
+__all__ = [
+    "Answer",
+    "Bye",
+    "Command",
+    "CommandFailed",
+    "ControlError",
+    "Delivered",
+    "Help",
+    "HelpText",
+    "Leave",
+    "Left",
+    "Message",
+    "NeighborList",
+    "Neighbors",
+    "NetEvent",
+    "Publish",
+    "Published",
+    "Quit",
+    "Quitting",
+    "Ready",
+    "Reply",
+    "Start",
+    "Started",
+    "Stats",
+    "StatsLine",
+    "StatsReport",
+    "Stop",
+    "Stopping",
+    "Subscribe",
+    "Subscribed",
+    "Unsubscribe",
+    "Unsubscribed",
+    "decode",
+    "decode_command",
+    "decode_reply",
+    "encode",
+    "parse_line",
+]
+
+MAX_PAYLOAD_SIZE = 1 << 20
+PUB_ID_LIMIT = 2**63
+
+
+class ControlError(ValueError):
+    """A control line that cannot be read: not JSON, an unknown command or event, a missing
+    field or a field of the wrong type or range. The message says which."""
+
+
+def _topic() -> Any:
+    return field(metadata={"missing": "{op} needs a topic, e.g. {op} news"})
+
+
+# --------------------------------------------------------------------------------------------
+# Commands (stdin of the node)
+# --------------------------------------------------------------------------------------------
+class _Command:
+    OP: ClassVar[str]
+
+
+@dataclass(frozen=True)
+class Start(_Command):
+    """Boot the protocol node (``--control`` nodes wait for it), joining through ``contacts``
+    (node ids; None: the contacts of the command line)."""
+
+    OP: ClassVar[str] = "start"
+    contacts: tuple[int, ...] | None = field(default=None, metadata={"must": "a list of node ids"})
+
+
+@dataclass(frozen=True)
+class Subscribe(_Command):
+    OP: ClassVar[str] = "subscribe"
+    topic: str = _topic()
+
+
+@dataclass(frozen=True)
+class Unsubscribe(_Command):
+    OP: ClassVar[str] = "unsubscribe"
+    topic: str = _topic()
+
+
+@dataclass(frozen=True)
+class Publish(_Command):
+    """Publish on ``topic``: a workload publication (``pub_id`` and ``payload_size``: the
+    simulator's payload of that size) or a text ``payload``."""
+
+    OP: ClassVar[str] = "publish"
+    topic: str = _topic()
+    pub_id: int | None = None
+    payload_size: int | None = None
+    payload: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.pub_id is not None and not 0 <= self.pub_id < PUB_ID_LIMIT:
+            raise ControlError("publish: pub_id must be an int in [0, 2^63)")
+        if self.payload_size is not None and not 0 <= self.payload_size <= MAX_PAYLOAD_SIZE:
+            raise ControlError("publish: payload_size must be an int in [0, 1 MiB]")
+
+
+@dataclass(frozen=True)
+class Neighbors(_Command):
+    OP: ClassVar[str] = "neighbors"
+
+
+@dataclass(frozen=True)
+class Stats(_Command):
+    OP: ClassVar[str] = "stats"
+
+
+@dataclass(frozen=True)
+class Help(_Command):
+    OP: ClassVar[str] = "help"
+
+
+@dataclass(frozen=True)
+class Leave(_Command):
+    """Run the stack's leave protocol; the process stays up (a cluster's planned leave)."""
+
+    OP: ClassVar[str] = "leave"
+
+
+@dataclass(frozen=True)
+class Stop(_Command):
+    """Stop without the leave protocol, as the end of a simulation does (wire op ``exit``)."""
+
+    OP: ClassVar[str] = "exit"
+
+
+@dataclass(frozen=True)
+class Quit(_Command):
+    """Leave gracefully, then stop."""
+
+    OP: ClassVar[str] = "quit"
+
+
+Command: TypeAlias = (
+    Start | Subscribe | Unsubscribe | Publish | Neighbors | Stats | Help | Leave | Stop | Quit
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Replies (stdout of the node)
+# --------------------------------------------------------------------------------------------
+class _Event:
+    EVENT: ClassVar[str]
+
+
+class _Answer(_Event):
+    """A ``result`` line with ``"ok": true``: the answer to one command."""
+
+    EVENT: ClassVar[str] = "result"
+    OP: ClassVar[str]
+
+
+@dataclass(frozen=True)
+class Ready(_Event):
+    """The node listens: its id (``ip << 16 | port``) and address."""
+
+    EVENT: ClassVar[str] = "ready"
+    node: int
+    address: str
+    stack: str
+    role: str
+    pid: int
+    t: float
+
+
+@dataclass(frozen=True)
+class Started(_Answer):
+    OP: ClassVar[str] = "start"
+    t: float
+
+
+@dataclass(frozen=True)
+class Subscribed(_Answer):
+    OP: ClassVar[str] = "subscribe"
+    topic: str
+    t: float
+
+
+@dataclass(frozen=True)
+class Unsubscribed(_Answer):
+    OP: ClassVar[str] = "unsubscribe"
+    topic: str
+    t: float
+
+
+@dataclass(frozen=True)
+class Published(_Answer):
+    OP: ClassVar[str] = "publish"
+    topic: str
+    pub_id: int
+    t: float
+    size: int
+
+
+@dataclass(frozen=True)
+class NeighborList(_Answer):
+    """Per topic, the overlay neighbours the protocol names."""
+
+    OP: ClassVar[str] = "neighbors"
+    neighbors: dict[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class StatsReport(_Answer):
+    """The node's counters (``NodeRuntime.statistics()``, a plain table)."""
+
+    OP: ClassVar[str] = "stats"
+    stats: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HelpText(_Answer):
+    OP: ClassVar[str] = "help"
+    commands: str
+
+
+@dataclass(frozen=True)
+class Left(_Answer):
+    OP: ClassVar[str] = "leave"
+    t: float
+
+
+@dataclass(frozen=True)
+class Stopping(_Answer):
+    OP: ClassVar[str] = "exit"
+
+
+@dataclass(frozen=True)
+class Quitting(_Answer):
+    OP: ClassVar[str] = "quit"
+
+
+@dataclass(frozen=True)
+class CommandFailed(_Event):
+    """A ``result`` line with ``"ok": false``: the command (``line``, cut to 200 characters)
+    was refused."""
+
+    EVENT: ClassVar[str] = "result"
+    error: str
+    line: str
+
+
+@dataclass(frozen=True)
+class StatsLine(_Event):
+    """The periodic ``stats`` line (``--stats-interval``): what a cluster's live table shows
+    and what its overlay check reads."""
+
+    EVENT: ClassVar[str] = "stats"
+    node: int
+    t: float
+    booted: bool
+    deliveries: int
+    published: int
+    subscriptions: tuple[str, ...]
+    neighbors: dict[str, tuple[int, ...]]
+    frames_sent: int
+    frames_received: int
+    dropped: int
+    rejected: int
+    peer_down: int
+    handler_errors: int
+
+
+@dataclass(frozen=True)
+class Delivered(_Event):
+    EVENT: ClassVar[str] = "deliver"
+    topic: str
+    pub_id: int
+    hops: int
+    size: int
+    payload: str
+    t: float
+
+
+@dataclass(frozen=True)
+class NetEvent(_Event):
+    """A transport event (``kind`` starts with ``net.``), e.g. a refused connection."""
+
+    EVENT: ClassVar[str] = "net"
+    kind: str
+    detail: Any
+    t: float
+
+
+@dataclass(frozen=True)
+class Bye(_Event):
+    """The node's last line: it stopped; its counters (``NodeRuntime.statistics()``)."""
+
+    EVENT: ClassVar[str] = "bye"
+    node: int
+    t: float
+    stats: dict[str, Any]
+
+
+Answer: TypeAlias = (
+    Started
+    | Subscribed
+    | Unsubscribed
+    | Published
+    | NeighborList
+    | StatsReport
+    | HelpText
+    | Left
+    | Stopping
+    | Quitting
+    | CommandFailed
+)
+Reply: TypeAlias = Ready | Answer | StatsLine | Delivered | NetEvent | Bye
+Message: TypeAlias = Command | Reply
+
+_COMMANDS: dict[str, type[Command]] = {
+    cls.OP: cls
+    for cls in (Start, Subscribe, Unsubscribe, Publish, Neighbors, Stats, Help, Leave, Stop, Quit)
+}
+_COMMANDS["neighbours"] = Neighbors
+_ANSWERS: dict[str, type[Answer]] = {
+    cls.OP: cls
+    for cls in (
+        Started,
+        Subscribed,
+        Unsubscribed,
+        Published,
+        NeighborList,
+        StatsReport,
+        HelpText,
+        Left,
+        Stopping,
+        Quitting,
+    )
+}
+_EVENTS: dict[str, type[Reply]] = {
+    cls.EVENT: cls for cls in (Ready, StatsLine, Delivered, NetEvent, Bye)
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+def encode(message: Message) -> str:
+    """``message`` as one JSON line (without the newline)."""
+    record: dict[str, Any] = {}
+    if isinstance(message, _Command):
+        record["op"] = message.OP
+    elif isinstance(message, _Answer):
+        record.update(event="result", ok=True, op=message.OP)
+    elif isinstance(message, CommandFailed):
+        record.update(event="result", ok=False)
+    else:
+        record["event"] = message.EVENT
+    for f in dataclasses.fields(message):
+        value = getattr(message, f.name)
+        if value is None and f.default is None:
+            continue  # an unset optional field is left out
+        record[f.name] = value
+    return json.dumps(record, separators=(",", ":"), default=str)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+def _load(line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise ControlError(f"not JSON: {error}") from None
+    if not isinstance(record, dict):
+        raise ControlError(f"a control line is a JSON object, got {_show(record)}")
+    return record
+
+
+def decode(line: str) -> Message:
+    """A command (``"op"``) or a reply (``"event"``) from one JSON line."""
+    record = _load(line)
+    if "event" in record:
+        return _reply(record)
+    if "op" in record:
+        return _command(record)
+    raise ControlError('a control line needs "op" (a command) or "event" (a reply)')
+
+
+def decode_command(line: str) -> Command:
+    """A command from one JSON line (what a node reads)."""
+    return _command(_load(line))
+
+
+def decode_reply(line: str) -> Reply:
+    """A reply from one JSON line (what a controller reads)."""
+    return _reply(_load(line))
+
+
+def parse_line(line: str) -> Command:
+    """A command from a line a person or a script typed: a JSON object, or the shell form
+    ``OP [TOPIC [PAYLOAD...]]`` (``publish news hello there``)."""
+    line = line.strip()
+    if line.startswith("{"):
+        return decode_command(line)
+    words = line.split(None, 2)
+    if not words:
+        raise ControlError("empty command (try help)")
+    record: dict[str, Any] = {"op": words[0].lower()}
+    if len(words) > 1:
+        record["topic"] = words[1]
+    if len(words) > 2:
+        record["payload"] = words[2]
+    return _command(record)
+
+
+def _command(record: dict[str, Any]) -> Command:
+    if "event" in record:
+        raise ControlError('a command has no "event": that is a reply line')
+    op = record.get("op")
+    if not isinstance(op, str):
+        raise ControlError('a JSON command needs "op"')
+    cls = _COMMANDS.get(op)
+    if cls is None:
+        raise ControlError(f"unknown command {op!r} (try help)")
+    return _build(cls, record, op)
+
+
+def _reply(record: dict[str, Any]) -> Reply:
+    event = record.get("event")
+    if not isinstance(event, str):
+        raise ControlError(f'"event" must be text, got {_show(event)}')
+    if event == "result":
+        ok = record.get("ok")
+        if ok is False:
+            return _build(CommandFailed, record, "result")
+        if ok is not True:
+            raise ControlError(f"result: ok must be true or false, got {_show(ok)}")
+        op = record.get("op")
+        if not isinstance(op, str):
+            raise ControlError('result: an answer needs "op"')
+        answer = _ANSWERS.get(op)
+        if answer is None:
+            raise ControlError(f"result: unknown command {op!r} answered")
+        return _build(answer, record, f"result of {op}")
+    cls = _EVENTS.get(event)
+    if cls is None:
+        raise ControlError(f"unknown event {event!r}")
+    return _build(cls, record, event)
+
+
+_T = TypeVar("_T")
+
+
+def _build(cls: type[_T], record: dict[str, Any], where: str) -> _T:
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in record:
+            if f.default is dataclasses.MISSING:
+                missing = f.metadata.get("missing", "{op}: {name} is missing")
+                raise ControlError(missing.format(op=where, name=f.name))
+            continue
+        values[f.name] = _convert(record[f.name], hints[f.name], f"{where}: {f.name}", f)
+    return cls(**values)
+
+
+_KINDS: dict[Any, str] = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "text",
+}
+
+
+def _describe(tp: Any) -> str:
+    origin = get_origin(tp)
+    if tp in _KINDS:
+        return _KINDS[tp]
+    if origin is tuple:
+        return f"a list of {_describe(get_args(tp)[0]).removeprefix('an ').removeprefix('a ')}s"
+    if origin is dict:
+        return "an object"
+    if origin is Literal:
+        return " or ".join(repr(a) for a in get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in get_args(tp) if a is not type(None))
+    return str(tp)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _convert(value: Any, tp: Any, where: str, f: dataclasses.Field[Any] | None = None) -> Any:
+    """``value`` (from JSON) as type ``tp``, or ControlError."""
+
+    def wrong() -> ControlError:
+        must = f.metadata.get("must") if f is not None else None
+        return ControlError(f"{where} must be {must or _describe(tp)}, got {_show(value)}")
+
+    if tp is Any:
+        return value
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(value, arg, where)
+            except ControlError:
+                continue
+        raise wrong()
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise wrong()
+        return value
+    if tp is int:
+        if type(value) is not int:
+            raise wrong()
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise wrong()
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise wrong()
+        return value
+    if origin is tuple:
+        (item, _ellipsis) = get_args(tp)
+        if not isinstance(value, list):
+            raise wrong()
+        try:
+            return tuple(_convert(v, item, where) for v in value)
+        except ControlError:
+            raise wrong() from None
+    if origin is dict:
+        _key, item = get_args(tp)
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise wrong()
+        inner = f"{where}[...]"
+        return {k: _convert(v, item, inner) for k, v in value.items()}
+    raise TypeError(f"control protocol: no reader for {tp!r}")  # a bug here, not in the line
