@@ -50,9 +50,9 @@ async def main(stack: str, count: int) -> None:
 
             stats = bob.statistics()
             print(
-                f"bob: {stats['deliveries']} deliveries, "
-                f"{stats['transport']['frames_received']} frames in, "
-                f"{stats['transport']['frames_sent']} frames out"
+                f"bob: {stats.deliveries} deliveries, "
+                f"{stats.transport.frames_received} frames in, "
+                f"{stats.transport.frames_sent} frames out"
             )
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from pubmesh.api import Node
 from pubmesh.errors import UserError
+from pubmesh.net.runtime import QueueStatistics
 from test_net_stack import KEY_TEXT, ROOT, node_env, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
@@ -44,8 +45,9 @@ def test_subscribe_publish_and_iterate() -> None:
             assert {m.payload for m in seen} == {f"item {i}".encode() for i in range(5)}
             assert all(m.topic == "news" and m.hops >= 1 for m in seen)
             stats = b.statistics()
-            assert stats["deliveries"] == 5
-            assert stats["subscription_queues"]["news"] == {"pending": 0, "dropped": 0}
+            assert stats.deliveries == 5
+            assert stats.subscription_queues["news"] == QueueStatistics(pending=0, dropped=0)
+            assert stats.protocol is not None and stats.protocol.delivered == 5
             await news.close()
             await also.close()
             assert "news" not in b.runtime.subscribed
@@ -68,7 +70,7 @@ def test_a_slow_consumer_drops_its_oldest_deliveries_not_memory() -> None:
                 await asyncio.sleep(0.05)
             ids = [await node.publish("t", b"x") for _ in range(10)]
             for _ in range(100):
-                if node.statistics()["deliveries"] >= 10:
+                if node.statistics().deliveries >= 10:
                     break
                 await asyncio.sleep(0.05)
             assert sub.pending() == 3 and sub.dropped == 7

@@ -55,7 +55,7 @@ def test_publications_flood_to_every_subscriber_over_tcp() -> None:
         for got in received:
             assert sorted(d.pub_id for d in got) == sorted(ids)
         assert {d.payload for d in received[3]} == {f"p{i}".encode() for i in range(20)}
-        assert hub.statistics()["transport"]["rejected"] == {}
+        assert hub.statistics().transport.rejected == {}
         for n in [*leaves, hub]:
             await n.close()
 
@@ -101,7 +101,7 @@ def test_a_killed_peer_is_reported_down_and_a_graceful_one_is_not() -> None:
             conn.abort()
         crasher.transport.closed = True
         await wait_for(lambda: stack_of(hub).downs == [crasher.node_id], what="peer down")
-        assert hub.statistics()["peer_down_notices"] == 1
+        assert hub.statistics().peer_down_notices == 1
         await hub.close()
         await leaver.close()
 
@@ -120,9 +120,9 @@ def test_sending_to_a_dead_address_reports_the_peer_down_after_backoff() -> None
         elapsed = loop.time() - started
         # three attempts, backoff 0.02 then 0.04 s: well under a second on loopback
         assert elapsed < 1.0
-        stats = node.statistics()["transport"]
-        assert stats["dropped"] == {"unreachable": 1}
-        assert stats["dials_failed"] == FAST.dial_attempts
+        stats = node.statistics().transport
+        assert stats.dropped == {"unreachable": 1}
+        assert stats.dials_failed == FAST.dial_attempts
         await node.close()
 
     run(main())
@@ -157,12 +157,12 @@ def test_a_peer_with_another_key_is_refused_both_ways() -> None:
         # the stranger dials the honest node: the honest node proves itself first, the
         # stranger cannot verify the proof and reports the peer unreachable (auth-failed)
         await wait_for(lambda: stack_of(stranger).downs == [honest.node_id], what="refused")
-        assert stranger.statistics()["transport"]["rejected"].get("auth-failed", 0) >= 1
+        assert stranger.statistics().transport.rejected.get("auth-failed", 0) >= 1
         # ... and the honest node, dialing the stranger, refuses the stranger's proof
         stack_of(honest).peers.add(stranger.node_id)
         honest.publish("t", b"secret")
         await wait_for(lambda: stack_of(honest).downs == [stranger.node_id], what="refused")
-        assert honest.statistics()["transport"]["rejected"].get("auth-failed", 0) >= 1
+        assert honest.statistics().transport.rejected.get("auth-failed", 0) >= 1
         assert stack_of(stranger).seen == set()
         await honest.close()
         await stranger.close()
@@ -193,8 +193,8 @@ def test_send_queues_are_bounded_for_a_peer_that_stops_reading() -> None:
         assert sender.transport is not None
         (conn,) = [c for c in sender.transport.connections if c.peer == slow.node_id]
         assert conn.backlog() <= limit
-        drops = sender.statistics()["transport"]["dropped"]
-        sent = sender.statistics()["transport"]["frames_sent"]
+        drops = sender.statistics().transport.dropped
+        sent = sender.statistics().transport.frames_sent
         assert drops["queue-full"] > 10_000
         assert sent + drops["queue-full"] >= 20_000
         # the slow peer is still connected: dropping is not a failure

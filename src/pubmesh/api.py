@@ -39,7 +39,7 @@ from typing import Any
 
 from pubmesh.errors import UserError
 from pubmesh.net.address import format_id, node_id, parse_hostport
-from pubmesh.net.runtime import Delivery, NodeRuntime
+from pubmesh.net.runtime import Delivery, NodeRuntime, QueueStatistics, RuntimeStatistics
 from pubmesh.net.security import ClusterKey, as_key
 from pubmesh.net.transport import NetConfig
 from pubmesh.proto.core import Deliver, NodeId
@@ -238,17 +238,17 @@ class Node:
             subscription._put(item)
 
     # ------------------------------------------------------------------ introspection
-    def statistics(self) -> dict[str, Any]:
-        """Counters: deliveries, publications, frames, drops, rejections, the protocol's own."""
-        stats = self.runtime.statistics()
-        stats["subscription_queues"] = {
-            topic: {
-                "pending": sum(s.pending() for s in subs),
-                "dropped": sum(s.dropped for s in subs),
-            }
+    def statistics(self) -> RuntimeStatistics:
+        """Counters, as one frozen object with named fields: ``deliveries``, ``published``,
+        ``transport`` (frames, drops, rejections), ``protocol`` (the stack's own) and
+        ``subscription_queues`` (pending and dropped per topic). ``.as_dict()`` for JSON."""
+        queues = {
+            topic: QueueStatistics(
+                pending=sum(s.pending() for s in subs), dropped=sum(s.dropped for s in subs)
+            )
             for topic, subs in sorted(self._subscriptions.items())
         }
-        return stats
+        return dataclasses.replace(self.runtime.statistics(), subscription_queues=queues)
 
     def neighbors(self) -> dict[str, list[str]]:
         """Overlay neighbours per topic, as addresses."""

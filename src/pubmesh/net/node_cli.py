@@ -360,7 +360,11 @@ class NodeProcess:
         await runtime.close(
             leave=self.leave_on_stop and runtime.booted, linger=self.options.leave_linger
         )
-        self.emit(control.Bye(node=runtime.node_id, t=runtime.wall(), stats=runtime.statistics()))
+        self.emit(
+            control.Bye(
+                node=runtime.node_id, t=runtime.wall(), stats=runtime.statistics().as_dict()
+            )
+        )
         self.say("bye")
         return 0
 
@@ -469,7 +473,7 @@ class NodeProcess:
                     self.say("no neighbours yet")
                 return control.NeighborList(neighbors=_neighbors(neighbors))
             case control.Stats():
-                stats = runtime.statistics()
+                stats = runtime.statistics().as_dict()
                 self.say(json.dumps(stats, indent=2, default=str))
                 return control.StatsReport(stats=stats)
             case control.Leave():

@@ -41,13 +41,13 @@ import random
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pubmesh.net.address import format_id
 from pubmesh.net.security import ClusterKey
-from pubmesh.net.transport import NetConfig, Transport
+from pubmesh.net.transport import NetConfig, Transport, TransportStatistics
 from pubmesh.proto.core import (
     Command,
     Deliver,
@@ -57,6 +57,7 @@ from pubmesh.proto.core import (
     Message,
     NodeContext,
     NodeId,
+    NodeStatistics,
     Output,
     PeerDown,
     Publish,
@@ -521,27 +522,84 @@ class NodeRuntime:
             log.exception("snapshot failed")
             return []
 
-    def statistics(self) -> dict[str, Any]:
+    def statistics(self) -> RuntimeStatistics:
         """Counters for humans: the node shell's ``stats``, the cluster's live table."""
         node = self.node
-        transport = self.transport
-        protocol: dict[str, Any] = {}
+        protocol: NodeStatistics | None = None
+        error: str | None = None
         if node is not None:
             try:
-                protocol = node.statistics().as_dict()
-            except Exception as error:
-                protocol = {"error": repr(error)}
+                protocol = node.statistics()
+            except Exception as exc:  # a stack's bug must not take the shell down
+                error = repr(exc)
+        transport = self.transport
+        return RuntimeStatistics(
+            node=self.node_id,
+            address=format_id(self.node_id),
+            stack=self.spec.name,
+            role=self.role,
+            uptime=round(self.now(), 3) if self._loop is not None else 0.0,
+            subscriptions=tuple(sorted(node.subscriptions())) if node is not None else (),
+            deliveries=self.deliveries,
+            published=self.published,
+            peer_down_notices=self.peer_down_notices,
+            handler_errors=self.handler_errors,
+            transport=transport.statistics() if transport is not None else TransportStatistics(),
+            protocol=protocol,
+            protocol_error=error,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatistics:
+    """One application subscription queue of :class:`pubmesh.Node`."""
+
+    pending: int = 0
+    dropped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeStatistics:
+    """A node process's counters, one frozen shape (trio's ``RunStatistics``): what the node
+    shell's ``stats``, the control protocol's ``bye`` line and :meth:`pubmesh.Node.statistics`
+    show. ``protocol`` is the stack node's own :class:`~pubmesh.proto.core.NodeStatistics`."""
+
+    node: NodeId
+    address: str
+    stack: str
+    role: str
+    uptime: float
+    subscriptions: tuple[str, ...]
+    #: publications delivered to the application, and published by it
+    deliveries: int
+    published: int
+    peer_down_notices: int
+    handler_errors: int
+    transport: TransportStatistics
+    protocol: NodeStatistics | None = None
+    #: why ``protocol`` is missing, if the stack's statistics() failed
+    protocol_error: str | None = None
+    #: the application's subscription queues per topic (filled by pubmesh.Node)
+    subscription_queues: Mapping[str, QueueStatistics] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able copy, for the control protocol and logs."""
         return {
-            "node": self.node_id,
-            "address": format_id(self.node_id),
-            "stack": self.spec.name,
+            "node": self.node,
+            "address": self.address,
+            "stack": self.stack,
             "role": self.role,
-            "uptime": round(self.now(), 3) if self._loop is not None else 0.0,
-            "subscriptions": sorted(node.subscriptions()) if node is not None else [],
+            "uptime": self.uptime,
+            "subscriptions": list(self.subscriptions),
             "deliveries": self.deliveries,
             "published": self.published,
             "peer_down_notices": self.peer_down_notices,
             "handler_errors": self.handler_errors,
-            "transport": transport.statistics() if transport is not None else {},
-            "protocol": protocol,
+            "transport": self.transport.as_dict(),
+            "protocol": self.protocol.as_dict() if self.protocol is not None else None,
+            "protocol_error": self.protocol_error,
+            "subscription_queues": {
+                topic: {"pending": q.pending, "dropped": q.dropped}
+                for topic, q in sorted(self.subscription_queues.items())
+            },
         }

@@ -51,7 +51,8 @@ import contextlib
 import enum
 import socket
 from collections import Counter, deque
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from pubmesh.net import security
@@ -667,14 +668,53 @@ class Transport:
         self._tick = self.loop.call_later(self.config.tick, self._maintain)
 
     # ------------------------------------------------------------------ statistics
-    def statistics(self) -> dict[str, Any]:
-        return {
-            **dict(sorted(self.counters.items())),
-            "connections": sum(1 for c in self.connections if c.state is State.OPEN),
-            "peers_connected": sorted(p.id for p in self.peers.values() if p.open),
-            "rejected": dict(sorted(self.rejections.items())),
-            "dropped": dict(sorted(self.drops.items())),
-        }
+    def statistics(self) -> TransportStatistics:
+        c = self.counters
+        return TransportStatistics(
+            frames_sent=c["frames_sent"],
+            frames_received=c["frames_received"],
+            bytes_sent=c["bytes_sent"],
+            bytes_received=c["bytes_received"],
+            connections_opened=c["connections_opened"],
+            connections_lost=c["connections_lost"],
+            dials_ok=c["dials_ok"],
+            dials_failed=c["dials_failed"],
+            unreachable=c["unreachable"],
+            connections=sum(1 for conn in self.connections if conn.state is State.OPEN),
+            peers_connected=tuple(sorted(p.id for p in self.peers.values() if p.open)),
+            rejected=dict(sorted(self.rejections.items())),
+            dropped=dict(sorted(self.drops.items())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TransportStatistics:
+    """A transport's counters (trio's ``RunStatistics`` shape: named fields, frozen)."""
+
+    frames_sent: int = 0
+    frames_received: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    connections_opened: int = 0
+    connections_lost: int = 0
+    dials_ok: int = 0
+    dials_failed: int = 0
+    #: sends to peers that could not be reached
+    unreachable: int = 0
+    #: connections open now, and the peers they reach
+    connections: int = 0
+    peers_connected: tuple[int, ...] = ()
+    #: refused connections and frames by reason (auth-failed, bad-frame, ...)
+    rejected: Mapping[str, int] = field(default_factory=dict)
+    #: messages dropped by reason (unreachable, queue-full, ...)
+    dropped: Mapping[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["peers_connected"] = list(self.peers_connected)
+        out["rejected"] = dict(self.rejected)
+        out["dropped"] = dict(self.dropped)
+        return out
 
 
 def _dial_failure(error: BaseException) -> str:
