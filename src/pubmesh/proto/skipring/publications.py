@@ -33,8 +33,9 @@ the application exactly once per subscriber: when it first enters that subscribe
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
-from pubmesh.proto.core import Deliver, NodeId, Output, Send
+from pubmesh.proto.core import Deliver, NodeId, Output, Receive, Send
 from pubmesh.proto.skipring.messages import (
     CheckAndPublish,
     CheckTrie,
@@ -46,6 +47,58 @@ from pubmesh.proto.skipring.patricia import KEY_BITS, Publication, is_bits
 from pubmesh.proto.skipring.ring import Status, TopicState
 
 HASH_BYTES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class PublishLocal:
+    """The application publishes ``publication`` on this topic (§4.2 insert, §4.3 flood)."""
+
+    publication: Publication
+
+
+@dataclass(frozen=True, slots=True)
+class CheckTick:
+    """The Timeout's CheckTrie with a random ring neighbour (§4.2)."""
+
+
+#: the publication layer's closed input set
+PublicationInput = Receive | PublishLocal | CheckTick
+
+
+class PublicationLayer:
+    """The publication layer of one topic instance: its one entry point over the instance's
+    trie and neighbours (the ring layer's :class:`TopicState` holds both). It keeps no state of
+    its own, so the subscriber makes one per use."""
+
+    __slots__ = ("flooding", "rng", "state")
+
+    def __init__(self, state: TopicState, rng: random.Random, flooding: bool) -> None:
+        self.state = state
+        self.rng = rng
+        self.flooding = flooding
+
+    def handle(self, event: PublicationInput, now: float) -> list[Output]:
+        """A publication message from a neighbour, a local publish, or the CheckTrie tick."""
+        state = self.state
+        out_: list[Output] = []
+        match event:
+            case PublishLocal(publication=publication):
+                if accept(state, publication, 0, out_) and self.flooding:
+                    flood(state, publication, 0, out_)
+            case Receive(src=src, message=PublishNew() as message):
+                publication = Publication(message.pub_id, message.publisher, message.payload)
+                if accept(state, publication, message.hops, out_) and self.flooding:
+                    flood(state, publication, message.hops, out_, exclude=src)
+            case Receive(message=PublicationTransfer() as message):
+                publication = Publication(message.pub_id, message.publisher, message.payload)
+                accept(state, publication, message.hops, out_)
+            case Receive(message=CheckTrie(node=node, pairs=pairs)):
+                check_trie(state, node, pairs, out_)
+            case Receive(message=CheckAndPublish(node=node, pairs=pairs, prefix=prefix)):
+                check_and_publish(state, node, pairs, prefix, out_)
+            case CheckTick():
+                start_check(state, out_, self.rng)
+        return out_
 
 
 def _valid_pair(pair: object) -> bool:

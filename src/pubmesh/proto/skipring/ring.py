@@ -38,9 +38,10 @@ which is all the convergence proof needs (papers/000 §5).
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from pubmesh.proto.core import Message, NodeId, Output, Send
+from pubmesh.proto.core import Message, NodeId, Output, Receive, Send
 from pubmesh.proto.skipring.labels import (
     ZERO,
     Label,
@@ -55,6 +56,7 @@ from pubmesh.proto.skipring.messages import (
     IntroduceShortcut,
     LabelCorrection,
     Linearize,
+    RemoveConnection,
 )
 from pubmesh.proto.skipring.patricia import PatriciaTrie
 
@@ -82,8 +84,36 @@ class Status(enum.Enum):
     DEPARTED = "departed"
 
 
+@dataclass(frozen=True, slots=True)
+class RingTimeout:
+    """The ring's part of the subscriber's Timeout: actions (i), (ii), (iv) of §3.2.1 with the
+    subscriber's uniform ``draw`` (None when the instance is not active, which asks nothing),
+    the extended BuildRing Timeout, and the shortcut introductions (§3.2.2)."""
+
+    p_request: float
+    q: float
+    draw: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigurationReceived:
+    """A checked Configuration from the supervisor (§3.1): the label and the proposed ring
+    neighbours."""
+
+    label: Label
+    pred: Ref | None
+    succ: Ref | None
+
+
+#: the ring layer's closed input set: its messages from neighbours, its Timeout, configurations
+RingInput = Receive | RingTimeout | ConfigurationReceived
+
+
 class TopicState:
-    """BuildSR state of one subscriber for one topic. Handlers append their outputs to ``out``."""
+    """BuildSR state of one subscriber for one topic: the ring layer.
+
+    :meth:`handle` is its one entry point; the rule methods below it append their outputs to
+    ``out`` (the rule tests drive them one at a time)."""
 
     __slots__ = (
         "config_requests",
@@ -121,6 +151,37 @@ class TopicState:
         self.quiet = 0
         #: configuration requests sent, by action (i)-(iv) = 1-4
         self.config_requests = [0, 0, 0, 0, 0]
+
+    # ------------------------------------------------------------------ the one entry point
+    def handle(self, event: RingInput, now: float) -> list[Output]:
+        """A ring message from a neighbour (the subscriber hands over only those of an instance
+        with a label), the ring's Timeout, or a configuration."""
+        out: list[Output] = []
+        match event:
+            case Receive(src=src, message=RemoveConnection(node=node)):
+                self.forget(node)
+            case Receive(src=src, message=Check(node=node, label=label, claimed=c, closing=cl)):
+                if is_label(label):
+                    self.check(Ref(label, node), c, cl, out, direct=node == src)
+            case Receive(src=src, message=Linearize(node=node, label=label, hops=h, claimed=c)):
+                self.linearize(Ref(label, node), out, direct=node == src, hops=h)
+                self.correct(src, c, out)
+            case Receive(src=src, message=IntroduceRing(node=node, label=label, hops=h, claimed=c)):
+                self.introduce_ring(Ref(label, node), out, direct=node == src, hops=h)
+                self.correct(src, c, out)
+            case Receive(src=src, message=LabelCorrection(node=node, label=label)):
+                if node == src:
+                    self.label_correction(Ref(label, node), out)
+            case Receive(message=IntroduceShortcut(node=node, label=label)):
+                self.introduce_shortcut(label, node, out)
+            case RingTimeout(p_request=p_request, q=q, draw=draw):
+                if draw is not None:
+                    self.config_actions(out, p_request, q, draw)
+                self.build_ring_timeout(out)
+                self.shortcut_timeout(out)
+            case ConfigurationReceived(label=label, pred=pred, succ=succ):
+                self.receive_configuration(label, pred, succ, out)
+        return out
 
     # ------------------------------------------------------------------ helpers
     def me_ref(self) -> Ref:

@@ -2,10 +2,13 @@
 
 How it works
 ============
-The node is a thin router. Every message names a topic; the node hands it to that topic's
-:class:`.ring.TopicState` (BuildRing, shortcuts, configurations) or to
-:mod:`.publications` (CheckTrie, flooding). One periodic timer runs the Timeout action of every
-topic instance in topic order:
+The node is a thin router over two layers per topic, each with one ``handle(event, now)``:
+the ring layer :class:`.ring.TopicState` (BuildRing, shortcuts, configurations; inputs: its
+messages, ``RingTimeout``, ``ConfigurationReceived``) and the publication layer
+:class:`.publications.PublicationLayer` (CheckTrie, flooding; inputs: its messages,
+``PublishLocal``, ``CheckTick``). Every message names a topic; the node hands it to that
+topic's layer. One periodic timer (``Timeout``) runs the Timeout action of every topic instance
+in topic order:
 
 1. actions (i), (ii), (iv) of §3.2.1: ask the supervisor for a configuration if the label is
    ⊥, with probability p(|label|) = 4^-|label|, or with probability q if the node has no left
@@ -74,7 +77,14 @@ from pubmesh.proto.skipring.messages import (
 )
 from pubmesh.proto.skipring.params import SkipRingParams
 from pubmesh.proto.skipring.patricia import Publication
-from pubmesh.proto.skipring.ring import Ref, Status, TopicState
+from pubmesh.proto.skipring.publications import CheckTick, PublicationLayer, PublishLocal
+from pubmesh.proto.skipring.ring import (
+    ConfigurationReceived,
+    Ref,
+    RingTimeout,
+    Status,
+    TopicState,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +119,9 @@ class Subscriber(StackNode):
             case Receive(src=src, message=message):
                 name = type(message).__name__
                 self.received_by_type[name] = self.received_by_type.get(name, 0) + 1
-                self._receive(src, message, out)
+                self._receive(src, message, now, out)
             case TimerFired(timer=Timeout()):
-                self._timeout(out)
+                self._timeout(now, out)
                 out.append(SetTimer(self.params.timeout_interval, Timeout()))
             case PeerDown(peer=peer):
                 # only sends of ours that failed come here (we monitor nobody)
@@ -131,7 +141,7 @@ class Subscriber(StackNode):
                 for topic in sorted(self.topics):
                     self._unsubscribe(topic, out)
             case Publish(topic=topic, pub_id=pub_id, payload=payload):
-                self._publish(topic, pub_id, payload, out)
+                self._publish(topic, pub_id, payload, now, out)
         for item in out:
             if type(item) is Deliver:
                 self.delivered += 1
@@ -155,7 +165,9 @@ class Subscriber(StackNode):
         state.quiet = 0
         out.append(Send(self.supervisor, UnsubscribeRequest(topic=topic)))
 
-    def _publish(self, topic: str, pub_id: int, payload: bytes, out: list[Output]) -> None:
+    def _publish(
+        self, topic: str, pub_id: int, payload: bytes, now: float, out: list[Output]
+    ) -> None:
         """Publish (§4.2, §4.3): insert into the own trie, deliver, flood. A node that does not
         subscribe to the topic hands the publication to the supervisor instead."""
         publication = Publication(pub_id, self.node_id, payload)
@@ -167,11 +179,13 @@ class Subscriber(StackNode):
             )
             out.append(Send(self.supervisor, relay))
             return
-        if publications.accept(state, publication, 0, out) and self.params.flooding:
-            publications.flood(state, publication, 0, out)
+        out.extend(self._publications(state).handle(PublishLocal(publication), now))
 
     # ------------------------------------------------------------------ Timeout
-    def _timeout(self, out: list[Output]) -> None:
+    def _publications(self, state: TopicState) -> PublicationLayer:
+        return PublicationLayer(state, self.rng, self.params.flooding)
+
+    def _timeout(self, now: float, out: list[Output]) -> None:
         self.counters["timeouts"] += 1
         params = self.params
         for topic in sorted(self.topics):
@@ -196,13 +210,11 @@ class Subscriber(StackNode):
                 if state.status is Status.ACTIVE:
                     state.request(out, self.node_id, 1)
                 continue
-            if state.status is Status.ACTIVE:
-                p = request_probability(state.label, params.request_base)
-                state.config_actions(out, p, params.minimal_request_probability, self.rng.random())
-            state.build_ring_timeout(out)
-            state.shortcut_timeout(out)
+            p = request_probability(state.label, params.request_base)
+            draw = self.rng.random() if state.status is Status.ACTIVE else None
+            out.extend(state.handle(RingTimeout(p, params.minimal_request_probability, draw), now))
             if params.anti_entropy:
-                publications.start_check(state, out, self.rng)
+                out.extend(self._publications(state).handle(CheckTick(), now))
 
     def _disconnect_all(self, state: TopicState, out: list[Output]) -> None:
         """Send RemoveConnection to every node the instance refers to and forget them all."""
@@ -214,18 +226,18 @@ class Subscriber(StackNode):
         state.shortcuts = {}
 
     # ------------------------------------------------------------------ messages
-    def _receive(self, src: NodeId, message: Message, out: list[Output]) -> None:
+    def _receive(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
         topic = getattr(message, "topic", None)
         if not isinstance(topic, str):
             return
         state = self.topics.get(topic)
         if isinstance(message, Configuration):
             if src == self.supervisor:
-                self._configuration(state, message, out)
+                self._configuration(state, message, now, out)
             return
         if isinstance(message, RemoveConnection):
             if state is not None:
-                state.forget(message.node)
+                out.extend(state.handle(Receive(src, message), now))
             return
         if isinstance(message, SubscribeRequest | UnsubscribeRequest | PublishRelay):
             return  # meant for the supervisor: junk here
@@ -236,37 +248,13 @@ class Subscriber(StackNode):
             return
         state.quiet = 0
         if state.label is None or state.status is Status.DEPARTED:
-            self._without_label(state, src, message, out)
+            self._without_label(state, src, message, now, out)
             return
         match message:
-            case Check(node=node, label=label, claimed=claimed, closing=closing):
-                if is_label(label):
-                    state.check(Ref(label, node), claimed, closing, out, direct=node == src)
-            case Linearize(node=node, label=label, hops=hops, claimed=claimed):
-                state.linearize(Ref(label, node), out, direct=node == src, hops=hops)
-                state.correct(src, claimed, out)
-            case IntroduceRing(node=node, label=label, hops=hops, claimed=claimed):
-                state.introduce_ring(Ref(label, node), out, direct=node == src, hops=hops)
-                state.correct(src, claimed, out)
-            case LabelCorrection(node=node, label=label):
-                if node == src:
-                    state.label_correction(Ref(label, node), out)
-            case IntroduceShortcut(node=node, label=label):
-                state.introduce_shortcut(label, node, out)
-            case PublishNew():
-                publication = Publication(message.pub_id, message.publisher, message.payload)
-                if (
-                    publications.accept(state, publication, message.hops, out)
-                    and self.params.flooding
-                ):
-                    publications.flood(state, publication, message.hops, out, exclude=src)
-            case PublicationTransfer():
-                publication = Publication(message.pub_id, message.publisher, message.payload)
-                publications.accept(state, publication, message.hops, out)
-            case CheckTrie(node=node, pairs=pairs):
-                publications.check_trie(state, node, pairs, out)
-            case CheckAndPublish(node=node, pairs=pairs, prefix=prefix):
-                publications.check_and_publish(state, node, pairs, prefix, out)
+            case Check() | Linearize() | IntroduceRing() | LabelCorrection() | IntroduceShortcut():
+                out.extend(state.handle(Receive(src, message), now))
+            case PublishNew() | PublicationTransfer() | CheckTrie() | CheckAndPublish():
+                out.extend(self._publications(state).handle(Receive(src, message), now))
 
     def _remove_me(self, topic: str, dst: NodeId, out: list[Output]) -> None:
         if dst != self.node_id:
@@ -274,7 +262,7 @@ class Subscriber(StackNode):
             self.counters["remove_connections_sent"] += 1
 
     def _without_label(
-        self, state: TopicState, src: NodeId, message: Message, out: list[Output]
+        self, state: TopicState, src: NodeId, message: Message, now: float, out: list[Output]
     ) -> None:
         """A node with label ⊥ is in no ring: it answers introductions with RemoveConnection
         (§4.1) and sends references it was handed back to the sender once, so they are not
@@ -296,19 +284,16 @@ class Subscriber(StackNode):
             case IntroduceShortcut():
                 self._remove_me(topic, src, out)
             case PublishNew() | PublicationTransfer() if state.status is Status.ACTIVE:
+                # no label, so no ring to flood over: the publication goes into the trie only
                 publication = Publication(message.pub_id, message.publisher, message.payload)
                 publications.accept(state, publication, message.hops, out)
-            case CheckTrie(node=node, pairs=pairs) if state.status is Status.ACTIVE:
-                publications.check_trie(state, node, pairs, out)
-            case CheckAndPublish(node=node, pairs=pairs, prefix=prefix) if (
-                state.status is Status.ACTIVE
-            ):
-                publications.check_and_publish(state, node, pairs, prefix, out)
+            case CheckTrie() | CheckAndPublish() if state.status is Status.ACTIVE:
+                out.extend(self._publications(state).handle(Receive(src, message), now))
             case _:
                 self._remove_me(topic, src, out)
 
     def _configuration(
-        self, state: TopicState | None, message: Configuration, out: list[Output]
+        self, state: TopicState | None, message: Configuration, now: float, out: list[Output]
     ) -> None:
         """ReceiveConfiguration from the supervisor (§3.1, §4.1)."""
         self.counters["configurations"] += 1
@@ -335,7 +320,7 @@ class Subscriber(StackNode):
         if message.succ is not None and is_label(message.succ_label):
             assert message.succ_label is not None
             succ = Ref(message.succ_label, message.succ)
-        state.receive_configuration(message.label, pred, succ, out)
+        out.extend(state.handle(ConfigurationReceived(message.label, pred, succ), now))
 
     # ------------------------------------------------------------------ queries
     def monitored_peers(self) -> Iterable[NodeId]:
