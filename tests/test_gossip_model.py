@@ -31,13 +31,23 @@ within a view, active and passive disjoint, no publication delivered twice at a 
 Plumtree's eager and lazy peers disjoint and inside the active view. The ``quiesce`` rule
 drains every pending message (no faults, no timers) and, in the FIFO machine, checks that the
 active views are symmetric among the live members.
+
+Liveness, at the end of every example (``teardown``): the faults stop, at least two live
+nodes subscribe, and the cluster settles: every pending message is delivered and the timers
+fire in time order, up to ``SETTLE_HORIZON`` past the last fault (the random phase has no
+clock: all of it happens at time 0, and a timer is due ``after`` seconds past the moment it
+was set). Settling ends when nothing is in flight and the only timers left are periodic ones
+(the shuffle, the cache eviction) past the horizon; it fails loudly after ``SETTLE_LIMIT``
+steps. Then one live subscriber publishes a new message and, once the cluster settles again,
+every live subscriber has delivered it exactly once (and no relay has).
 """
 
 from __future__ import annotations
 
 import random
 
-from hypothesis import settings
+import pytest
+from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -64,7 +74,8 @@ from pubmesh.proto.core import (
     TimerFired,
 )
 from pubmesh.proto.gossip import GossipNode, GossipParams, SwarmTimer
-from pubmesh.proto.gossip.hyparview import JoinTimeout
+from pubmesh.proto.gossip.hyparview import JoinTimeout, ShuffleTick
+from pubmesh.proto.gossip.plumtree import EvictCache
 
 TOPIC = "t"
 PARAMS = GossipParams(
@@ -78,6 +89,19 @@ PARAMS = GossipParams(
     optimization_threshold=1,
 )
 DRAIN_LIMIT = 20_000
+#: liveness: timers fire up to this long after the last fault; five shuffle periods leave
+#: time for a join timeout (5 s) and its retry, and for shuffles to refill the views
+SETTLE_HORIZON = 5 * PARAMS.shuffle_interval
+#: liveness: steps (deliveries plus timer firings) a settling cluster may take
+SETTLE_LIMIT = 20_000
+#: timers that re-arm themselves for as long as the node runs (the cache eviction re-arms
+#: while the cache holds anything): settling does not wait for them past the horizon
+PERIODIC = (ShuffleTick, EvictCache)
+
+
+def is_periodic(timer: Timer) -> bool:
+    inner = timer.timer if isinstance(timer, SwarmTimer) else timer
+    return isinstance(inner, PERIODIC)
 
 
 class Cluster:
@@ -91,7 +115,11 @@ class Cluster:
         }
         self.crashed: set[int] = set()
         self.pending: list[tuple[int, int, Message]] = []
-        self.timers: list[tuple[int, Timer]] = []
+        #: (due, sequence, node, timer): due = the clock when it was set + its delay
+        self.timers: list[tuple[float, int, int, Timer]] = []
+        self.timer_seq = 0
+        #: the model's clock: 0 throughout the random phase, advanced only while settling
+        self.now = 0.0
         self.delivered: dict[int, set[int]] = {i: set() for i in self.nodes}
         self.next_pub = 0
         for i in self.nodes:
@@ -112,14 +140,15 @@ class Cluster:
                 at, ev = work.pop(0)
                 if at in self.crashed:
                     continue
-                for out in self.nodes[at].handle(ev, 0.0):
+                for out in self.nodes[at].handle(ev, self.now):
                     if isinstance(out, Send):
                         if out.dst in self.crashed:
                             work.append((at, PeerDown(out.dst)))
                         else:
                             self.pending.append((at, out.dst, out.message))
                     elif isinstance(out, SetTimer):
-                        self.timers.append((at, out.timer))
+                        self.timer_seq += 1
+                        self.timers.append((self.now + out.after, self.timer_seq, at, out.timer))
                     elif isinstance(out, Deliver):
                         swarm = self.nodes[at].swarms.get(out.topic)
                         assert swarm is not None and swarm.delivering, f"relay {at} delivered"
@@ -139,7 +168,7 @@ class Cluster:
         """``victim`` stops: messages to it vanish, its timers die, its monitors learn."""
         self.crashed.add(victim)
         self.pending = [m for m in self.pending if m[1] != victim]
-        self.timers = [t for t in self.timers if t[0] != victim]
+        self.timers = [t for t in self.timers if t[2] != victim]
         self.run(None, None)
 
     def deliverable(self) -> list[int]:
@@ -161,6 +190,43 @@ class Cluster:
                 return
             self.deliver(self.deliverable()[0])
         raise AssertionError(f"messages still in flight after {DRAIN_LIMIT} deliveries")
+
+    def fire(self, index: int) -> None:
+        _due, _seq, node, timer = self.timers.pop(index)
+        self.run(node, TimerFired(timer))
+
+    def settle(self, horizon: float) -> None:
+        """Deliver every pending message (FIFO per link, oldest first) and fire the timers in
+        time order, advancing the clock, until nothing is in flight and the only timers left
+        are periodic ones due after ``horizon``."""
+        for _ in range(SETTLE_LIMIT):
+            if self.pending:
+                self.deliver(self.deliverable()[0])
+                continue
+            if not self.timers:
+                return
+            index = min(range(len(self.timers)), key=lambda i: self.timers[i][:2])
+            due = self.timers[index][0]
+            if due > horizon and all(is_periodic(t[3]) for t in self.timers):
+                return
+            self.now = max(self.now, due)
+            self.fire(index)
+        raise AssertionError(
+            f"the cluster does not settle in {SETTLE_LIMIT} steps (t = {self.now}): "
+            f"{len(self.pending)} messages in flight, timers {sorted(self.timers)[:10]}"
+        )
+
+    def subscribers(self) -> list[int]:
+        return [i for i in self.live if TOPIC in self.nodes[i].subscriptions()]
+
+    def overlay(self) -> str:
+        """The live members' active views, for failure messages."""
+        views = {
+            i: sorted(swarm.membership.active)
+            for i in self.live
+            if (swarm := self.nodes[i].swarms.get(TOPIC)) is not None
+        }
+        return f"active views {views}, subscribers {self.subscribers()}"
 
     def check_views(self) -> None:
         for i in self.live:
@@ -192,6 +258,8 @@ class Cluster:
 
 
 class GossipMachine(RuleBasedStateMachine):
+    #: whether teardown also checks liveness (the safety-only machines run without it)
+    LIVENESS = True
     FIFO = True
 
     def __init__(self) -> None:
@@ -223,8 +291,7 @@ class GossipMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.c.timers))
     @rule(pick=st.integers(0, 10**6))
     def fire_timer(self, pick: int) -> None:
-        node, timer = self.c.timers.pop(pick % len(self.c.timers))
-        self.c.run(node, TimerFired(timer))
+        self.c.fire(pick % len(self.c.timers))
 
     @precondition(lambda self: bool(self.c.pending))
     @rule(pick=st.integers(0, 10**6))
@@ -289,10 +356,47 @@ class GossipMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.quiesce()
+        if self.LIVENESS:
+            self.check_liveness()
+
+    def check_liveness(self) -> None:
+        """The faults have stopped: once the cluster settles, a new publication from a live
+        subscriber reaches every live subscriber (exactly once: ``Cluster.run`` fails on a
+        second delivery or on a delivery at a relay)."""
+        c = self.c
+        # at least two subscribers, so that the publication has somewhere to go
+        for i in c.live:
+            if len(c.subscribers()) >= 2:
+                break
+            if TOPIC not in c.nodes[i].subscriptions():
+                c.run(i, Subscribe(TOPIC))
+        c.settle(c.now + SETTLE_HORIZON)
+        c.check_views()
+        if self.FIFO:
+            c.check_symmetric()
+        subscribers = c.subscribers()
+        assert len(subscribers) >= 2, c.overlay()
+        for i in subscribers:
+            membership = c.nodes[i].swarms[TOPIC].membership
+            assert membership.joined, f"subscriber {i} never completed its join; {c.overlay()}"
+        c.next_pub += 1
+        pub_id = c.next_pub
+        publisher = subscribers[0]
+        c.run(publisher, Publish(TOPIC, pub_id, b"live"))
+        c.settle(c.now + SETTLE_HORIZON)
+        missed = [i for i in subscribers if pub_id not in c.delivered[i]]
+        assert not missed, (
+            f"publication {pub_id} from {publisher} missed by {missed} after the cluster "
+            f"settled; {c.overlay()}"
+        )
 
 
 class ReorderingMachine(GossipMachine):
     FIFO = False
+
+
+class FifoSafetyMachine(GossipMachine):
+    LIVENESS = False
 
 
 # Measured on the shared 2-core machine: 8 s CPU, 20-40 s wall under load (FIFO ~5 s CPU; the
@@ -309,10 +413,25 @@ class ReorderingMachine(GossipMachine):
 MODEL_SETTINGS = settings(
     deadline=None, max_examples=200, stateful_step_count=50, derandomize=True, database=None
 )
-TestFifoCluster = GossipMachine.TestCase
+TestFifoCluster = FifoSafetyMachine.TestCase
 TestFifoCluster.settings = MODEL_SETTINGS
 TestReorderingCluster = ReorderingMachine.TestCase
 TestReorderingCluster.settings = settings(MODEL_SETTINGS, max_examples=80)
+
+# Liveness on FIFO links: a known failure, kept strict so that the day it passes the marker
+# must go. Its derandomized examples still find swarms of 4-6 nodes that, after an adversarial
+# schedule of relays, broken connections (false suspicions) and crashes, settle into two
+# components with full knowledge of only each other (see the closing note of issue 9). Two
+# such failures are fixed and have reproducers below (newcomers named to each other; lonely
+# nodes evicting one another from a full hub). No shrinking: it would take minutes per run.
+TestFifoLiveness = GossipMachine.TestCase
+TestFifoLiveness.settings = settings(
+    MODEL_SETTINGS, phases=[Phase.explicit, Phase.reuse, Phase.generate]
+)
+TestFifoLiveness = pytest.mark.xfail(
+    strict=True,
+    reason="known: small FIFO swarms can settle into two components after false suspicions",
+)(TestFifoLiveness)
 
 
 def test_join_timeout_before_join_reply_keeps_links_symmetric() -> None:
@@ -334,7 +453,7 @@ def test_join_timeout_before_join_reply_keeps_links_symmetric() -> None:
         membership = c.nodes[2].swarms[TOPIC].membership
         (timer,) = [
             t
-            for n, t in c.timers
+            for _due, _seq, n, t in c.timers
             if n == 2
             and isinstance(t, SwarmTimer)
             and t.timer == JoinTimeout(membership.join_generation)
@@ -342,3 +461,32 @@ def test_join_timeout_before_join_reply_keeps_links_symmetric() -> None:
         c.run(2, TimerFired(timer))  # join_timeout elapses before the JoinReply arrives
         c.drain()
         c.check_symmetric()
+
+
+def test_newcomers_named_to_each_other_still_reach_the_swarm() -> None:
+    """Liveness, the sequence the FIFO machine found (shrunk): 0, 1 and 2 subscribe and 3
+    publishes as a relay, all at once; 3 and 1 crash before the contact has answered anyone;
+    4 subscribes and 5 publishes as a relay. The directory names the dead 1, then the dead 3,
+    to both 4 and 5, and then each of them to the other: 4 and 5 join each other, both count
+    as joined, and the swarm is two islands, {0, 2} and {4, 5}, with empty passive views.
+    Once the faults stop and the cluster settles, a publication of 0 must still reach the
+    subscriber 4."""
+    c = Cluster(6, 184, fifo=True)
+    for i in (0, 1, 2):
+        c.run(i, Subscribe(TOPIC))
+    c.next_pub += 1
+    c.run(3, Publish(TOPIC, c.next_pub, b"r"))
+    c.crash(3)
+    c.run(4, Subscribe(TOPIC))
+    c.crash(1)
+    c.next_pub += 1
+    c.run(5, Publish(TOPIC, c.next_pub, b"r"))
+    c.drain()
+    c.settle(c.now + SETTLE_HORIZON)
+    c.check_symmetric()
+    assert c.subscribers() == [0, 2, 4]
+    c.next_pub += 1
+    c.run(0, Publish(TOPIC, c.next_pub, b"live"))
+    c.settle(c.now + SETTLE_HORIZON)
+    missed = [i for i in c.subscribers() if c.next_pub not in c.delivered[i]]
+    assert not missed, f"subscribers {missed} missed publication {c.next_pub}; {c.overlay()}"

@@ -63,13 +63,53 @@ def test_probe_flood_reaches_every_node_in_ring_order():
         assert sorted(h for _n, h in deliveries) == list(range(10))
 
 
-def test_constant_latency_is_fifo_and_exact():
-    sim = Simulation(scenario(latency='{ dist = "constant", value = 0.25 }'), None)
+def link_reorderings(msgs) -> tuple[int, int]:
+    """(pairs, reordered): over every (src, dst) link, the pairs of messages received one
+    after the other, and how many of them were received in the opposite order to the one they
+    were sent in. The trace is in receive order (the simulator writes each message when it
+    pops its arrival off the heap), which the caller checks."""
+    pairs = reordered = 0
+    for _link, group in msgs.groupby(["src", "dst"], sort=True):
+        sent = list(group.t_send)  # groupby keeps the rows' (receive) order within a group
+        pairs += len(sent) - 1
+        reordered += sum(1 for a, b in itertools.pairwise(sent) if b < a)
+    return pairs, reordered
+
+
+def read_messages(run_dir: Path):
+    msgs = pq.read_table(run_dir / "messages").to_pandas()
+    received = msgs.dropna(subset=["t_recv"])
+    # receive order: the rows come out in the order the loop processed the arrivals
+    assert received.t_recv.is_monotonic_increasing
+    return received
+
+
+def test_constant_latency_is_fifo_and_exact(tmp_path: Path):
+    sim = Simulation(scenario(latency='{ dist = "constant", value = 0.25 }'), tmp_path)
     sim.run()
-    first = {}
+    sim.close()
+    # exact: every delivery happens 0.25 s per hop after its publication
+    published = {
+        row["pub_id"]: row["t"] for row in pq.read_table(tmp_path / "publications").to_pylist()
+    }
+    assert published == {i: 2.0 + i / 2.0 for i in range(4)}
+    assert len(sim.deliveries) == 4 * 10  # every node delivers every publication
+    hops_by_pub: dict[int, list[int]] = {}
     for pub_id, _node, t, hops in sim.deliveries:
-        first.setdefault(pub_id, t)
-        assert math.isclose(t, first[pub_id] + 0.25 * hops, abs_tol=1e-9)
+        hops_by_pub.setdefault(pub_id, []).append(hops)
+        assert math.isclose(t, published[pub_id] + 0.25 * hops, abs_tol=1e-9), (pub_id, t, hops)
+    assert {p: sorted(h) for p, h in hops_by_pub.items()} == {p: list(range(10)) for p in range(4)}
+    # FIFO: on every link, messages arrive in the order they were sent
+    msgs = read_messages(tmp_path)
+    # 10 nodes ping at 1, 2, ..., 20 s and forward each of 4 floods once: 240 sends, of
+    # which the 10 pings sent at 20.0 arrive after the end of the run
+    assert sim.messages_sent == 10 * 20 + 4 * 10 and len(msgs) == 10 * 19 + 4 * 10
+    assert ((msgs.t_recv - msgs.t_send) - 0.25).abs().max() < 1e-9
+    links = set(zip(msgs.src, msgs.dst, strict=True))
+    assert links == {(n, (n + 1) % 10) for n in range(10)}  # the probe's ring
+    pairs, reordered = link_reorderings(msgs)
+    assert pairs >= 10 * 19  # each link carries a ping a second for 20 s, plus the floods
+    assert reordered == 0
 
 
 def test_lognormal_latency_reorders_messages(tmp_path: Path):
@@ -77,18 +117,19 @@ def test_lognormal_latency_reorders_messages(tmp_path: Path):
     s = scenario(latency='{ dist = "lognormal", median = 0.05, sigma = 1.0 }', pubs=0)
     s = s.with_overrides(["stack.probe.ping_interval=0.02", "run.duration=5.0"])
     run_scenario(s, tmp_path)
-    msgs = pq.read_table(tmp_path / "messages").to_pandas()
-    pings = msgs[msgs.type == "ProbePing"].sort_values("t_send")
-    reordered = 0
-    for _link, group in pings.groupby(["src", "dst"]):
-        recv = list(group.t_recv)
-        reordered += sum(1 for a, b in itertools.pairwise(recv) if b < a)
-    assert reordered > 0
+    msgs = read_messages(tmp_path)
+    pings = msgs[msgs.type == "ProbePing"]
+    assert set(zip(pings.src, pings.dst, strict=True)) == {(n, (n + 1) % 10) for n in range(10)}
+    pairs, reordered = link_reorderings(pings)
+    assert pairs >= 10 * 200  # 50 pings a second on each link for about 5 s
+    # with sigma = 1 and pings 0.02 s apart (under half the median), overtaking is common
+    assert reordered > pairs // 20, (reordered, pairs)
 
 
 def test_uniform_latency_within_bounds(tmp_path: Path):
     run_scenario(scenario(latency='{ dist = "uniform", min = 0.1, max = 0.2 }'), tmp_path)
     msgs = pq.read_table(tmp_path / "messages").to_pandas().dropna(subset=["t_recv"])
+    assert len(msgs) >= 10 * 19  # a ping a second per node for 20 s, plus the floods
     lat = msgs.t_recv - msgs.t_send
     assert lat.min() >= 0.1 - 1e-12 and lat.max() <= 0.2 + 1e-12
 
@@ -113,6 +154,7 @@ def test_crash_notifies_monitors_after_detection_delay():
     # later pings to the dead node are failed sends, reported again after the delay
     assert len(watcher.downs) > 1
     assert all(peer == 3 for _t, peer in watcher.downs)
+    assert sorted(sim.nodes) == [0, 1, 2, 4, 5, 6, 7, 8, 9]
     assert all(not any(p == 3 for _t, p in sim.nodes[n].downs) for n in sim.nodes if n != 2)
 
 
@@ -170,7 +212,8 @@ def test_timer_jitter_stays_within_its_fraction():
     gaps = [
         b - a for a, b in zip(sim.nodes[0].timer_times, sim.nodes[0].timer_times[1:], strict=False)
     ]
-    assert gaps and all(0.8 - 1e-9 <= g <= 1.2 + 1e-9 for g in gaps)
+    assert len(gaps) >= 15  # about 20 s of a ping timer of 1 s ± 20 %
+    assert all(0.8 - 1e-9 <= g <= 1.2 + 1e-9 for g in gaps)
     assert len({round(g, 6) for g in gaps}) > 3  # jittered, not constant
 
 
@@ -208,6 +251,7 @@ def test_counts_mode_adds_up_to_the_full_trace(tmp_path: Path):
     run_scenario(scenario(loss=0.1).with_overrides(['trace.messages="counts"']), counts)
     msgs = pq.read_table(full / "messages").to_pandas()
     agg = pq.read_table(counts / "message_counts").to_pandas()
+    assert msgs.t_recv.isna().sum() > 0 and msgs.t_recv.notna().sum() > 0
     assert agg.sent.sum() == len(msgs)
     assert agg.received.sum() == msgs.t_recv.notna().sum()
     assert agg.lost.sum() == msgs.t_recv.isna().sum()
@@ -232,14 +276,44 @@ def test_run_json_and_publication_rows(tmp_path: Path):
     assert again.text == runs[0]["scenario"]
 
 
-def test_commands_and_injection_api():
+def commanded_simulation() -> Simulation:
+    """The probe ring, with node 5 subscribing to x and publishing on it at 1.0, run to 2.0."""
     sim = Simulation(scenario(pubs=0))
     sim.run(until=1.0)
+    assert sim.now == 1.0
     sim.command(5, Subscribe("x"))
     sim.command(5, Publish("x", 99, b"hi"))
     sim.run(until=2.0)
+    assert sim.now == 2.0
+    return sim
+
+
+def test_commands_and_injection_api():
+    # every event time of the run after 2.0, up to 10.0: a predicate is checked after every
+    # event, so one that never holds sees them all
+    twin = commanded_simulation()
+    times: list[float] = []
+    assert not twin.run_until(lambda s: times.append(s.now) or False, limit=10.0)
+    assert len(times) >= 80 and times == sorted(times)  # ten pings a second, in time order
+    first_at_3 = min(t for t in times if t >= 3.0)
+    last_by_7_5 = max(t for t in times if t <= 7.5)
+    assert first_at_3 < 3.5 and last_by_7_5 >= 7.0  # the ring pings every second
+
+    sim = commanded_simulation()
     assert (99, 5, 1.0, 0) in sim.deliveries
+    assert sim.run_until(lambda s: True, limit=10.0)  # holds already: no event runs
+    assert sim.now == 2.0
+    # run_until stops at the first event at or after 3.0, not at the limit
     assert sim.run_until(lambda s: s.now >= 3.0, limit=10.0)
+    assert sim.now == first_at_3
+    # a predicate that never holds: the run stops at the limit and returns False, sim.now the
+    # time of the last event at or before the limit (the next one is after it)
+    assert not sim.run_until(lambda s: False, limit=7.5)
+    assert sim.now == last_by_7_5
+    assert sim._heap and sim._heap[0][0] > 7.5
+    # and it resumes from there: the events after the limit were not lost
+    assert not sim.run_until(lambda s: False, limit=10.0)
+    assert sim.now == times[-1]
 
 
 def test_same_seed_same_bytes_different_seed_different_bytes(tmp_path: Path):

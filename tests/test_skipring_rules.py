@@ -378,8 +378,34 @@ def test_timeout_configures_round_robin_after_repairs() -> None:
     got = []
     for _ in range(8):
         sup._timeout(out := [])
-        got.extend(s.dst for s in sends(out))
-    assert sorted(set(got)) == [1, 2, 3, 4] and not db.is_corrupted()
+        got.extend((s.dst, s.message) for s in sends(out))
+        assert not db.is_corrupted()  # the orphan l(7) is deleted before the first pick
+    # Timeout (spec §4, papers/000 Algorithm 3): next := (next + 1) mod n, then configure
+    # DB[l(next)]. next starts at 0, so the first pick is l(1) (node 2) and the walk goes up
+    # the label indices, wrapping to l(0) (node 1): one subscriber per Timeout, each once a
+    # round, the same order in the second round as in the first.
+    order = [1, 2, 3, 0] * 2
+    assert [dst for dst, _m in got] == [i + 1 for i in order]
+    # each gets its configuration: its label and its cyclic r-order neighbours in DB
+    by_label = {label(i): i + 1 for i in range(4)}
+    ring = sorted(by_label)  # r-order: "0" < "01" < "1" < "11"
+    expected = []
+    for i in order:
+        pos = ring.index(label(i))
+        pred, succ = ring[pos - 1], ring[(pos + 1) % 4]
+        expected.append(
+            Configuration(
+                topic=T,
+                label=label(i),
+                pred_label=pred,
+                pred=by_label[pred],
+                succ_label=succ,
+                succ=by_label[succ],
+            )
+        )
+    assert [m for _dst, m in got] == expected
+    assert sup.counters["round_robin_configurations"] == 8
+    assert sup.counters["repair_orphans_deleted"] == 1
 
 
 def test_configuration_request_records_a_missing_node() -> None:

@@ -31,22 +31,29 @@ The rules (each handler below quotes the one it implements):
   one member, the receiver answers ShuffleReply with as many of its passive nodes, and both
   sides merge what they got into their passive views, evicting first what they sent.
 
-Three rules pubmesh adds, because the paper leaves them to the implementation:
+Four rules pubmesh adds, because the paper leaves them to the implementation:
 
 * **Swarm discovery.** Every topic has its own swarm, so a node needs a member of *that* swarm
   to join. The cluster's contact node keeps a :class:`SwarmDirectory` per topic: a uniform
-  random sample (reservoir sampling) of the nodes that asked for it. A node sends
+  random sample (reservoir sampling) of the swarm's *joined* members. A node sends
   ContactRequest(topic) to the contact and Joins the member named in the ContactReply (or is
   the first member if there is none). The member confirms with JoinReply, which is what the
   established TCP connection tells a real HyParView node; a node whose Join target is down asks
-  again and names the dead member so the directory forgets it. The contact answers look-ups
-  only: it carries no publications unless it is itself a member.
+  again and names the dead member so the directory forgets it. A node that completes its join
+  tells the contact (SwarmJoined), and the contact names joined members first: naming a node
+  that is itself still joining lets two newcomers join each other and form an island that no
+  rule of the paper ever merges back (found by the model tests' liveness check). The contact
+  answers look-ups only: it carries no publications unless it is itself a member.
 * **Refill.** On every shuffle tick a member whose active view is not full sends a
   low-priority Neighbor request to a passive node (§4.3 promotes from the passive view
   whenever the active view has room; doing it periodically also fills slots freed by
   DISCONNECTs, which the paper's reactive rules leave empty).
 * **Rejoin.** A member whose active view is empty and whose passive view is exhausted asks
   the contact for a member again (otherwise a node isolated by a mass failure stays isolated).
+* **Announce.** A joined member re-sends SwarmJoined to the contact every ``announce_every``
+  shuffles (soft state): a directory emptied by lost reports or false suspicions refills, so an
+  isolated member, the contact included, finds the swarm again (the model tests' liveness
+  check found the contact founding a swarm of its own beside a pair it no longer knew).
 
 Non-FIFO delivery (the simulator's per-message latency) can reorder a DISCONNECT and an accept
 on one link, leaving a link one-sided. Two lazy repairs answer traffic over such a link with
@@ -118,6 +125,16 @@ class JoinReply(Message):
 
 
 register_message(JoinReply, 110, layer="membership")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwarmJoined(Message):
+    """To the contact: my join of ``topic``'s swarm is complete; name me to newcomers."""
+
+    topic: str
+
+
+register_message(SwarmJoined, 111, layer="membership")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,6 +211,7 @@ MEMBERSHIP_MESSAGES = (
     ContactReply,
     Join,
     JoinReply,
+    SwarmJoined,
     ForwardJoin,
     ForwardJoinAccept,
     Neighbor,
@@ -257,38 +275,67 @@ MembershipInput = Receive | TimerFired | PeerDown | JoinSwarm | LeaveSwarm
 
 
 class SwarmDirectory:
-    """The contact node's per-topic directory: a uniform random sample of swarm members.
+    """The contact node's per-topic directory: uniform random samples of the swarm.
 
-    Reservoir sampling (Vitter's algorithm R) over every node that asked, so joiners enter the
-    swarm at random points rather than next to the newest members, which would grow the
-    overlay like a chain (measured: eccentricity 16-21 instead of 7-9 at 1,000 nodes)."""
+    Two reservoirs per topic (Vitter's algorithm R), so joiners enter the swarm at random points
+    rather than next to the newest members, which would grow the overlay like a chain
+    (measured: eccentricity 16-21 instead of 7-9 at 1,000 nodes):
+
+    * ``members``: nodes that completed a join (their SwarmJoined) or founded the swarm;
+    * ``asked``: every node that asked.
+
+    A look-up names a joined member if it knows a live one, and only otherwise a node that
+    asked. Naming a node that is itself still joining lets two newcomers join each other and
+    form an island that no rule of the paper merges back (the model tests' liveness check found
+    it); never naming one would strand the contact when a SwarmJoined is lost with a broken
+    connection and the contact's own active view empties (found by the same check)."""
 
     def __init__(self, size: int, rng: random.Random) -> None:
         self.size = size
         self.rng = rng
         self.members: dict[str, list[NodeId]] = {}
+        self.asked: dict[str, list[NodeId]] = {}
         self.seen: dict[str, int] = {}
+        self.seen_asked: dict[str, int] = {}
 
     def lookup(self, topic: str, requester: NodeId, dead: NodeId, extra: NodeId = NONE) -> int:
-        """A member for ``requester`` to join (NONE if there is none); records the requester.
-        ``extra`` is the contact itself when it is a member."""
+        """A node for ``requester`` to join (NONE if there is none: the requester founds the
+        swarm and is recorded as a member); records the requester as having asked. ``extra``
+        is the contact itself when it is a joined member."""
         members = self.members.setdefault(topic, [])
-        if dead in members:
-            members.remove(dead)
+        asked = self.asked.setdefault(topic, [])
+        for known in (members, asked):
+            if dead in known:
+                known.remove(dead)
         candidates = [m for m in members if m != requester]
-        if extra != NONE and extra != requester:
+        if extra != NONE and extra != requester and extra not in candidates:
             candidates.append(extra)
+        if not candidates:
+            candidates = [m for m in asked if m != requester]
         member = candidates[self.rng.randrange(len(candidates))] if candidates else NONE
-        seen = self.seen.get(topic, 0) + 1
-        self.seen[topic] = seen
-        if requester not in members:
-            if len(members) < self.size:
-                members.append(requester)
-            else:
-                slot = self.rng.randrange(seen)
-                if slot < len(members):
-                    members[slot] = requester
+        self._sample(asked, self.seen_asked, topic, requester)
+        if member == NONE:
+            self.record(topic, requester)
         return member
+
+    def record(self, topic: str, node: NodeId) -> None:
+        """``node`` is a joined member of ``topic``'s swarm."""
+        self._sample(self.members.setdefault(topic, []), self.seen, topic, node)
+
+    def _sample(
+        self, reservoir: list[NodeId], seen: dict[str, int], topic: str, node: NodeId
+    ) -> None:
+        """One step of algorithm R: ``node`` is the n-th distinct arrival."""
+        if node in reservoir:
+            return
+        count = seen.get(topic, 0) + 1
+        seen[topic] = count
+        if len(reservoir) < self.size:
+            reservoir.append(node)
+        else:
+            slot = self.rng.randrange(count)
+            if slot < len(reservoir):
+                reservoir[slot] = node
 
 
 class HyParView:
@@ -316,6 +363,7 @@ class HyParView:
         self.pending_join: NodeId = NONE
         self.joined = False
         self.join_generation = 0
+        self.ticks = 0
         self.contact: NodeId = NONE
         self.counters: dict[str, int] = {}
 
@@ -331,6 +379,10 @@ class HyParView:
                 self._shuffle(out)
                 self.tried.clear()
                 self._promote(NONE, out)  # refill a non-full active view
+                self.ticks += 1
+                every = self.p.announce_every
+                if every and self.ticks % every == 0 and self.joined:
+                    self._announce(out)
                 out.append(SetTimer(self.p.shuffle_interval, ShuffleTick()))
             case TimerFired(timer=JoinTimeout(generation=generation)):
                 self._join_timeout(generation, out)
@@ -376,6 +428,15 @@ class HyParView:
         if not self.joined:
             self.joined = True
             out.append(Joined())
+            self._announce(out)
+
+    def _announce(self, out: list[MembershipOutput]) -> None:
+        """Tell the contact this node is a joined member (see SwarmDirectory): when the join
+        completes, and again every ``announce_every`` shuffles, so a directory that lost its
+        members (a SwarmJoined lost with a broken connection, members reported dead by a
+        false suspicion) learns them again."""
+        if self.contact not in (NONE, self.me):
+            out.append(Send(self.contact, SwarmJoined(topic=self.topic)))
 
     # ------------------------------------------------------------------ messages
     def _receive(self, src: NodeId, msg: Message, out: list[MembershipOutput]) -> None:
@@ -409,6 +470,11 @@ class HyParView:
                     # after this; the echo removes that one-sided link. q ignores the echo
                     # when it does not hold us, so it cannot loop.
                     out.append(Send(src, DisconnectRequest(topic=self.topic)))
+                    # Refill from the passive view, but not from q, which has just dropped us
+                    # (a full node evicts a random member for a high-priority Neighbor): lonely
+                    # nodes whose passive views hold only q would otherwise evict one another
+                    # from q's active view forever (found by the model's liveness check).
+                    self.tried.add(src)
                     self._promote(NONE, out)
             case Shuffle(origin=origin, nodes=nodes, ttl=ttl):
                 if src not in self.active:

@@ -76,6 +76,7 @@ from pubmesh.proto.gossip.hyparview import (
     NeighborUp,
     ShuffleTick,
     SwarmDirectory,
+    SwarmJoined,
 )
 from pubmesh.proto.gossip.params import GossipParams
 from pubmesh.proto.gossip.plumtree import (
@@ -203,6 +204,10 @@ class GossipNode(StackNode):
             me = self.node_id if swarm is not None and swarm.membership.joined else NONE
             member = self.directory.lookup(topic, src, msg.dead, extra=me)
             out.append(Send(src, ContactReply(topic=topic, member=member)))
+            return
+        if type(msg) is SwarmJoined:
+            if self.contact == self.node_id:
+                self.directory.record(msg.topic, src)
             return
         topic_field = getattr(msg, "topic", None)
         if not isinstance(topic_field, str):

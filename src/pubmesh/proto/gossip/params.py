@@ -50,6 +50,9 @@ class GossipParams:
     directory_size: int = 8
     #: seconds before a swarm join that got no answer is retried
     join_timeout: float = 5.0
+    #: a joined member re-announces itself to the contact every this many shuffles (0: only
+    #: when its join completes); see the Announce rule in pubmesh.proto.gossip.hyparview
+    announce_every: int = 3
     #: Plumtree's message cache (iroh-gossip's message_cache_retention and
     #: message_id_retention): a payload is kept this long after it was first seen, to answer
     #: GRAFTs ...
@@ -89,6 +92,8 @@ class GossipParams:
                 f"id_retention ({self.id_retention}) must be ≥ payload_retention "
                 f"({self.payload_retention}): an id outlives its payload"
             )
+        if self.announce_every < 0:
+            raise ValueError(f"announce_every must be ≥ 0, got {self.announce_every}")
         if self.directory_size < 1:
             raise ValueError("directory_size must be ≥ 1")
 
