@@ -136,7 +136,7 @@ class GossipNode(StackNode):
         out: list[Output] = []
         match event:
             case Receive(src=src, message=msg):
-                self._receive(src, msg, now, out)
+                self._receive(event, src, msg, now, out)
             case TimerFired(timer=SwarmTimer(topic=topic, epoch=epoch, timer=timer)):
                 swarm = self.swarms.get(topic)
                 if swarm is None or swarm.epoch != epoch:
@@ -197,7 +197,10 @@ class GossipNode(StackNode):
         self._broadcast(swarm, Broadcast(publish.pub_id, publish.payload), now, out)
 
     # ------------------------------------------------------------------ messages
-    def _receive(self, src: NodeId, msg: Message, now: float, out: list[Output]) -> None:
+    def _receive(
+        self, event: Receive, src: NodeId, msg: Message, now: float, out: list[Output]
+    ) -> None:
+        # ``event`` is handed on to the layer as it is: one Receive per message, not three
         if type(msg) is ContactRequest:
             topic = msg.topic
             swarm = self.swarms.get(topic)
@@ -224,7 +227,7 @@ class GossipNode(StackNode):
                 ):
                     out.append(Send(src, DisconnectRequest(topic=topic)))
                 return
-            self._membership(swarm, Receive(src, msg), now, out)
+            self._membership(swarm, event, now, out)
             return
         if swarm is None:
             out.append(Send(src, DisconnectRequest(topic=topic)))
@@ -234,11 +237,11 @@ class GossipNode(StackNode):
             out.append(Send(src, DisconnectRequest(topic=topic)))
             if type(msg) is Gossip:
                 outputs: list[Output] = []
-                self._broadcast(swarm, Receive(src, msg), now, outputs)
+                self._broadcast(swarm, event, now, outputs)
                 self._broadcast(swarm, NeighborDown(src), now, outputs)
                 out.extend(o for o in outputs if not (isinstance(o, Send) and o.dst == src))
             return
-        self._broadcast(swarm, Receive(src, msg), now, out)
+        self._broadcast(swarm, event, now, out)
 
     # ------------------------------------------------------------------ layer outputs
     def _membership(
