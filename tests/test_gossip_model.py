@@ -47,7 +47,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -418,21 +418,6 @@ TestFifoCluster.settings = MODEL_SETTINGS
 TestReorderingCluster = ReorderingMachine.TestCase
 TestReorderingCluster.settings = settings(MODEL_SETTINGS, max_examples=80)
 
-# Liveness on FIFO links: a known failure, kept strict so that the day it passes the marker
-# must go. Its derandomized examples still find swarms of 4-6 nodes that, after an adversarial
-# schedule of relays, broken connections (false suspicions) and crashes, settle into two
-# components with full knowledge of only each other (see the closing note of issue 9). Two
-# such failures are fixed and have reproducers below (newcomers named to each other; lonely
-# nodes evicting one another from a full hub). No shrinking: it would take minutes per run.
-TestFifoLiveness = GossipMachine.TestCase
-TestFifoLiveness.settings = settings(
-    MODEL_SETTINGS, phases=[Phase.explicit, Phase.reuse, Phase.generate]
-)
-TestFifoLiveness = pytest.mark.xfail(
-    strict=True,
-    reason="known: small FIFO swarms can settle into two components after false suspicions",
-)(TestFifoLiveness)
-
 
 def test_join_timeout_before_join_reply_keeps_links_symmetric() -> None:
     """Members 1 and 3 form the swarm; 2 joins through whichever the contact names, but its
@@ -490,3 +475,82 @@ def test_newcomers_named_to_each_other_still_reach_the_swarm() -> None:
     c.settle(c.now + SETTLE_HORIZON)
     missed = [i for i in c.subscribers() if c.next_pub not in c.delivered[i]]
     assert not missed, f"subscribers {missed} missed publication {c.next_pub}; {c.overlay()}"
+
+
+#: The FIFO liveness machine's first failing example (derandomized, unshrunk): after relays,
+#: broken connections (false suspicions) and timers, the five-node swarm settles into two
+#: components, {0, 2, 4} and {1, 3}, each with a non-empty active view, so nobody asks the
+#: contact again and HyParView's shuffles, which run inside a component, never merge them.
+FIFO_LIVENESS_SETUP = {"seed": 370, "initial": 7, "size": 5}
+FIFO_LIVENESS_STEPS: list[tuple[str, int | None]] = [
+    ("publish", 1),
+    ("publish_as_relay", 2),
+    ("fire_timer", 34741),
+    ("break_connection", 5378),
+    ("publish_as_relay", 2),
+    ("publish_as_relay", 4),
+    ("fire_timer", 177),
+    ("break_connection", 1000000),
+    ("publish_as_relay", 7),
+    ("fire_timer", 11334),
+    ("break_connection", 19131),
+    ("quiesce", None),
+    ("fire_timer", 407),
+    ("publish_as_relay", 3),
+    ("publish", 3),
+    ("fire_timer", 167632),
+    ("fire_timer", 429),
+    ("fire_timer", 1989),
+    ("fire_timer", 185926),
+    ("publish", 2),
+    ("publish", 3),
+    ("fire_timer", 231),
+    ("publish_as_relay", 7),
+    ("publish_as_relay", 2),
+    ("break_connection", 18),
+    ("quiesce", None),
+    ("fire_timer", 47750),
+    ("fire_timer", 47349),
+    ("fire_timer", 7965),
+    ("publish", 7),
+    ("publish_as_relay", 7),
+    ("publish", 3),
+    ("fire_timer", 927),
+    ("quiesce", None),
+    ("fire_timer", 8257),
+    ("publish_as_relay", 3),
+    ("publish", 0),
+    ("fire_timer", 310),
+    ("break_connection", 362879),
+    ("break_connection", 623),
+    ("publish_as_relay", 4),
+    ("quiesce", None),
+    ("fire_timer", 679123),
+    ("publish", 0),
+    ("break_connection", 340480),
+    ("publish_as_relay", 7),
+    ("fire_timer", 1127),
+    ("publish_as_relay", 1),
+    ("break_connection", 605),
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 9 note): two stable components of a small swarm never merge",
+)
+def test_two_components_left_by_false_suspicions_merge_once_the_faults_stop() -> None:
+    """Liveness on FIFO links, replayed step by step: a strict xfail, so it fails the day the
+    components merge and the marker must go. (The Hypothesis machine that found it is
+    ``GossipMachine``; it runs in CI without its liveness check, as ``TestFifoCluster``, because
+    its derandomized examples differ between a whole-suite run and a run of this file alone.)"""
+    state = GossipMachine()
+    state.setup(**FIFO_LIVENESS_SETUP)
+    for name, pick in FIFO_LIVENESS_STEPS:
+        rule = getattr(state, name)
+        if pick is None:
+            rule()
+        else:
+            rule(pick=pick)
+        state.views_are_sound()
+    state.teardown()
