@@ -41,6 +41,7 @@ from pubmesh.net.runtime import NodeRuntime
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.proto.core import Deliver, NodeId
 from pubmesh.stacks.base import StackSpec, get_stack
+from pubmesh.workload import workload_payload
 
 DESCRIPTION = """\
 Run one pubmesh node in this process, speaking TCP to the other nodes of its cluster.
@@ -491,11 +492,6 @@ class NodeProcess:
 
 def _neighbors(neighbors: Mapping[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:
     return {topic: tuple(ids) for topic, ids in neighbors.items()}
-
-
-def workload_payload(pub_id: int, size: int) -> bytes:
-    """A workload publication's payload, as the simulator builds it: the id, then padding."""
-    return (pub_id.to_bytes(8, "big") + bytes(max(0, size - 8)))[:size]
 
 
 class StdinReader:
