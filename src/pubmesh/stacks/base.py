@@ -126,8 +126,13 @@ def all_stack_names() -> list[str]:
 
 
 def _load_all() -> None:
-    """Import every spec module: each module of this package but ``base`` (a new stack is
-    found by its file alone), and the modules named in ``$PUBMESH_STACK_MODULES``."""
+    """Import every spec module, once per process: each module of this package but ``base``
+    (a new stack is found by its file alone), and the modules named in
+    ``$PUBMESH_STACK_MODULES``. Every registry query calls this, so it lists the package's
+    files only the first time."""
+    global _LOADED
+    if _LOADED:
+        return
     import importlib
     import pkgutil
 
@@ -150,9 +155,12 @@ def _load_all() -> None:
                 f"${STACK_MODULES_ENV}: cannot load stack module {module!r} ({error})"
             ) from error
         _note_spec(loaded)
+    _LOADED = True
 
 
 _DISCOVERED: set[str] = set()
+#: set once every spec module has loaded (a failed load is tried, and reported, again)
+_LOADED = False
 
 
 def _note_spec(module: Any) -> None:
