@@ -89,13 +89,15 @@ class Message:
         return None
 
     def wire_size(self) -> int:
-        """Estimated encoded size in bytes (header plus fields), used by the simulator's trace."""
+        """Estimated encoded size in bytes (header plus fields), used by the traces. The
+        simulator computes the same figure with a function compiled once per class
+        (:mod:`pubmesh.sim.sizes`)."""
         names = _FIELD_NAMES.get(type(self))
         if names is None:
             names = _FIELD_NAMES[type(self)] = tuple(f.name for f in fields(self))
         size = HEADER_BYTES
         for name in names:
-            size += _estimate(getattr(self, name))
+            size += estimate_size(getattr(self, name))
         return size
 
 
@@ -117,8 +119,10 @@ MESSAGE_INFO: dict[type[Message], MessageInfo] = {}
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
-def _estimate(value: object) -> int:
-    # exact-type checks first: this runs for every field of every simulated message
+def estimate_size(value: object) -> int:
+    """Size of one field value: 8 per number, 2 + length per string or bytes, 1 per flag or
+    None, 2 + the members per container, the fields of a nested message."""
+    # exact-type checks first: this runs for every field of every message
     kind = type(value)
     if kind is int or kind is float:
         return ID_BYTES
@@ -127,9 +131,9 @@ def _estimate(value: object) -> int:
     if kind is bool or value is None:
         return 1
     if kind is tuple or kind is list or kind is frozenset or kind is set:
-        return 2 + sum(_estimate(v) for v in value)  # type: ignore[attr-defined,misc]
+        return 2 + sum(estimate_size(v) for v in value)  # type: ignore[attr-defined,misc]
     if isinstance(value, dict):
-        return 2 + sum(_estimate(k) + _estimate(v) for k, v in value.items())
+        return 2 + sum(estimate_size(k) + estimate_size(v) for k, v in value.items())
     if isinstance(value, Message):
         return value.wire_size()
     return ID_BYTES
@@ -348,6 +352,17 @@ class StackNode(abc.ABC):
     @abc.abstractmethod
     def handle(self, event: Input, now: float) -> list[Output]:
         """The one entry point: an input in, outputs out."""
+
+    def receive(self, src: NodeId, message: Message, now: float) -> list[Output]:
+        """``handle(Receive(src, message), now)``, without building the wrapper. The simulator
+        calls this for every message; a stack may override it with a direct route to the same
+        code (it must behave exactly as :meth:`handle` does)."""
+        return self.handle(Receive(src, message), now)
+
+    def fire(self, timer: Timer, now: float) -> list[Output]:
+        """``handle(TimerFired(timer), now)``, without building the wrapper (see
+        :meth:`receive`)."""
+        return self.handle(TimerFired(timer), now)
 
     @abc.abstractmethod
     def monitored_peers(self) -> Iterable[NodeId]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -68,9 +67,7 @@ class TraceWriter:
         self.compression = compression
         self._rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in SCHEMAS}
         self._writers: dict[str, pq.ParquetWriter] = {}
-        self._counts: dict[tuple[int, int, str, str, bool], list[int]] = defaultdict(
-            lambda: [0, 0, 0, 0]
-        )
+        self._counts: dict[tuple[int, int, tuple[str, str, bool]], list[int]] = {}
         self._counts_flushed_below = -1
         self.rows_written: dict[str, int] = dict.fromkeys(SCHEMAS, 0)
         self._closed = False
@@ -153,14 +150,36 @@ class TraceWriter:
             if len(rows) >= self.buffer_rows:
                 self._flush("messages")
             return
+        self.count(t_send, t_recv, src, dst, (type_name, layer, payload), size)
+
+    def count(
+        self,
+        t_send: float,
+        t_recv: float | None,
+        src: int,
+        dst: int,
+        kind: tuple[str, str, bool],
+        size: int,
+    ) -> None:
+        """``messages_mode = "counts"``: count one message (``kind`` is its (type name, layer,
+        payload) triple; the simulator passes one shared tuple per message class, so the
+        counters are keyed by three small values, and the triple is spelt out at flush)."""
         # int() is floor for the non-negative times of a run, and cheaper than math.floor
-        sent = self._counts[(int(t_send), src, type_name, layer, payload)]
+        counts = self._counts
+        key = (int(t_send), src, kind)
+        sent = counts.get(key)
+        if sent is None:
+            sent = counts[key] = [0, 0, 0, 0]
         sent[0] += 1
         sent[3] += size
         if t_recv is None:
             sent[2] += 1
         else:
-            self._counts[(int(t_recv), dst, type_name, layer, payload)][1] += 1
+            key = (int(t_recv), dst, kind)
+            received = counts.get(key)
+            if received is None:
+                received = counts[key] = [0, 0, 0, 0]
+            received[1] += 1
 
     def snapshot(
         self,
@@ -192,11 +211,13 @@ class TraceWriter:
             self._flush_counts(horizon)
 
     def _flush_counts(self, below: int | None) -> None:
-        keys = sorted(k for k in self._counts if below is None or k[0] < below)
+        keys = sorted((k[0], k[1], *k[2]) for k in self._counts if below is None or k[0] < below)
         rows = self._rows["message_counts"]
-        for key in keys:
-            sent, received, lost, size = self._counts.pop(key)
-            rows.append((self.run_id, *key, sent, received, lost, size))
+        counts = self._counts
+        for second, node, name, layer, payload in keys:
+            sent, received, lost, size = counts.pop((second, node, (name, layer, payload)))
+            row = (second, node, name, layer, payload, sent, received, lost, size)
+            rows.append((self.run_id, *row))
         if below is not None:
             self._counts_flushed_below = below
         if len(rows) >= self.buffer_rows:

@@ -394,6 +394,12 @@ class HyParView:
                 self._leave(out)
         return out
 
+    def receive(self, src: NodeId, msg: Message) -> list[MembershipOutput]:
+        """``handle(Receive(src, msg), now)`` without the wrapper: the simulator's hot path."""
+        out: list[MembershipOutput] = []
+        self._receive(src, msg, out)
+        return out
+
     # ------------------------------------------------------------------ joining the swarm
     def _start(self, contact: NodeId, out: list[MembershipOutput]) -> None:
         """Begin joining the swarm through ``contact``; the first shuffle at a random phase."""

@@ -70,6 +70,7 @@ from pubmesh.proto.gossip.hyparview import (
     JoinTimeout,
     LeaveSwarm,
     MembershipInput,
+    MembershipOutput,
     Neighbor,
     NeighborDown,
     NeighborReply,
@@ -82,12 +83,25 @@ from pubmesh.proto.gossip.params import GossipParams
 from pubmesh.proto.gossip.plumtree import (
     Broadcast,
     BroadcastInput,
+    BroadcastOutput,
     Delivered,
     Gossip,
+    Graft,
+    IHave,
     Plumtree,
+    Prune,
 )
 
 __all__ = ["GossipNode", "GossipParams", "Swarm", "SwarmTimer"]
+
+_MEMBERSHIP, _BROADCAST, _CONTACT = "membership", "broadcast", "contact"
+#: message class -> the part of the node that takes it (the receive path's one dict look-up)
+_ROUTES: dict[type[Message], str] = {
+    **dict.fromkeys(MEMBERSHIP_MESSAGES, _MEMBERSHIP),
+    ContactRequest: _CONTACT,
+    SwarmJoined: _CONTACT,
+    **dict.fromkeys((Gossip, IHave, Graft, Prune), _BROADCAST),
+}
 
 #: membership messages whose sender holds (or is about to hold) us in its active view
 LINKING = (Join, JoinReply, ForwardJoinAccept, Neighbor, NeighborReply)
@@ -136,15 +150,9 @@ class GossipNode(StackNode):
         out: list[Output] = []
         match event:
             case Receive(src=src, message=msg):
-                self._receive(event, src, msg, now, out)
-            case TimerFired(timer=SwarmTimer(topic=topic, epoch=epoch, timer=timer)):
-                swarm = self.swarms.get(topic)
-                if swarm is None or swarm.epoch != epoch:
-                    return out  # an instance since dropped or replaced
-                if isinstance(timer, ShuffleTick | JoinTimeout):
-                    self._membership(swarm, TimerFired(timer), now, out)
-                else:
-                    self._broadcast(swarm, TimerFired(timer), now, out)
+                self._receive(src, msg, now, out)
+            case TimerFired(timer=timer):
+                self._timer(timer, now, out)
             case PeerDown():
                 for topic in sorted(self.swarms):
                     self._membership(self.swarms[topic], event, now, out)
@@ -167,6 +175,30 @@ class GossipNode(StackNode):
                 for topic in sorted(self.swarms):
                     self._drop(topic, now, out)
         return out
+
+    def receive(self, src: NodeId, message: Message, now: float) -> list[Output]:
+        """:meth:`handle` of a Receive, without the wrapper (the simulator's hot path)."""
+        out: list[Output] = []
+        self._receive(src, message, now, out)
+        return out
+
+    def fire(self, timer: Timer, now: float) -> list[Output]:
+        """:meth:`handle` of a TimerFired, without the wrapper (the simulator's hot path)."""
+        out: list[Output] = []
+        self._timer(timer, now, out)
+        return out
+
+    def _timer(self, timer: Timer, now: float, out: list[Output]) -> None:
+        if type(timer) is not SwarmTimer:
+            return
+        swarm = self.swarms.get(timer.topic)
+        if swarm is None or swarm.epoch != timer.epoch:
+            return  # an instance since dropped or replaced
+        inner = timer.timer
+        if isinstance(inner, ShuffleTick | JoinTimeout):
+            self._membership(swarm, TimerFired(inner), now, out)
+        else:
+            self._broadcast(swarm, TimerFired(inner), now, out)
 
     # ------------------------------------------------------------------ swarms
     def _join(self, topic: str, delivering: bool, now: float, out: list[Output]) -> Swarm:
@@ -197,75 +229,122 @@ class GossipNode(StackNode):
         self._broadcast(swarm, Broadcast(publish.pub_id, publish.payload), now, out)
 
     # ------------------------------------------------------------------ messages
-    def _receive(
-        self, event: Receive, src: NodeId, msg: Message, now: float, out: list[Output]
-    ) -> None:
-        # ``event`` is handed on to the layer as it is: one Receive per message, not three
+    def _receive(self, src: NodeId, msg: Message, now: float, out: list[Output]) -> None:
+        route = _ROUTES.get(type(msg))
+        if route is None:
+            self._receive_other(src, msg, now, out)
+            return
+        topic: str = msg.topic  # type: ignore[attr-defined]  # every routed message names one
+        swarm = self.swarms.get(topic)
+        if route is _BROADCAST:
+            if swarm is None or src not in swarm.membership.active:
+                self._receive_off_link(src, msg, topic, swarm, now, out)
+                return
+            self._broadcast_receive(swarm, src, msg, now, out)
+            return
+        if route is _MEMBERSHIP:
+            if swarm is None:
+                self._refuse(src, msg, topic, out)
+                return
+            self._membership_receive(swarm, src, msg, now, out)
+            return
         if type(msg) is ContactRequest:
-            topic = msg.topic
-            swarm = self.swarms.get(topic)
             me = self.node_id if swarm is not None and swarm.membership.joined else NONE
             member = self.directory.lookup(topic, src, msg.dead, extra=me)
             out.append(Send(src, ContactReply(topic=topic, member=member)))
             return
-        if type(msg) is SwarmJoined:
-            if self.contact == self.node_id:
-                self.directory.record(msg.topic, src)
-            return
+        # SwarmJoined
+        if self.contact == self.node_id:
+            self.directory.record(topic, src)
+
+    def _receive_other(self, src: NodeId, msg: Message, now: float, out: list[Output]) -> None:
+        """A message of no gossip type (a junk message, another stack's): one that names a
+        topic swarm as a string goes to its broadcast layer, which ignores what it does not
+        know; anything else is dropped."""
         topic_field = getattr(msg, "topic", None)
         if not isinstance(topic_field, str):
             return
-        topic = topic_field
-        swarm = self.swarms.get(topic)
-        if isinstance(msg, MEMBERSHIP_MESSAGES):
-            if swarm is None:
-                # Not (or no longer) a member: refuse every message by which the sender puts us
-                # in its active view (including late answers to requests made before we left),
-                # so that its view stays true.
-                if isinstance(msg, LINKING) and not (
-                    isinstance(msg, NeighborReply) and not msg.accepted
-                ):
-                    out.append(Send(src, DisconnectRequest(topic=topic)))
-                return
-            self._membership(swarm, event, now, out)
+        swarm = self.swarms.get(topic_field)
+        if swarm is None or src not in swarm.membership.active:
+            self._receive_off_link(src, msg, topic_field, swarm, now, out)
             return
-        if swarm is None:
+        self._broadcast_receive(swarm, src, msg, now, out)
+
+    def _refuse(self, src: NodeId, msg: Message, topic: str, out: list[Output]) -> None:
+        """A membership message for a swarm we are not (or no longer) in: refuse every message
+        by which the sender puts us in its active view (including late answers to requests
+        made before we left), so that its view stays true."""
+        if isinstance(msg, LINKING) and not (isinstance(msg, NeighborReply) and not msg.accepted):
             out.append(Send(src, DisconnectRequest(topic=topic)))
+
+    def _receive_off_link(
+        self,
+        src: NodeId,
+        msg: Message,
+        topic: str,
+        swarm: Swarm | None,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        """Broadcast traffic from outside the active view."""
+        out.append(Send(src, DisconnectRequest(topic=topic)))
+        if swarm is None or type(msg) is not Gossip:
             return
-        if src not in swarm.membership.active:
-            # one-sided link: keep the payload, tell the sender we are not its neighbour
-            out.append(Send(src, DisconnectRequest(topic=topic)))
-            if type(msg) is Gossip:
-                outputs: list[Output] = []
-                self._broadcast(swarm, event, now, outputs)
-                self._broadcast(swarm, NeighborDown(src), now, outputs)
-                out.extend(o for o in outputs if not (isinstance(o, Send) and o.dst == src))
-            return
-        self._broadcast(swarm, event, now, out)
+        # one-sided link: keep the payload, tell the sender we are not its neighbour
+        outputs: list[Output] = []
+        self._broadcast_receive(swarm, src, msg, now, outputs)
+        self._broadcast(swarm, NeighborDown(src), now, outputs)
+        out.extend(o for o in outputs if not (isinstance(o, Send) and o.dst == src))
 
     # ------------------------------------------------------------------ layer outputs
     def _membership(
         self, swarm: Swarm, event: MembershipInput, now: float, out: list[Output]
     ) -> None:
         """Run HyParView; its neighbour events feed Plumtree, its timers leave wrapped."""
-        for item in swarm.membership.handle(event, now):
-            if isinstance(item, NeighborUp | NeighborDown):
-                self._broadcast(swarm, item, now, out)
-            elif isinstance(item, Joined):
+        self._membership_out(swarm, swarm.membership.handle(event, now), now, out)
+
+    def _membership_receive(
+        self, swarm: Swarm, src: NodeId, msg: Message, now: float, out: list[Output]
+    ) -> None:
+        """:meth:`_membership` of a Receive, without the wrapper."""
+        self._membership_out(swarm, swarm.membership.receive(src, msg), now, out)
+
+    def _membership_out(
+        self, swarm: Swarm, items: list[MembershipOutput], now: float, out: list[Output]
+    ) -> None:
+        for item in items:
+            cls = type(item)
+            if cls is Send:
+                out.append(item)  # type: ignore[arg-type]
+            elif cls is NeighborUp or cls is NeighborDown:
+                self._broadcast(swarm, item, now, out)  # type: ignore[arg-type]
+            elif cls is Joined:
                 buffered, swarm.buffer = swarm.buffer, []
                 for publish in buffered:
                     self._broadcast(swarm, Broadcast(publish.pub_id, publish.payload), now, out)
             elif isinstance(item, SetTimer):
                 out.append(SetTimer(item.after, SwarmTimer(swarm.topic, swarm.epoch, item.timer)))
             else:
-                out.append(item)
+                out.append(item)  # type: ignore[arg-type]
 
     def _broadcast(
         self, swarm: Swarm, event: BroadcastInput, now: float, out: list[Output]
     ) -> None:
         """Run Plumtree; deliveries reach the application if the node subscribes."""
-        for item in swarm.broadcast.handle(event, now):
-            if isinstance(item, Delivered):
+        self._broadcast_out(swarm, swarm.broadcast.handle(event, now), out)
+
+    def _broadcast_receive(
+        self, swarm: Swarm, src: NodeId, msg: Message, now: float, out: list[Output]
+    ) -> None:
+        """:meth:`_broadcast` of a Receive, without the wrapper."""
+        self._broadcast_out(swarm, swarm.broadcast.receive(src, msg, now), out)
+
+    def _broadcast_out(self, swarm: Swarm, items: list[BroadcastOutput], out: list[Output]) -> None:
+        for item in items:
+            cls = type(item)
+            if cls is Send:
+                out.append(item)  # type: ignore[arg-type]
+            elif isinstance(item, Delivered):
                 if swarm.delivering:
                     self.delivered += 1
                     out.append(Deliver(swarm.topic, item.pub_id, item.payload, item.hops))

@@ -267,15 +267,25 @@ class Plumtree:
             else:
                 out.append(Send(peer, announcement))
 
+    def receive(self, src: NodeId, msg: Message, now: float) -> list[BroadcastOutput]:
+        """``handle(Receive(src, msg), now)`` without the wrapper: the simulator's hot path."""
+        out: list[BroadcastOutput] = []
+        self._receive(src, msg, now, out)
+        return out
+
     # ------------------------------------------------------------------ messages
     def _receive(self, src: NodeId, msg: Message, now: float, out: list[BroadcastOutput]) -> None:
         name = type(msg).__name__
-        self.counters[name] = self.counters.get(name, 0) + 1
+        counters = self.counters
+        counters[name] = counters.get(name, 0) + 1
+        # exact-type tests for the two messages of every broadcast, before the general match
+        if type(msg) is Gossip:
+            self._on_gossip(src, msg, now, out)
+            return
+        if type(msg) is IHave:
+            self._on_ihave(src, msg.announcements, now, out)
+            return
         match msg:
-            case Gossip():
-                self._on_gossip(src, msg, now, out)
-            case IHave(announcements=announcements):
-                self._on_ihave(src, announcements, now, out)
             case Graft(pub_id=pub_id, round=rnd, request=request):
                 # "GRAFT(id, round) from s: s becomes eager; if id was received, send it
                 # GOSSIP(m, id, round)." (Not once its payload has left the cache.)

@@ -1,0 +1,87 @@
+"""The trace's message-size estimate, compiled once per message class for the simulator.
+
+:meth:`pubmesh.proto.core.Message.wire_size` walks a message's fields and sizes each value by
+its type (8 bytes per number, 2 + length per string or bytes, 1 per flag, 2 + the members per
+container, plus an 8-byte header). The simulator calls it for every message it carries, and the
+walk was ~14% of a gossip run's time. :func:`size_function` builds, once per class, a function
+that computes the same figure in one expression from the class's field declarations:
+
+==============================  ==============================================
+declared                        cost
+==============================  ==============================================
+``int``, ``float``              8
+``bool``                        1
+``str``, ``bytes``              2 + len
+``tuple[X, ...]``, X fixed      2 + len × size(X) (X: a number, a flag, or a
+                                fixed tuple of those, e.g. ``tuple[int, int]``)
+anything else                   the generic walk (``estimate_size``)
+==============================  ==============================================
+
+Each simple field is checked by exact type at run time and falls back to the walk if it holds
+something else, so a message built with values of other types (a test's junk) is still sized
+as the walk sizes it; the elements of a declared tuple are taken as declared. A test checks the
+two agree on every registered message class.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from pubmesh.proto.core import HEADER_BYTES, ID_BYTES, Message, estimate_size
+
+#: message class -> its size function (filled on first use)
+SIZES: dict[type, Callable[[Any], int]] = {}
+
+
+def _fixed_size(tp: Any) -> int | None:
+    """Bytes of one value of type ``tp`` if every value of it has the same size, else None."""
+    if tp is int or tp is float:
+        return ID_BYTES
+    if tp is bool:
+        return 1
+    if typing.get_origin(tp) is tuple:
+        args = typing.get_args(tp)
+        if args and args[-1] is not Ellipsis:
+            sizes = [_fixed_size(a) for a in args]
+            if all(s is not None for s in sizes):
+                return 2 + sum(s for s in sizes if s is not None)
+    return None
+
+
+def size_function(cls: type[Message]) -> Callable[[Any], int]:
+    """The size estimate of ``cls``'s messages, built once and cached in :data:`SIZES`."""
+    fn = SIZES.get(cls)
+    if fn is not None:
+        return fn
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # annotations that do not resolve: size every field by the walk
+        hints = {}
+    terms: list[str] = [str(HEADER_BYTES)]
+    for f in dataclasses.fields(cls):
+        tp = hints.get(f.name)
+        v = f"m.{f.name}"
+        if tp is int or tp is float:
+            terms.append(f"({ID_BYTES} if type({v}) is {tp.__name__} else estimate_size({v}))")
+        elif tp is bool:
+            terms.append(f"(1 if type({v}) is bool else estimate_size({v}))")
+        elif tp is str or tp is bytes:
+            terms.append(f"(2 + len({v}) if type({v}) is {tp.__name__} else estimate_size({v}))")
+        elif typing.get_origin(tp) is tuple and typing.get_args(tp)[-1:] == (Ellipsis,):
+            each = _fixed_size(typing.get_args(tp)[0])
+            if each is not None:
+                sized = f"2 + {each} * len({v})"
+                terms.append(f"({sized} if type({v}) is tuple else estimate_size({v}))")
+            else:
+                terms.append(f"estimate_size({v})")
+        else:
+            terms.append(f"estimate_size({v})")
+    source = "def size(m):\n    return " + " + ".join(terms) + "\n"
+    env: dict[str, Any] = {"estimate_size": estimate_size}
+    exec(compile(source, f"<size of {cls.__name__}>", "exec"), env)
+    fn = typing.cast(Callable[[Any], int], env["size"])
+    SIZES[cls] = fn
+    return fn
