@@ -96,7 +96,7 @@ MSG, TIMER, DOWN, CMD, ACTION = 0, 1, 2, 3, 4
 
 # stream ids for the simulator's own random streams (node streams use ids ≥ 0; the workload
 # planner's streams are -3, -4, -6 and -7, see pubmesh.workload)
-_NET, _TIMERS, _CORRUPT = -1, -2, -5
+_NET, _TIMERS, _CORRUPT, _WARM = -1, -2, -5, -8
 
 
 def run_id_for(scenario: Scenario) -> str:
@@ -161,6 +161,8 @@ class Simulation:
         self._sub_filters: dict[tuple[NodeId, str], Any] = {}
         self.topic_subscribers: dict[str, set[NodeId]] = {}
         self._pending_down: set[tuple[NodeId, NodeId]] = set()
+        #: first subscriptions a warm start made already (the plan's are skipped once)
+        self._warm_subscriptions: set[tuple[NodeId, str]] = set()
         self._partition: dict[NodeId, int] | None = None
 
         net = scenario.network
@@ -196,12 +198,46 @@ class Simulation:
 
     def _schedule_start(self) -> None:
         s = self.scenario
+        if s.init.overlay == "warm":
+            self._warm_start()
         self._push_planned(0)
         if s.init.corruption != "none":
             last_start = max(self.plan.starts.values())
             self.at(last_start + s.workload.subscribe_at, self._corrupt)
         if s.trace.snapshot_interval > 0:
             self.at(0.0, self._snapshot)
+
+    def _warm_start(self) -> None:
+        """``[init] overlay = "warm"``: every initial node is up at t = 0 and subscribed to its
+        workload topics, and the stack's ``warm_start`` hook rewrites their state into a
+        legitimate overlay. The timers the nodes set while starting and subscribing are kept
+        (their periodic protocol actions run as usual); their messages, the joins the warm
+        overlay replaces, are dropped. The plan's start and first subscription of each of these
+        nodes are then no-ops."""
+        warm = self.spec.warm_start
+        assert warm is not None  # the scenario parser refuses "warm" for a stack without one
+        writer = self.writer
+        kept: dict[NodeId, list[Any]] = {}
+        start = Start(self.contacts)
+        for node in sorted(self.plan.starts):
+            obj = self._create(node)
+            role = self.roles.get(node, "peer")
+            if writer:
+                writer.node(node, 0.0, "up", role)
+            timers = [o for o in obj.handle(start, 0.0) if type(o) is SetTimer]
+            filters = self.plan.filters.get(node, {})
+            for topic in self.plan.topics.get(node, ()):
+                key = (node, topic)
+                self._subscribed[key] = 0.0
+                self.topic_subscribers.setdefault(topic, set()).add(node)
+                self._sub_filters[key] = filters.get(topic)
+                self._warm_subscriptions.add(key)
+                command = Subscribe(topic, filters.get(topic))
+                timers.extend(o for o in obj.handle(command, 0.0) if type(o) is SetTimer)
+            kept[node] = timers
+        warm(dict(self.nodes), random.Random(node_seed(self.seed, _WARM)), self.params)
+        for node, timers in kept.items():
+            self._apply(node, timers)
 
     # ------------------------------------------------------------------ node lifecycle
     def _create(self, node: NodeId) -> StackNode:
@@ -511,6 +547,10 @@ class Simulation:
         self._push_planned(index + 1)
         writer = self.writer
         if isinstance(event, Subscription):
+            key = (event.node, event.topic)
+            if key in self._warm_subscriptions:
+                self._warm_subscriptions.discard(key)  # subscribed by the warm start
+                return
             self.command(event.node, Subscribe(event.topic, event.filter))
         elif isinstance(event, Publication):
             self.command(

@@ -39,6 +39,13 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
 ``[init]``
     ``corruption`` ("none" or one of the stack's corruption kinds) and ``junk_messages``
     (messages put in flight by the corruption hook), applied once every node has started.
+    ``overlay``: ``"joined"`` (default: nodes start at their planned times and build the
+    overlay by the protocol's own joins) or ``"warm"``: every initial node is up and
+    subscribed to its workload topics at t = 0 in an overlay the stack builds by
+    construction in a legitimate state (the stack's ``warm_start`` hook, e.g. gossip's
+    symmetric active views and full passive views), and the protocols run from there as
+    usual. For runs about what happens *on* an overlay (a broadcast over 10^6 nodes) rather
+    than about building it.
 ``[[faults]]`` (any number, each a table)
     ``at`` (seconds) and ``kind``:
     ``crash`` / ``leave`` (``fraction`` of live workload nodes other than the stack's contact
@@ -186,6 +193,7 @@ class WorkloadSection:
 class InitSection:
     corruption: str = "none"
     junk_messages: int = 0
+    overlay: Literal["joined", "warm"] = "joined"
 
 
 @dataclass(frozen=True)
@@ -329,6 +337,10 @@ def parse_scenario(
         source=source,
     )
     _check_values(scenario, spec.corruption_kinds, spec.infrastructure(run.nodes, stack_params))
+    if scenario.init.overlay == "warm" and spec.warm_start is None:
+        raise ScenarioError(
+            f'{source}: [init] overlay: stack {run.stack} has no warm start (use "joined")'
+        )
     canonical = {**{k: v for k, v in data.items() if k != "stack"}}
     canonical["run"] = {**data.get("run", {}), "name": run.name}
     if own:

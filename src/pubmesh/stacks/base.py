@@ -13,6 +13,7 @@ hooks for corrupted initial states and a legitimacy predicate (self-stabilizing 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,12 @@ class StackSpec:
     corrupt: Callable[..., list[tuple[NodeId, NodeId, Any]]] | None = None
     #: Names of corruption kinds ``corrupt`` accepts.
     corruption_kinds: tuple[str, ...] = ()
+    #: Warm start (``[init] overlay = "warm"``): ``warm_start(nodes, rng, params)`` rewrites the
+    #: state of freshly started nodes, each already subscribed to its workload topics, into a
+    #: legitimate overlay over those subscriptions, built by construction. The simulator keeps
+    #: the timers the nodes set while starting and subscribing, and drops their messages (the
+    #: joins the warm overlay replaces). None: the stack has no warm start.
+    warm_start: Callable[[Mapping[NodeId, StackNode], random.Random, Any], None] | None = None
     #: Legitimacy predicate over all live nodes, for convergence_time; None if the stack has none.
     is_legitimate: Callable[[Mapping[NodeId, StackNode]], bool] | None = None
     #: Content-based stacks take filters and attributes instead of bare topics.

@@ -7,6 +7,7 @@ analysis and the demo learn about the stack.
 from __future__ import annotations
 
 from pubmesh.proto.gossip import GossipNode, GossipParams
+from pubmesh.proto.gossip.warm import warm_start
 from pubmesh.stacks.base import StackSpec, register
 
 SPEC = register(
@@ -18,5 +19,6 @@ SPEC = register(
         description="HyParView membership + Plumtree broadcast per topic swarm (papers/004)",
         demo_scenario="paper004_fail50.toml",
         repair_layers=("broadcast",),
+        warm_start=warm_start,
     )
 )

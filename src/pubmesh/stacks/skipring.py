@@ -9,6 +9,7 @@ from pubmesh.proto.skipring.corruption import KINDS, corrupt
 from pubmesh.proto.skipring.legitimacy import is_legitimate
 from pubmesh.proto.skipring.node import contacts, create, infrastructure
 from pubmesh.proto.skipring.params import SkipRingParams
+from pubmesh.proto.skipring.warm import warm_start
 from pubmesh.stacks.base import StackSpec, register
 
 SPEC = register(
@@ -21,6 +22,7 @@ SPEC = register(
         corrupt=corrupt,
         corruption_kinds=KINDS,
         is_legitimate=is_legitimate,
+        warm_start=warm_start,
         description=(
             "self-stabilizing supervised skip ring per topic (papers/000): supervisor database, "
             "BuildRing with label checks, shortcuts, Patricia-trie anti-entropy and flooding"
