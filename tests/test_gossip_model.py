@@ -239,7 +239,7 @@ class Cluster:
                 assert len(set(active)) == len(active), where
                 assert len(set(passive)) == len(passive), where
                 assert not set(active) & set(passive), where
-                eager, lazy = swarm.broadcast.eager, swarm.broadcast.lazy
+                eager, lazy = set(swarm.broadcast.eager), set(swarm.broadcast.lazy)
                 assert eager | lazy <= set(active), f"{where} eager {eager} lazy {lazy}"
                 assert not eager & lazy, f"{where} eager {eager} lazy {lazy}"
 

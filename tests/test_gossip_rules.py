@@ -105,8 +105,9 @@ def check_subset(n: GossipNode) -> None:
     """Plumtree's eager and lazy peers are disjoint and a subset of HyParView's active view."""
     for swarm in n.swarms.values():
         tree, active = swarm.broadcast, set(swarm.membership.active)
-        assert tree.eager <= active and tree.lazy <= active, (tree.eager, tree.lazy, active)
-        assert not tree.eager & tree.lazy
+        eager, lazy = set(tree.eager), set(tree.lazy)
+        assert eager <= active and lazy <= active, (eager, lazy, active)
+        assert not eager & lazy
 
 
 def joined_node(me: int = 5, member: int = 3, *, subscribe: bool = True) -> GossipNode:
@@ -597,13 +598,13 @@ def test_duplicate_gossip_prunes_the_sender() -> None:
     out = tree.handle(Receive(2, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
     assert not [o for o in out if isinstance(o, Delivered)]
     assert [(s.dst, s.message) for s in sends(out, Prune)] == [(2, Prune(topic=T))]
-    assert tree.lazy == {2} and tree.eager == {1}
+    assert tree.lazy == [2] and tree.eager == [1]
 
 
 def test_prune_makes_the_sender_lazy() -> None:
     tree = pt(eager=(1, 2))
     assert tree.handle(Receive(2, Prune(topic=T)), 0.0) == []
-    assert tree.eager == {1} and tree.lazy == {2}
+    assert tree.eager == [1] and tree.lazy == [2]
 
 
 def test_ihave_starts_timeout1_then_grafts_and_starts_timeout2() -> None:
@@ -630,7 +631,7 @@ def test_stale_graft_timer_ignored_after_the_message_arrived() -> None:
     tree.handle(Receive(3, IHave(topic=T, announcements=((7, 0),))), 0.0)
     tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
     assert tree.handle(TimerFired(SendGraft(7, 1)), 0.0) == []
-    assert tree.lazy == {3}
+    assert tree.lazy == [3]
 
 
 def test_superseded_graft_timer_generation_is_ignored() -> None:
@@ -662,7 +663,7 @@ def test_graft_without_request_or_unknown_id_only_makes_eager() -> None:
     tree.handle(Broadcast(7, b"x"), 0.0)
     assert tree.handle(Receive(3, Graft(topic=T, pub_id=7, round=0, request=False)), 0.0) == []
     assert tree.handle(Receive(4, Graft(topic=T, pub_id=99, round=0, request=True)), 0.0) == []
-    assert tree.eager == {1, 3, 4} and tree.lazy == set()
+    assert tree.eager == [1, 3, 4] and tree.lazy == []
 
 
 def test_optimization_grafts_announcer_and_prunes_parent_ihave_after() -> None:
@@ -677,7 +678,7 @@ def test_optimization_grafts_announcer_and_prunes_parent_ihave_after() -> None:
         (3, Graft(topic=T, pub_id=7, round=1, request=False))
     ]
     assert [s.dst for s in sends(out, Prune)] == [1]
-    assert tree.eager == {3} and tree.lazy == {1}
+    assert tree.eager == [3] and tree.lazy == [1]
 
 
 def test_optimization_with_announcement_before_the_message() -> None:
@@ -686,7 +687,7 @@ def test_optimization_with_announcement_before_the_message() -> None:
     out = tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=5, payload=b"x")), 0.0)
     assert [s.dst for s in sends(out, Graft)] == [3]
     assert [s.dst for s in sends(out, Prune)] == [1]
-    assert tree.eager == {3} and tree.lazy == {1}
+    assert tree.eager == [3] and tree.lazy == [1]
 
 
 def test_optimization_below_threshold_does_nothing() -> None:
@@ -695,7 +696,7 @@ def test_optimization_below_threshold_does_nothing() -> None:
     assert (
         tree.handle(Receive(3, IHave(topic=T, announcements=((7, 3),))), 0.0) == []
     )  # hop 4: gain 2 < 3
-    assert tree.eager == {1} and tree.lazy == {3}
+    assert tree.eager == [1] and tree.lazy == [3]
 
 
 def test_optimization_off_does_nothing() -> None:
@@ -710,7 +711,7 @@ def test_flood_mode_never_prunes_nor_announces() -> None:
     assert sorted(s.dst for s in sends(out, Gossip)) == [2, 3]
     out = tree.handle(Receive(2, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
     assert out == []
-    assert tree.eager == {1, 2, 3} and tree.lazy == set()
+    assert tree.eager == [1, 2, 3] and tree.lazy == []
     out = tree.handle(Broadcast(8, b"y"), 0.0)
     assert sorted(s.dst for s in sends(out, Gossip)) == [1, 2, 3] and not sends(out, IHave)
 
@@ -733,7 +734,7 @@ def test_neighbor_down_drops_peer_and_its_announcements() -> None:
     tree = pt(eager=(1,), lazy=(3,))
     tree.handle(Receive(3, IHave(topic=T, announcements=((7, 0),))), 0.0)
     tree.handle(NeighborDown(3), 0.0)
-    assert tree.lazy == set()
+    assert tree.lazy == []
     assert tree.handle(TimerFired(SendGraft(7, 1)), 0.0) == []  # nobody left to graft
 
 
@@ -855,7 +856,7 @@ def test_plumtree_peers_follow_the_active_view() -> None:
         n.handle(step, 1.0)  # type: ignore[arg-type]
         check_subset(n)
     tree = n.swarms[T].broadcast
-    assert tree.eager | tree.lazy == set(n.swarms[T].membership.active) == {3, 9}
+    assert set(tree.eager) | set(tree.lazy) == set(n.swarms[T].membership.active) == {3, 9}
 
 
 def test_peer_down_reaches_every_swarm() -> None:
@@ -899,7 +900,7 @@ def test_join_timeout_tells_the_abandoned_member_to_disconnect() -> None:
     assert hv_.active == [] and hv_.passive == [3]
     assert hv_.pending_join == NONE and not hv_.joined
     tree = n.swarms[T].broadcast
-    assert tree.eager == set() and tree.lazy == set()
+    assert tree.eager == [] and tree.lazy == []
 
 
 def test_accepted_neighbor_reply_after_unsubscribe_is_refused() -> None:

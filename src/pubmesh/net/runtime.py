@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -71,7 +70,7 @@ from pubmesh.proto.core import (
     TimerFired,
     TraceRecord,
     Unsubscribe,
-    node_seed,
+    node_random,
 )
 from pubmesh.stacks.base import StackSpec, get_stack
 
@@ -196,7 +195,7 @@ class NodeRuntime:
         self.node_id = self.transport.node_id
         ctx = NodeContext(
             node_id=self.node_id,
-            rng=random.Random(node_seed(self.seed, self.node_id)),
+            rng=node_random(self.seed, self.node_id),
             role=self.role,
             params=self.params,
         )

@@ -69,6 +69,7 @@ from pubmesh.proto.core import (
     Subscribe,
     TraceRecord,
     Unsubscribe,
+    node_random,
     node_seed,
 )
 from pubmesh.sim.scenario import Scenario
@@ -243,7 +244,7 @@ class Simulation:
     def _create(self, node: NodeId) -> StackNode:
         incarnation = self.incarnation.get(node, -1) + 1
         self.incarnation[node] = incarnation
-        rng = random.Random(node_seed(self.seed, node) + incarnation)
+        rng = node_random(self.seed, node, incarnation)
         ctx = NodeContext(
             node_id=node, rng=rng, role=self.roles.get(node, "peer"), params=self.params
         )

@@ -29,7 +29,6 @@ liveness) over all of them.
 from __future__ import annotations
 
 import heapq
-import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +51,7 @@ from pubmesh.proto.core import (
     Timer,
     TimerFired,
     TraceRecord,
-    node_seed,
+    node_random,
 )
 from pubmesh.stacks.base import StackSpec
 
@@ -135,7 +134,7 @@ class PoolCluster:
         self.incarnation[node] = incarnation
         ctx = NodeContext(
             node_id=node,
-            rng=random.Random(node_seed(self.seed, node) + incarnation),
+            rng=node_random(self.seed, node, incarnation),
             role=self.roles.get(node, "peer"),
             params=self.params,
         )

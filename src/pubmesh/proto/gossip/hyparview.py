@@ -290,6 +290,8 @@ class SwarmDirectory:
     it); never naming one would strand the contact when a SwarmJoined is lost with a broken
     connection and the contact's own active view empties (found by the same check)."""
 
+    __slots__ = ("asked", "members", "rng", "seen", "seen_asked", "size")
+
     def __init__(self, size: int, rng: random.Random) -> None:
         self.size = size
         self.rng = rng
@@ -341,6 +343,25 @@ class SwarmDirectory:
 class HyParView:
     """The membership state machine of one node in one topic swarm."""
 
+    __slots__ = (
+        "active",
+        "contact",
+        "counters",
+        "directory",
+        "join_generation",
+        "joined",
+        "last_shuffle",
+        "me",
+        "p",
+        "passive",
+        "pending_join",
+        "pending_neighbor",
+        "rng",
+        "ticks",
+        "topic",
+        "tried",
+    )
+
     def __init__(
         self,
         me: NodeId,
@@ -359,7 +380,9 @@ class HyParView:
         self.passive: list[NodeId] = []
         self.last_shuffle: tuple[NodeId, ...] = ()
         self.pending_neighbor: NodeId = NONE
-        self.tried: set[NodeId] = set()
+        #: passive nodes that refused (or failed) a Neighbor request since the last tick; a
+        #: list: it holds a few ids at most, and an empty list is a quarter of an empty set
+        self.tried: list[NodeId] = []
         self.pending_join: NodeId = NONE
         self.joined = False
         self.join_generation = 0
@@ -480,7 +503,7 @@ class HyParView:
                     # (a full node evicts a random member for a high-priority Neighbor): lonely
                     # nodes whose passive views hold only q would otherwise evict one another
                     # from q's active view forever (found by the model's liveness check).
-                    self.tried.add(src)
+                    self._tried(src)
                     self._promote(NONE, out)
             case Shuffle(origin=origin, nodes=nodes, ttl=ttl):
                 if src not in self.active:
@@ -541,7 +564,7 @@ class HyParView:
             self.tried.clear()
         else:
             # "a rejection makes the requester try another passive node"
-            self.tried.add(src)
+            self._tried(src)
             self._promote(NONE, out)
 
     def _on_shuffle(
@@ -575,7 +598,7 @@ class HyParView:
         if self.pending_neighbor == peer:
             # the passive node we asked is down: try another one
             self.pending_neighbor = NONE
-            self.tried.add(peer)
+            self._tried(peer)
             retry = True
         if self.pending_join == peer:
             # the member the contact named is gone: ask again, naming it
@@ -641,6 +664,10 @@ class HyParView:
         out.append(Send(peer, Neighbor(topic=self.topic, high_priority=not self.active)))
 
     # ------------------------------------------------------------------ views
+    def _tried(self, peer: NodeId) -> None:
+        if peer not in self.tried:
+            self.tried.append(peer)
+
     def _add_active(self, peer: NodeId, out: list[MembershipOutput]) -> None:
         if peer == self.me or peer in self.active:
             return

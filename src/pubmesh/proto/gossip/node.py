@@ -135,15 +135,25 @@ class Swarm:
 class GossipNode(StackNode):
     """A gossip node: a set of topic swarms, plus the swarm directory if it is the contact."""
 
+    __slots__ = ("_directory", "contact", "delivered", "epochs", "left", "params", "swarms")
+
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.params: GossipParams = ctx.params if ctx.params is not None else GossipParams()
         self.contact: NodeId = NONE
         self.swarms: dict[str, Swarm] = {}
-        self.directory = SwarmDirectory(self.params.directory_size, self.rng)
+        self._directory: SwarmDirectory | None = None
         self.epochs = 0
         self.delivered = 0
         self.left = False
+
+    @property
+    def directory(self) -> SwarmDirectory:
+        """The swarm directory (kept by the contact node; made on first use, so the other
+        nodes of a 10^6-node run do not each carry an empty one)."""
+        if self._directory is None:
+            self._directory = SwarmDirectory(self.params.directory_size, self.rng)
+        return self._directory
 
     # ------------------------------------------------------------------ the one entry point
     def handle(self, event: Input, now: float) -> list[Output]:

@@ -57,6 +57,7 @@ evicting everything due within ``evict_slack`` of it, so a busy swarm costs one 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 
@@ -174,12 +175,31 @@ BroadcastOutput = Output | Delivered
 class Plumtree:
     """The broadcast state machine of one node in one topic swarm."""
 
+    __slots__ = (
+        "_evict_pending",
+        "_payload_seen",
+        "_seen",
+        "counters",
+        "eager",
+        "graft_generation",
+        "lazy",
+        "lazy_queue",
+        "me",
+        "missing",
+        "p",
+        "payloads",
+        "received",
+        "topic",
+    )
+
     def __init__(self, me: NodeId, topic: str, params: GossipParams) -> None:
         self.me = me
         self.topic = topic
         self.p = params
-        self.eager: set[NodeId] = set()
-        self.lazy: set[NodeId] = set()
+        #: eager and lazy push peers, each a sorted list (at most active_size ids: a list is a
+        #: fifth of a set's memory, and sorted is the order sends go out in)
+        self.eager: list[NodeId] = []
+        self.lazy: list[NodeId] = []
         #: ids of received messages: id -> (round received at, who sent it first)
         self.received: dict[PubId, tuple[int, NodeId]] = {}
         #: payloads of received messages still within payload_retention, to answer GRAFTs
@@ -191,8 +211,9 @@ class Plumtree:
         #: batched announcements per lazy peer
         self.lazy_queue: dict[NodeId, list[tuple[int, int]]] = {}
         #: (first seen, id) in the order ids were first seen, for eviction
-        self._seen: deque[tuple[float, PubId]] = deque()
-        self._payload_seen: deque[tuple[float, PubId]] = deque()
+        #: created on first use and dropped when emptied: an idle node keeps neither
+        self._seen: deque[tuple[float, PubId]] | None = None
+        self._payload_seen: deque[tuple[float, PubId]] | None = None
         self._evict_pending = False
         self.counters: dict[str, int] = {}
 
@@ -223,13 +244,13 @@ class Plumtree:
     # ------------------------------------------------------------------ neighbours
     def _neighbor_up(self, peer: NodeId) -> None:
         """NeighborUp(q): q becomes eager."""
-        self.eager.add(peer)
-        self.lazy.discard(peer)
+        _add(self.eager, peer)
+        _discard(self.lazy, peer)
 
     def _neighbor_down(self, peer: NodeId) -> None:
         """NeighborDown(q): drop q from both sets and its announcements."""
-        self.eager.discard(peer)
-        self.lazy.discard(peer)
+        _discard(self.eager, peer)
+        _discard(self.lazy, peer)
         self.lazy_queue.pop(peer, None)
         for pub_id in list(self.missing):
             self.missing[pub_id] = [a for a in self.missing[pub_id] if a[0] != peer]
@@ -250,13 +271,13 @@ class Plumtree:
     ) -> None:
         # messages are immutable: one object serves every peer
         gossip = Gossip(topic=self.topic, pub_id=pub_id, round=rnd, payload=payload)
-        for peer in sorted(self.eager):
+        for peer in self.eager:
             if peer != exclude:
                 out.append(Send(peer, gossip))
         if self.p.flood or not self.lazy:
             return
         announcement = IHave(topic=self.topic, announcements=((pub_id, rnd),))
-        for peer in sorted(self.lazy):
+        for peer in self.lazy:
             if peer == exclude:
                 continue
             if self.p.ihave_batch_interval > 0:
@@ -300,8 +321,8 @@ class Plumtree:
             case Prune():
                 # "PRUNE from s: s becomes lazy."
                 if src in self.eager:
-                    self.eager.discard(src)
-                    self.lazy.add(src)
+                    self.eager.remove(src)
+                    _add(self.lazy, src)
 
     def _on_gossip(self, src: NodeId, msg: Gossip, now: float, out: list[BroadcastOutput]) -> None:
         pub_id, rnd = msg.pub_id, msg.round + 1
@@ -373,8 +394,8 @@ class Plumtree:
 
     def _make_lazy(self, peer: NodeId) -> None:
         if peer in self.eager or peer in self.lazy:
-            self.eager.discard(peer)
-            self.lazy.add(peer)
+            _discard(self.eager, peer)
+            _add(self.lazy, peer)
 
     # ------------------------------------------------------------------ timers
     def _graft_timeout(self, pub_id: PubId, generation: int, out: list[BroadcastOutput]) -> None:
@@ -406,10 +427,14 @@ class Plumtree:
             self._note_seen(pub_id, now, out)
         self.received[pub_id] = (rnd, parent)
         self.payloads[pub_id] = payload
+        if self._payload_seen is None:
+            self._payload_seen = deque()
         self._payload_seen.append((now, pub_id))
 
     def _note_seen(self, pub_id: PubId, now: float, out: list[BroadcastOutput]) -> None:
         """``pub_id`` is seen for the first time (received, or announced while missing)."""
+        if self._seen is None:
+            self._seen = deque()
         self._seen.append((now, pub_id))
         if not self._evict_pending:
             self._evict_pending = True
@@ -430,6 +455,10 @@ class Plumtree:
             self.received.pop(pub_id, None)
             self.missing.pop(pub_id, None)
             self.graft_generation.pop(pub_id, None)
+        if not self._payload_seen:
+            self._payload_seen = None
+        if not self._seen:
+            self._seen = None
         due = [
             queue[0][0] + retention - now
             for queue, retention in (
@@ -441,3 +470,16 @@ class Plumtree:
         if due:
             self._evict_pending = True
             out.append(SetTimer(max(min(due), self.p.evict_slack), EvictCache()))
+
+
+def _add(peers: list[NodeId], peer: NodeId) -> None:
+    """Insert ``peer`` into the sorted list ``peers`` unless it is there."""
+    at = bisect_left(peers, peer)
+    if at == len(peers) or peers[at] != peer:
+        peers.insert(at, peer)
+
+
+def _discard(peers: list[NodeId], peer: NodeId) -> None:
+    """Remove ``peer`` from ``peers`` if it is there."""
+    if peer in peers:
+        peers.remove(peer)

@@ -84,8 +84,8 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: ob
             hv.pending_join = NONE
             hv.pending_neighbor = NONE
             hv.tried.clear()
-            pt.eager = set(active)
-            pt.lazy = set()
+            pt.eager = sorted(active)
+            pt.lazy = []
         for node in gossip.values():
             if node.contact == node.node_id:
                 _fill_directory(node, topic, members, rng)
