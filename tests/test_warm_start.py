@@ -205,3 +205,18 @@ def test_a_stack_without_a_warm_start_is_refused() -> None:
     assert cold, "every stack has a warm start: this check needs one without"
     with pytest.raises(ScenarioError, match=r"\[init\] overlay: stack .* has no warm start"):
         parse_scenario(scenario(cold[0], 1), source="warm")
+
+
+@pytest.mark.parametrize("stack", WARM_STACKS)
+def test_warm_runs_are_deterministic_to_the_byte(stack: str, tmp_path: Path) -> None:
+    from pubmesh.sim.runner import run_scenario
+
+    text = scenario(stack, 7, nodes=120, duration=8.0)
+    why = replay(text, 7, tmp_path)
+    digests = []
+    for attempt in ("a", "b"):
+        result = run_scenario(parse_scenario(text, source="warm"), tmp_path / attempt)
+        files = sorted(result.run_dir.rglob("*.parquet"))
+        assert files, why
+        digests.append([(f.relative_to(result.run_dir), f.read_bytes()) for f in files])
+    assert digests[0] == digests[1], f"two runs of one scenario differ; {why}"
