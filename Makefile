@@ -5,13 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv java demo test lint bench clean help
+.PHONY: all venv java demo test lint bench compiled clean help
 
 help:
 	@echo "make demo   - build the environment, run the default experiment, write out/demo/report.html"
 	@echo "make test   - build the environment and run the whole test suite"
 	@echo "make lint   - ruff, mypy --strict and the sans-IO rule"
 	@echo "make bench  - benchmarks (figures go into BENCHMARKS.md)"
+	@echo "make compiled - the optional mypyc build of the simulator's hot modules in build/compiled"
+	@echo "                (run it with PYTHONPATH=build/compiled; same traces, see BENCHMARKS.md)"
 
 venv: $(STAMP)
 
@@ -50,6 +52,9 @@ lint: venv
 
 bench: venv java
 	$(PY) bench/run_all.py
+
+compiled: venv
+	$(PY) tools/build_compiled.py --out build/compiled
 
 clean:
 	rm -rf $(VENV) out runs .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -68,6 +68,8 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from pubmesh.proto.core import (
     Disconnect,
     Message,
@@ -89,6 +91,7 @@ NONE = -1  # "no node" in integer-typed message fields
 # --------------------------------------------------------------------------------------------
 # Messages (layer "membership"); every one names its topic swarm
 # --------------------------------------------------------------------------------------------
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContactRequest(Message):
     """To the contact: name me a member of ``topic`` (``dead``: one you named that is down)."""
@@ -100,6 +103,7 @@ class ContactRequest(Message):
 register_message(ContactRequest, 100, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContactReply(Message):
     topic: str
@@ -109,6 +113,7 @@ class ContactReply(Message):
 register_message(ContactReply, 101, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Join(Message):
     topic: str
@@ -117,6 +122,7 @@ class Join(Message):
 register_message(Join, 102, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JoinReply(Message):
     """The member accepted our Join (a real node learns this from the TCP connection)."""
@@ -127,6 +133,7 @@ class JoinReply(Message):
 register_message(JoinReply, 110, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SwarmJoined(Message):
     """To the contact: my join of ``topic``'s swarm is complete; name me to newcomers."""
@@ -137,6 +144,7 @@ class SwarmJoined(Message):
 register_message(SwarmJoined, 111, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ForwardJoin(Message):
     topic: str
@@ -147,6 +155,7 @@ class ForwardJoin(Message):
 register_message(ForwardJoin, 103, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ForwardJoinAccept(Message):
     """p added the new node n at the end of the walk; n adds p (the link is symmetric)."""
@@ -157,6 +166,7 @@ class ForwardJoinAccept(Message):
 register_message(ForwardJoinAccept, 104, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Neighbor(Message):
     topic: str
@@ -166,6 +176,7 @@ class Neighbor(Message):
 register_message(Neighbor, 105, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NeighborReply(Message):
     topic: str
@@ -175,6 +186,7 @@ class NeighborReply(Message):
 register_message(NeighborReply, 106, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DisconnectRequest(Message):
     """HyParView's DISCONNECT: remove me from your active view."""
@@ -185,21 +197,23 @@ class DisconnectRequest(Message):
 register_message(DisconnectRequest, 107, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Shuffle(Message):
     topic: str
     origin: int
-    nodes: tuple[int, ...]
+    nodes: "tuple[int, ...]"  # noqa: UP037 (quoted: mypyc writes tuple[int, ...] as tuple)
     ttl: int
 
 
 register_message(Shuffle, 108, layer="membership")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShuffleReply(Message):
     topic: str
-    nodes: tuple[int, ...]
+    nodes: "tuple[int, ...]"  # noqa: UP037 (quoted: mypyc writes tuple[int, ...] as tuple)
 
 
 register_message(ShuffleReply, 109, layer="membership")
@@ -225,16 +239,19 @@ MEMBERSHIP_MESSAGES = (
 # --------------------------------------------------------------------------------------------
 # Events HyParView hands to the broadcast layer (iroh-gossip's NeighborUp/NeighborDown)
 # --------------------------------------------------------------------------------------------
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class NeighborUp:
     peer: NodeId
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class NeighborDown:
     peer: NodeId
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Joined:
     """The swarm join is complete: the node may broadcast (a relay flushes its buffer)."""
@@ -246,6 +263,7 @@ MembershipOutput = Output | NeighborUp | NeighborDown | Joined
 # --------------------------------------------------------------------------------------------
 # Commands from the node and timers (the layer's closed input set is MembershipInput)
 # --------------------------------------------------------------------------------------------
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class JoinSwarm:
     """Begin joining the swarm through ``contact`` (the cluster's contact node)."""
@@ -253,16 +271,19 @@ class JoinSwarm:
     contact: NodeId
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class LeaveSwarm:
     """Leave the swarm: DISCONNECT every active member (papers/004 §2.1.2 notifies them)."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ShuffleTick(Timer):
     """§4.4: the periodic shuffle (and pubmesh's refill of a non-full active view)."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class JoinTimeout(Timer):
     """The swarm join attempt ``generation`` got no answer in ``join_timeout`` seconds."""
@@ -274,6 +295,7 @@ MembershipTimer = ShuffleTick | JoinTimeout
 MembershipInput = Receive | TimerFired | PeerDown | JoinSwarm | LeaveSwarm
 
 
+@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
 class SwarmDirectory:
     """The contact node's per-topic directory: uniform random samples of the swarm.
 
@@ -340,6 +362,7 @@ class SwarmDirectory:
                 reservoir[slot] = node
 
 
+@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
 class HyParView:
     """The membership state machine of one node in one topic swarm."""
 

@@ -33,6 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from pubmesh.proto.core import (
     Deliver,
     Input,
@@ -107,6 +109,7 @@ _ROUTES: dict[type[Message], str] = {
 LINKING = (Join, JoinReply, ForwardJoinAccept, Neighbor, NeighborReply)
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class SwarmTimer(Timer):
     """A layer's timer wrapped with the swarm instance it belongs to."""
@@ -116,6 +119,7 @@ class SwarmTimer(Timer):
     timer: Timer
 
 
+@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
 class Swarm:
     """One topic's protocol instances at one node."""
 
@@ -132,6 +136,7 @@ class Swarm:
         self.buffer: list[Publish] = []
 
 
+@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
 class GossipNode(StackNode):
     """A gossip node: a set of topic swarms, plus the swarm directory if it is the contact."""
 

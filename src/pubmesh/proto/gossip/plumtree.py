@@ -61,6 +61,8 @@ from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from pubmesh.proto.core import (
     Message,
     NodeId,
@@ -77,6 +79,7 @@ from pubmesh.proto.gossip.hyparview import NeighborDown, NeighborUp
 from pubmesh.proto.gossip.params import GossipParams
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gossip(Message):
     topic: str
@@ -91,12 +94,13 @@ class Gossip(Message):
 register_message(Gossip, 120, layer="broadcast", payload=True)
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IHave(Message):
     """Announcements (id, round); one, or a batch when ``ihave_batch_interval`` > 0."""
 
     topic: str
-    announcements: tuple[tuple[int, int], ...]
+    announcements: "tuple[tuple[int, int], ...]"  # noqa: UP037 (quoted, see Shuffle.nodes)
 
     def publication(self) -> int | None:
         return self.announcements[0][0] if len(self.announcements) == 1 else None
@@ -105,6 +109,7 @@ class IHave(Message):
 register_message(IHave, 121, layer="broadcast")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Graft(Message):
     """Make me eager again; ``request``: and send me message ``pub_id`` (False for the
@@ -122,6 +127,7 @@ class Graft(Message):
 register_message(Graft, 122, layer="broadcast")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Prune(Message):
     topic: str
@@ -130,6 +136,7 @@ class Prune(Message):
 register_message(Prune, 123, layer="broadcast")
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Delivered:
     """Plumtree's deliver event for the stack (which decides whether the app sees it)."""
@@ -139,6 +146,7 @@ class Delivered:
     hops: int
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class Broadcast:
     """The node's command: broadcast ``payload`` as publication ``pub_id`` (Algorithm 1)."""
@@ -147,6 +155,7 @@ class Broadcast:
     payload: bytes
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class SendGraft(Timer):
     """timeout1 after the first IHAVE for ``pub_id`` (timeout2 after each further GRAFT)."""
@@ -155,6 +164,7 @@ class SendGraft(Timer):
     generation: int
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class FlushIHave(Timer):
     """Send the batched announcements queued for lazy peer ``peer``."""
@@ -162,6 +172,7 @@ class FlushIHave(Timer):
     peer: NodeId
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class EvictCache(Timer):
     """Drop payloads and ids older than their retention."""
@@ -172,6 +183,7 @@ BroadcastInput = Receive | TimerFired | NeighborUp | NeighborDown | Broadcast
 BroadcastOutput = Output | Delivered
 
 
+@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
 class Plumtree:
     """The broadcast state machine of one node in one topic swarm."""
 
