@@ -258,7 +258,7 @@ def largest_overlay(sizes: list[int], limit_s: int, limit_bytes: int) -> list[di
                 [sys.executable, __file__, "--child", str(nodes)],
                 capture_output=True,
                 text=True,
-                timeout=limit_s,
+                timeout=5 * limit_s,
                 preexec_fn=limit,
             )
         except subprocess.TimeoutExpired:
