@@ -654,10 +654,16 @@ def _fewer_collections() -> Iterator[None]:
     # Everything alive now (the nodes, the plan, the scenario) lives as long as the run: move
     # it to the collector's permanent generation, so full collections stop walking 10^7
     # objects of a 10^6-node run every time young objects are promoted.
+    # The freeze is undone when the stretch ends (unless the caller had frozen objects of its
+    # own), so a finished simulation, which is a reference cycle (its heap holds its bound
+    # methods), can still be collected.
+    frozen_before = gc.get_freeze_count()
     gc.freeze()
     try:
         yield
     finally:
+        if frozen_before == 0:
+            gc.unfreeze()
         gc.set_threshold(*thresholds)
 
 
