@@ -1,0 +1,85 @@
+"""Single simulator measurements for side-by-side comparisons of two checkouts.
+
+Run the same command in each checkout, one after the other, on an otherwise idle machine; the
+figures are CPU seconds of this process, so they compare across checkouts of one session (not
+across days or machines: there, compare the ratios of bench_sim.py).
+
+    PYTHONPATH=src .venv/bin/python bench/sim_probe.py rate 3000     # events/CPU s + bare loop
+    PYTHONPATH=src .venv/bin/python bench/sim_probe.py joins 20000   # joins + one broadcast
+    PYTHONPATH=src .venv/bin/python bench/sim_probe.py warm 300000 [gossip|skipring]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_sim
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("rate", "joins", "warm"))
+    parser.add_argument("nodes", type=int)
+    parser.add_argument("stack", nargs="?", default="gossip", choices=("gossip", "skipring"))
+    args = parser.parse_args()
+    if args.what == "rate":
+        stats = bench_sim.gossip_events_per_second(args.nodes)
+        bare = bench_sim.bare_heapq_loop(2_000_000)
+        rate = stats["events_per_cpu_second"]
+        print(
+            json.dumps(
+                {
+                    "events": stats["events_processed"],
+                    "events_per_cpu_second": round(rate),
+                    "bare_loop": round(bare),
+                    "ratio": round(rate / bare, 4),
+                }
+            )
+        )
+        return
+    if args.what == "joins":
+        started = time.process_time()
+        bench_sim.child(args.nodes)
+        print(json.dumps({"cpu_seconds": round(time.process_time() - started, 1)}))
+        return
+    from pubmesh.sim.engine import Simulation
+    from pubmesh.sim.scenario import parse_scenario
+
+    publish_start, duration = bench_sim.WARM_TIMES[args.stack]
+    text = bench_sim.WARM.format(
+        stack=args.stack,
+        nodes=args.nodes,
+        duration=duration,
+        publish_start=publish_start,
+        publications=1,
+    )
+    scenario = parse_scenario(text, source=f"probe-warm-{args.stack}-{args.nodes}")
+    started = time.process_time()
+    with tempfile.TemporaryDirectory() as tmp:
+        sim = Simulation(scenario, Path(tmp) / "run", keep_deliveries=False)
+        built = time.process_time()
+        sim.run()
+        sim.close()
+    done = time.process_time()
+    print(
+        json.dumps(
+            {
+                "build_cpu_seconds": round(built - started, 1),
+                "run_cpu_seconds": round(done - built, 1),
+                "events": sim.events_processed,
+                "deliveries": sim.delivery_count,
+                "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
