@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -213,24 +214,26 @@ def limited(args: list[str], limit_s: int, limit_bytes: int) -> tuple[dict[str, 
     return result, ""
 
 
-def warm_broadcasts(
-    stack: str, sizes: list[int], limit_s: int, limit_bytes: int
+def grow(
+    child_args: Callable[[int], list[str]], sizes: list[int], limit_s: int, limit_bytes: int
 ) -> list[dict[str, object]]:
-    """One warm-started broadcast per size, each in a limited child, until one fails."""
+    """Run this script's child ``child_args(n)`` for each size ``n`` in a limited process
+    (:func:`limited`), until one fails or misses a subscriber; one table row per size."""
     rows: list[dict[str, object]] = []
     for nodes in sizes:
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
         start = time.perf_counter()
-        stats, why = limited(["--warm", stack, str(nodes)], limit_s, limit_bytes)
+        stats, why = limited(child_args(nodes), limit_s, limit_bytes)
         cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
         if why:
             rows.append({"nodes": nodes, "ok": False, "why": why, "cpu": cpu})
             break
         delivered = int(str(stats["deliveries"]))
+        ok = delivered == int(str(stats.get("subscribers", nodes)))
         rows.append(
             {
                 "nodes": nodes,
-                "ok": delivered == stats["subscribers"],
+                "ok": ok,
                 "cpu": cpu,
                 "wall": time.perf_counter() - start,
                 "peak_gib": float(str(stats["peak_memory_bytes"])) / 2**30,
@@ -238,58 +241,7 @@ def warm_broadcasts(
                 "events": stats["events_processed"],
             }
         )
-    return rows
-
-
-def largest_overlay(sizes: list[int], limit_s: int, limit_bytes: int) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
-    children_cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
-    for nodes in sizes:
-
-        def limit() -> None:
-            # 3 minutes of CPU (other processes on the machine do not count against it)
-            # and 12 GiB of address space
-            resource.setrlimit(resource.RLIMIT_CPU, (limit_s, limit_s + 5))
-            resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                [sys.executable, __file__, "--child", str(nodes)],
-                capture_output=True,
-                text=True,
-                timeout=5 * limit_s,
-                preexec_fn=limit,
-            )
-        except subprocess.TimeoutExpired:
-            rows.append({"nodes": nodes, "ok": False, "why": f"over {5 * limit_s} wall s"})
-            break
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
-            if proc.returncode in (-9, -24):  # SIGKILL / SIGXCPU from RLIMIT_CPU
-                why = f"over {limit_s} CPU s"
-            elif "MemoryError" in proc.stderr:
-                why = "out of memory"
-            else:
-                why = proc.stderr.strip()[-200:]
-            rows.append({"nodes": nodes, "ok": False, "why": why})
-            break
-        stats = json.loads(proc.stdout.strip().splitlines()[-1])
-        cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - children_cpu
-        children_cpu += cpu
-        delivered = stats["deliveries"]
-        rows.append(
-            {
-                "nodes": nodes,
-                "ok": delivered == nodes,
-                "wall": wall,
-                "cpu": cpu,
-                "peak_gib": stats["peak_memory_bytes"] / 2**30,
-                "delivered": delivered,
-                "events": stats["events_processed"],
-            }
-        )
-        if delivered != nodes:
+        if not ok:
             break
     return rows
 
@@ -362,11 +314,11 @@ def main() -> None:
     if args.only in (None, "warm"):
         for stack in ("gossip", "skipring"):
             sizes = [10_000, 30_000] if args.quick else [100_000, 300_000, 1_000_000]
-            rows = warm_broadcasts(stack, sizes, limit_s, limit_bytes)
+            rows = grow(lambda n, s=stack: ["--warm", s, str(n)], sizes, limit_s, limit_bytes)
             size_table(f"{stack}: one broadcast over a warm-started overlay, ≤ 180 CPU s", rows)
     if args.only in (None, "joins"):
         sizes = [10_000, 30_000] if args.quick else [60_000, 100_000, 150_000, 200_000, 300_000]
-        rows = largest_overlay(sizes, limit_s, limit_bytes)
+        rows = grow(lambda n: ["--child", str(n)], sizes, limit_s, limit_bytes)
         size_table("largest overlay: protocol joins + one broadcast, ≤ 180 CPU s, ≤ 12 GiB", rows)
 
 
