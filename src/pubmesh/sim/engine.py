@@ -242,7 +242,7 @@ class Simulation:
                 self.topic_subscribers.setdefault(topic, set()).add(node)
                 self._sub_filters[key] = filters.get(topic)
                 self._warm_subscriptions.add(key)
-                command = Subscribe(topic, filters.get(topic))
+                command = Subscribe(topic, self._sub_filters[key])
                 timers.extend(o for o in obj.handle(command, 0.0) if type(o) is SetTimer)
             kept[node] = timers
         warm(dict(self.nodes), random.Random(node_seed(self.seed, _WARM)), self.params)
@@ -393,7 +393,7 @@ class Simulation:
                 info.layer,
                 info.payload,
                 message.publication(),
-                message.wire_size(),
+                size_function(type(message))(message),
             )
 
     def _apply(self, node: NodeId, outputs: list[Any]) -> None:
@@ -679,11 +679,11 @@ def _latency_sampler(s: Scenario, rng: random.Random) -> Callable[[], float]:
         value = lat.value
         return lambda: value
     if lat.dist == "uniform":
+        # ``rng.uniform(lo, hi)`` is ``lo + (hi - lo) * rng.random()`` in CPython's random.py:
+        # spelt out here it draws the same numbers without a Python-level method call
         lo, span = lat.min, lat.max - lat.min
         rand = rng.random
         return lambda: lo + span * rand()
-    # ``rng.uniform(lo, hi)`` is ``lo + (hi - lo) * rng.random()`` in CPython's random.py:
-    # spelt out here it draws the same numbers without a Python-level method call
     mu, sigma = math.log(lat.median), lat.sigma
     lognorm = rng.lognormvariate
     return lambda: lognorm(mu, sigma)

@@ -250,13 +250,10 @@ class GossipNode(StackNode):
             self._receive_other(src, msg, now, out)
             return
         topic: str = msg.topic  # type: ignore[attr-defined]  # every routed message names one
-        swarm = self.swarms.get(topic)
         if route is _BROADCAST:
-            if swarm is None or src not in swarm.membership.active:
-                self._receive_off_link(src, msg, topic, swarm, now, out)
-                return
-            self._broadcast_receive(swarm, src, msg, now, out)
+            self._receive_broadcast(src, msg, topic, now, out)
             return
+        swarm = self.swarms.get(topic)
         if route is _MEMBERSHIP:
             if swarm is None:
                 self._refuse(src, msg, topic, out)
@@ -277,11 +274,16 @@ class GossipNode(StackNode):
         topic swarm as a string goes to its broadcast layer, which ignores what it does not
         know; anything else is dropped."""
         topic_field = getattr(msg, "topic", None)
-        if not isinstance(topic_field, str):
-            return
-        swarm = self.swarms.get(topic_field)
+        if isinstance(topic_field, str):
+            self._receive_broadcast(src, msg, topic_field, now, out)
+
+    def _receive_broadcast(
+        self, src: NodeId, msg: Message, topic: str, now: float, out: list[Output]
+    ) -> None:
+        """A broadcast-layer message: to Plumtree if it came over an active link."""
+        swarm = self.swarms.get(topic)
         if swarm is None or src not in swarm.membership.active:
-            self._receive_off_link(src, msg, topic_field, swarm, now, out)
+            self._receive_off_link(src, msg, topic, swarm, now, out)
             return
         self._broadcast_receive(swarm, src, msg, now, out)
 
