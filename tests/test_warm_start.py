@@ -220,3 +220,11 @@ def test_warm_runs_are_deterministic_to_the_byte(stack: str, tmp_path: Path) -> 
         assert files, why
         digests.append([(f.relative_to(result.run_dir), f.read_bytes()) for f in files])
     assert digests[0] == digests[1], f"two runs of one scenario differ; {why}"
+
+
+def test_an_unknown_overlay_value_is_refused_naming_the_key() -> None:
+    text = scenario("gossip", 1).replace('overlay = "warm"', 'overlay = "hot"')
+    with pytest.raises(
+        ScenarioError, match=r"\[init\] overlay: must be 'joined' \| 'warm', got 'hot'"
+    ):
+        parse_scenario(text, source="warm")
