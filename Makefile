@@ -42,7 +42,7 @@ demo: venv java
 
 test: venv java
 	$(PY) tools/lint_sansio.py
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n 2
 
 lint: venv
 	$(PY) tools/lint_sansio.py

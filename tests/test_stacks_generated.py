@@ -121,11 +121,24 @@ class ForeignTimer(Timer):
 def _message(cls: type) -> st.SearchStrategy[object]:
     """Any instance of a message class; a ``topic`` field names a topic the nodes run half of
     the time, so the junk reaches the protocol instances rather than being dropped at once."""
+    import typing
     from dataclasses import fields
 
     names = {f.name for f in fields(cls)}
-    topic = st.one_of(st.just("t0"), st.text(max_size=6))
-    return st.builds(cls, topic=topic) if "topic" in names else st.builds(cls)
+    kwargs: dict[str, st.SearchStrategy[object]] = {}
+    if "topic" in names:
+        kwargs["topic"] = st.one_of(st.just("t0"), st.text(max_size=6))
+    # JSON-valued fields (content attributes: Mapping[str, Any]) get JSON values, since
+    # Hypothesis has no strategy for Any
+    for name, hint in typing.get_type_hints(cls).items():
+        if name in names and "Any" in repr(hint):
+            kwargs[name] = st.dictionaries(st.text(max_size=5), _JSON_VALUES, max_size=3)
+    return st.builds(cls, **kwargs)
+
+
+_JSON_VALUES: st.SearchStrategy[object] = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=5)
+)
 
 
 def _stack_messages() -> list[tuple[int, type]]:

@@ -566,7 +566,9 @@ def _differing(a: Conjunction, b: Conjunction) -> list[str]:
     return [attr for attr, c in a.items if b.by_name[attr] != c]
 
 
+@lru_cache(maxsize=1 << 18)
 def _perfect_merge(a: Conjunction, b: Conjunction, max_in: int | None) -> Conjunction | None:
+    """Memoized like :func:`covers`: a filter wave merges the same pairs at every node."""
     if a.names != b.names:
         return None
     differing = _differing(a, b)
@@ -638,9 +640,10 @@ def _shrink(conj: Conjunction, max_in: int) -> Conjunction:
 class _Pool:
     """A covering-free, perfect-merge-free set of conjunctions, grown one at a time."""
 
-    def __init__(self, max_in: int | None) -> None:
+    def __init__(self, max_in: int | None, merge: bool = True) -> None:
         self.alive: list[Conjunction] = []
         self.max_in = max_in
+        self.merge = merge
 
     def insert(self, conj: Conjunction) -> Conjunction | None:
         """Add ``conj``: drop it if covered, drop what it covers, merge it perfectly while
@@ -649,7 +652,7 @@ class _Pool:
             if any(covers(k, conj) for k in self.alive):
                 return None
             self.alive = [k for k in self.alive if not covers(conj, k)]
-            for k in self.alive:
+            for k in self.alive if self.merge else ():
                 merged = _perfect_merge(k, conj, self.max_in)
                 if merged is not None:
                     self.alive.remove(k)
@@ -706,15 +709,27 @@ def reduce(
     max_conj: int = 128,
     max_in: int = 64,
     bound: bool = True,
+    merge: bool = True,
 ) -> Disjunction:
     """The canonical edge filter of a disjunction (spec §4 "Edge filter" steps 1–4).
 
     Without ``bound`` (the loopback, spec §4 "Loopback") the union of what is matched is
     preserved exactly; with it, the result has at most ``max_conj`` conjunctions and no
-    in-list longer than ``max_in``, and matches a superset. Sorted by canonical text."""
+    in-list longer than ``max_in``, and matches a superset. Without ``merge`` only steps 1–2
+    run (Rebeca's *covering* routing, papers/003 §2.1; ``bound`` is then ignored): the result
+    matches exactly what the input matches. Sorted by canonical text."""
     if max_conj < 1 or max_in < 1:
         raise ValueError("max_conj and max_in must be positive")
-    pool = _Pool(max_in if bound else None)
+    return _reduce(tuple(disjunction), max_conj, max_in, bound and merge, merge)
+
+
+@lru_cache(maxsize=1 << 14)
+def _reduce(
+    disjunction: tuple[Conjunction, ...], max_conj: int, max_in: int, bound: bool, merge: bool
+) -> Disjunction:
+    """:func:`reduce`, memoized on its input: the nodes of a filter wave reduce the same
+    unions over and over (conjunctions hash by their cached text)."""
+    pool = _Pool(max_in if bound else None, merge)
     for conj in disjunction:
         if conj.satisfiable:  # step 1
             pool.insert(_shrink(conj, max_in) if bound else conj)  # steps 2-3

@@ -1,0 +1,99 @@
+"""Edge filters of the chord stack: the three routing strategies, the union filter h, and
+matching against a filter (papers/003 §2.1, §4.2, §4.4; specs/chord.md §4, §6).
+
+An *edge filter* f(u→v) is a disjunction: a tuple of canonical conjunctions sorted by their
+text. How it is reduced after every change is the routing strategy (papers/003 §2.1, Rebeca):
+
+* ``simple``: every subscription travels on its own. The filter is the sorted *multiset* of
+  satisfiable conjunctions, duplicates kept, so a second identical subscription is a second
+  entry and costs a second filter wave (the spec's §6 cost figures count it so).
+* ``covering``: "tests whether a filter F1 accepts a superset of notifications of a second
+  filter F2, and in this case replaces all occurrences of F2": spec §4 steps 1–2.
+* ``merging``: covering plus perfect merges and, beyond ``max_conj``/``max_in``, imperfect
+  merges (spec §4 steps 1–4; imperfect merges add false positives only).
+
+The loopback f(u→u) is reduced by the same strategy but never bounded (spec §4 "Loopback":
+steps 1–3 only), so it matches exactly u's own subscriptions and maintenance conjunctions.
+
+Filters travel as the canonical texts of their conjunctions (see :mod:`.messages`);
+:func:`parse_filter` turns texts back into conjunctions through a cache keyed by the text, so a
+conjunction that reaches a node in many updates is validated once per process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from pubmesh.proto.content import Conjunction, Disjunction, FilterError, matches, reduce, validate
+from pubmesh.proto.content.values import is_scalar
+
+#: the match-all filter a freshly carved edge forwards on until its first FilterUpdate (spec §7)
+MATCH_ALL: Disjunction = (validate({}),)
+
+
+def reduce_edge(
+    conjunctions: Iterable[Conjunction],
+    routing: str,
+    *,
+    max_conj: int,
+    max_in: int,
+    bound: bool,
+) -> Disjunction:
+    """The canonical edge filter of ``conjunctions`` under ``routing`` (module doc); without
+    ``bound`` the loopback's exact reduction."""
+    if routing == "simple":
+        return tuple(sorted(c for c in conjunctions if c.satisfiable))
+    if routing == "covering":
+        return reduce(conjunctions, merge=False)
+    return reduce(conjunctions, max_conj=max_conj, max_in=max_in, bound=bound)
+
+
+def texts(filter: Disjunction) -> tuple[str, ...]:
+    """The wire form of an edge filter."""
+    return tuple(c.text for c in filter)
+
+
+@lru_cache(maxsize=1 << 16)
+def _parse_text(text: str) -> Conjunction | None:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    try:
+        return validate(value, allow_reserved=True)
+    except (FilterError, TypeError, ValueError):
+        return None
+
+
+def parse_filter(wire: object) -> Disjunction | None:
+    """An edge filter from its wire form, in canonical order; None if any text is not a valid
+    filter (the whole update is then refused, spec §4 "Rejected")."""
+    if not isinstance(wire, tuple | list):
+        return None
+    out = []
+    for text in wire:
+        if not isinstance(text, str):
+            return None
+        conj = _parse_text(text)
+        if conj is None:
+            return None
+        out.append(conj)
+    return tuple(sorted(out))
+
+
+def match_attributes(attributes: object) -> dict[str, Any] | None:
+    """The attributes a filter is evaluated on: string names with scalar values (a JSON
+    publication's attributes); None if ``attributes`` is not a mapping at all."""
+    if not isinstance(attributes, Mapping):
+        return None
+    return {k: v for k, v in attributes.items() if isinstance(k, str) and is_scalar(v)}
+
+
+def matches_any(filter: Disjunction, attributes: Mapping[str, Any]) -> bool:
+    """Does some conjunction of ``filter`` match?"""
+    return any(matches(c, attributes) for c in filter)
