@@ -115,14 +115,7 @@ def violations(nodes: Mapping[NodeId, StackNode], *, limit: int = 10) -> list[st
                         return found
                     continue
                 mine = node._edge_filter(v, e)
-                size = dist(other.key, e) or SIZE
-                below = []
-                for w in other.edges:
-                    if other.d(w) >= size:
-                        break
-                    start = other.key_of(w)
-                    inside = dist(start, e) < (dist(start, other.ends[w]) or SIZE)
-                    below.append((w, other._edge_filter(w, e) if inside else other.out[w]))
+                below = [(w, other._edge_filter(w, needed)) for w, needed in other.below(e)]
                 for w, f in [(v, other.loop), *below]:
                     for conj in f:
                         if not covers_any(mine, conj) and fail(

@@ -35,6 +35,19 @@ FilterUpdate that acknowledges it. A failed edge's range is delegated at once to
 counter-clockwise neighbour with the union filter; the successor list refills by Chord's
 stabilize, and far fingers are re-resolved (fix_fingers) as a safety net.
 
+Clipped filters
+===============
+papers/003 §4.4 (and spec §4) put the whole f(v→x) into h_u(v) for every x whose range meets
+r_u(v). The last such x's range reaches past r_u(v), and in a correct ring the farthest
+fingers' ranges chain round the ring (9→14→0→9 at N = 30), so filter updates would circle
+for ever and keep removed conjunctions alive. So v also asks each out-neighbour x for its
+filter *clipped* at the range ends v's own in-neighbours need (RespChange.clips), and x
+answers one FilterUpdate per end (FilterUpdate.end). h for a range [key(v), e) then uses, for
+each x inside it, x's filter up to e or up to the end of r_v(x), whichever comes first
+(:meth:`ChordNode.below`): every filter depends only on filters of strictly smaller ranges,
+so waves end, and the fixpoint matches exactly the subscriptions inside the range (no boundary
+spill). Forwarding uses the tightest filter x has sent for the child's range.
+
 The rule that keeps it correct
 ==============================
 f(u→v) covers every subscription of every node in r_u(v) (papers/003 §4.2). Every rule here
@@ -46,7 +59,7 @@ state on every change of its inputs. The quiet predicate Q of :mod:`.legitimacy`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -171,9 +184,9 @@ class LeaveDone(Timer):
 
 @dataclass(slots=True)
 class _Lookup:
-    """A pending location lookup: finger index ``k`` (None: the join's own lookup)."""
+    """A pending location lookup of finger ``k`` (the join's own lookup is ``join_rid``)."""
 
-    k: int | None
+    k: int
     target: int
     tries: int
     best: int | None = None
@@ -419,57 +432,68 @@ class ChordNode(StackNode):
                 out.append(TraceRecord("chord.queue_full", {"pub_id": command.pub_id}))
             return
         attributes = dict(command.attributes or {})
-        self._deliver(command.topic, command.pub_id, command.payload, 0, attributes, out)
-        self._route(
-            match_attributes(publication_attributes(attributes, command.topic)) or {},
-            lambda end, hops: Publication(
-                topic=command.topic,
-                pub_id=command.pub_id,
-                payload=command.payload,
-                attributes=attributes,
-                end=end,
-                hops=hops,
-            ),
-            None,
-            0,
-            out,
+        publication = Publication(
+            topic=command.topic,
+            pub_id=command.pub_id,
+            payload=command.payload,
+            attributes=attributes,
+            end=self.key,
+            hops=0,
         )
+        self._forward_publication(publication, match_attributes(attributes) or {}, None, out)
 
     def _flush_queue(self, out: list[Output]) -> None:
         queued, self.queue = self.queue, []
         for command in queued:
             self._publish(command, out)
 
-    def _deliver(
+    def _forward_publication(
         self,
-        topic: str,
-        pub_id: int,
-        payload: bytes,
-        hops: int,
-        attributes: dict[str, Any],
+        message: Publication,
+        attributes: Mapping[str, Any],
+        end: int | None,
         out: list[Output],
     ) -> None:
-        """Local delivery (§4.3: u is the only node with key in r_u(u)): u's own subscription
-        to the topic matches."""
-        conj = self.subs.get(topic)
-        if conj is None:
-            return
-        matched = match_attributes(publication_attributes(attributes, topic))
-        if matched is not None and matches(conj, matched):
+        """Deliver locally if u's own subscription to the topic matches (§4.3: u is the only
+        node with key in r_u(u)), then forward down the tree."""
+        matched = publication_attributes(attributes, message.topic)
+        conj = self.subs.get(message.topic)
+        if conj is not None and matches(conj, matched):
             self.delivered += 1
-            out.append(Deliver(topic, pub_id, payload, hops, attributes))
+            out.append(
+                Deliver(
+                    message.topic, message.pub_id, message.payload, message.hops,
+                    message.attributes,
+                )
+            )  # fmt: skip
+        self._route(matched, message, end, out)
+
+    def _forward_notification(
+        self,
+        message: Notification,
+        attributes: Mapping[str, Any],
+        end: int | None,
+        out: list[Output],
+    ) -> None:
+        """Act on a maintenance notification here (if joined), then forward it exactly as a
+        publication (papers/003 §5.1: notifications use the publish mechanism)."""
+        matched = dict(attributes)
+        matched["$topic"] = message.topic
+        if self.state == JOINED:
+            self._on_notification(message.topic, matched, out)
+        self._route(matched, message, end, out)
 
     def _route(
         self,
         attributes: Mapping[str, Any],
-        build: Any,
+        message: Publication | Notification,
         end: int | None,
-        hops: int,
         out: list[Output],
     ) -> None:
         """Forward over the edges of the range R = [key(u), end) (K when ``end`` is None):
-        each edge v with d(u,v) < |R| whose filter matches gets [key(v), key(v) +
-        min(|r_u(v)|, |R| − d(u,v))), in decreasing range size (papers/003 §4.3)."""
+        each edge v with d(u,v) < |R| whose filter matches gets a copy of ``message`` with
+        [key(v), key(v) + min(|r_u(v)|, |R| − d(u,v))) and one more hop, in decreasing range
+        size (papers/003 §4.3)."""
         size = SIZE if end is None else dist(self.key, end)
         for v in self.order:
             offset = self.d(v)
@@ -478,7 +502,7 @@ class ChordNode(StackNode):
             length = min(dist(self.key_of(v), self.ends[v]) or SIZE, size - offset)
             child_end = (self.key_of(v) + length) & MASK
             if matches_any(self._edge_filter(v, child_end), attributes):
-                out.append(Send(v, build(child_end, hops + 1)))
+                out.append(Send(v, replace(message, end=child_end, hops=message.hops + 1)))
 
     def _on_routed(self, message: Publication | Notification, out: list[Output]) -> None:
         end = message.end
@@ -489,56 +513,17 @@ class ChordNode(StackNode):
         attributes = match_attributes(message.attributes)
         if attributes is None:
             return
-        if isinstance(message, Publication):
-            if message.topic.startswith("$"):
-                return
-            full = dict(message.attributes)
-            if isinstance(message.payload, bytes) and isinstance(message.pub_id, int):
-                self._deliver(
-                    message.topic, message.pub_id, message.payload, message.hops, full, out
-                )
-            matched = publication_attributes(attributes, message.topic)
-            self._route(
-                matched,
-                lambda e, h: Publication(
-                    topic=message.topic,
-                    pub_id=message.pub_id,
-                    payload=message.payload,
-                    attributes=message.attributes,
-                    end=e,
-                    hops=h,
-                ),
-                end,
-                message.hops,
-                out,
-            )
+        if isinstance(message, Notification):
+            self._forward_notification(message, attributes, end, out)
             return
-        matched = dict(attributes)
-        matched["$topic"] = message.topic
-        if self.state == JOINED:
-            self._on_notification(message.topic, matched, out)
-        self._route(
-            matched,
-            lambda e, h: Notification(
-                topic=message.topic, attributes=message.attributes, end=e, hops=h
-            ),
-            end,
-            message.hops,
-            out,
-        )
+        well_formed = isinstance(message.payload, bytes) and isinstance(message.pub_id, int)
+        if well_formed and not message.topic.startswith("$"):  # user topics (spec §4 "Topics")
+            self._forward_publication(message, attributes, end, out)
 
     def _notify(self, topic: str, attributes: dict[str, Any], out: list[Output]) -> None:
         """Publish a maintenance notification from here with R = K (spec §7)."""
-        matched = dict(attributes)
-        matched["$topic"] = topic
-        self._on_notification(topic, matched, out)
-        self._route(
-            matched,
-            lambda e, h: Notification(topic=topic, attributes=attributes, end=e, hops=h),
-            None,
-            0,
-            out,
-        )
+        message = Notification(topic=topic, attributes=attributes, end=self.key, hops=0)
+        self._forward_notification(message, attributes, None, out)
 
     def _on_notification(self, topic: str, attributes: dict[str, Any], out: list[Output]) -> None:
         """The local half of a maintenance notification: the owner of a location answers,
@@ -614,7 +599,7 @@ class ChordNode(StackNode):
             self._joined(src, reply, out)
             return
         look = self.lookups.get(rid)
-        if look is None or self.state != JOINED or look.k is None:
+        if look is None or self.state != JOINED:
             return
         look.tries = -1  # answered: the timeout closes it
         # spec §7.5: accept x only if x ≠ u and d(u,x) ≥ d(u,t); keep the least d (§8.1)
@@ -721,9 +706,7 @@ class ChordNode(StackNode):
         if self.succ and src == self.succ[0] and isinstance(successors, tuple | list):
             rest = [x for x in self.succ if x != src]
             spliced = [x for x in successors if isinstance(x, int) and x != src]
-            self.succ = self._clockwise([*rest, *spliced])
-            if not self.succ:
-                self.succ = [src]  # dropped right below; an empty list rejoins
+            self.succ = self._clockwise([*rest, *spliced])  # empty: _peer_down rejoins
         if isinstance(pred, int) and pred != self.node_id and self.pred() == src:
             self.pred_hint = pred
         self._peer_down(src, out)
@@ -756,7 +739,6 @@ class ChordNode(StackNode):
             return  # a stranger (or, while joining, the contact: the JoinTick retries)
         self.succ = [y for y in self.succ if y != x]
         self._forget_in(x)
-        self.rc_unacked.pop(x, None)
         if self.pred_hint == x:
             self.pred_hint = None
         lost = [k for k in range(1, KEY_BITS + 1) if self.fingers[k - 1] == x]
@@ -767,8 +749,8 @@ class ChordNode(StackNode):
                 look.best = None
         if self.state != JOINED:
             return
-        exhausted = not self.succ and (self.ends or was_successor)
-        if exhausted and self.contacts and self.contacts[0] != self.node_id:
+        # the successor is always an edge, so a node that had one still has self.ends here
+        if not self.succ and self.ends and self.contacts and self.contacts[0] != self.node_id:
             self._rejoin(out)
             return
         self._topology_changed(out)
@@ -811,10 +793,9 @@ class ChordNode(StackNode):
                     return
                 if look.tries < 0 or look.tries >= p.lookup_tries or self.state != JOINED:
                     del self.lookups[rid]
-                    k = look.k
                     # only wrapped answers: no node lies D_k away, p_k is undefined
-                    wrapped = look.tries < 0 and look.best is None and k is not None
-                    if wrapped and k is not None and self._drop_far_finger(k):
+                    wrapped = look.tries < 0 and look.best is None
+                    if wrapped and self._drop_far_finger(look.k):
                         self._topology_changed(out)
                     return
                 look.tries += 1
@@ -877,10 +858,7 @@ class ChordNode(StackNode):
         old_edges, old_ends, old_out = self.edges, self.ends, self.out
         old_first = self.key_of(old_edges[0]) if old_edges else self.key
         old_loop = dist(self.key, old_first) or SIZE
-        ends = {
-            v: self.key_of(edges[i + 1]) if i + 1 < len(edges) else self.key
-            for i, v in enumerate(edges)
-        }
+        ends = self._range_ends(edges)
         new_out: dict[NodeId, Disjunction] = {}
         pending: set[NodeId] = set()
         for v in edges:
@@ -908,9 +886,7 @@ class ChordNode(StackNode):
             del self.clips[v]
         for v in [v for v in self.asked if v not in ends]:
             del self.asked[v]
-        self.order = sorted(
-            edges, key=lambda v: (-(dist(self.key_of(v), ends[v]) or SIZE), self.d(v), v)
-        )
+        self.order = self._send_order()
         for v in edges:
             if old_ends.get(v) != ends[v] or self._clips_for(v) != self.asked.get(v, ()):
                 self._send_resp(v, ends[v], out)
@@ -1030,6 +1006,34 @@ class ChordNode(StackNode):
             if clips != self.asked.get(v, ()):
                 self._send_resp(v, self.ends[v], out)
 
+    def _range_ends(self, edges: list[NodeId]) -> dict[NodeId, int]:
+        """r_u(v_i) = [key(v_i), key(v_{i+1})), the last one ending at key(u) (§3)."""
+        return {
+            v: self.key_of(edges[i + 1]) if i + 1 < len(edges) else self.key
+            for i, v in enumerate(edges)
+        }
+
+    def _send_order(self) -> list[NodeId]:
+        """The edges in decreasing range size, ties by distance (papers/003 §4.3)."""
+        return sorted(
+            self.edges,
+            key=lambda v: (-(dist(self.key_of(v), self.ends[v]) or SIZE), self.d(v), v),
+        )
+
+    def below(self, e: int) -> list[tuple[NodeId, int]]:
+        """The edges x inside a range [key(u), e), each with the end up to which its filter
+        is needed: e where e falls inside r_u(x) (a clipped filter), else r_u(x)'s own end
+        (module doc, "Clipped filters")."""
+        size = dist(self.key, e) or SIZE
+        found = []
+        for x in self.edges:
+            if self.d(x) >= size:
+                break
+            start = self.key_of(x)
+            inside = dist(start, e) < (dist(start, self.ends[x]) or SIZE)
+            found.append((x, e if inside else self.ends[x]))
+        return found
+
     def _edge_filter(self, x: NodeId, e: int) -> Disjunction:
         """f(u→x) restricted to [key(x), e): the clipped filter for e, when e ends inside
         r_u(x) and x has sent it, else the whole f(u→x) (a superset)."""
@@ -1045,16 +1049,10 @@ class ChordNode(StackNode):
         inside the range (module doc, "Clipped filters")."""
         h = cache.get(e)
         if h is None:
-            size = dist(self.key, e) or SIZE
             parts = list(self.loop)
-            for x in self.edges:
-                if self.d(x) >= size:
-                    break
-                if x in self.pending:
-                    continue
-                start = self.key_of(x)
-                inside = dist(start, e) < (dist(start, self.ends[x]) or SIZE)
-                parts.extend(self._edge_filter(x, e) if inside else self.out[x])
+            for x, needed in self.below(e):
+                if x not in self.pending:
+                    parts.extend(self._edge_filter(x, needed))
             h = cache[e] = self._reduce(parts, bound=True)
         return h
 

@@ -15,7 +15,6 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from pubmesh.proto.chord.keys import SIZE, dist
 from pubmesh.proto.chord.legitimacy import ideal_fingers, ideal_successors
 from pubmesh.proto.chord.node import JOINED, ChordNode
 from pubmesh.proto.content import Disjunction
@@ -37,11 +36,8 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: An
         node.edges = sorted(
             {f for f in node.fingers if f is not None}, key=lambda x: (node.d(x), x)
         )
-        node.ends = {
-            v: node.key_of(node.edges[j + 1]) if j + 1 < len(node.edges) else node.key
-            for j, v in enumerate(node.edges)
-        }
-        node.order = _send_order(node)
+        node.ends = node._range_ends(node.edges)
+        node.order = node._send_order()
         node.succ = ideal_successors(node.key, ring, node.succ_len())
         if len(ring) > 1:
             node.pred_hint = ring[[r[1] for r in ring].index(i) - 1][1]
@@ -71,14 +67,9 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: An
         if found is not None:
             return found
         node = chord[v]
-        size = dist(node.key, e) or SIZE
         parts = list(node.loop)
-        for x in node.edges:
-            if node.d(x) >= size:
-                break
-            start = node.key_of(x)
-            inside = dist(start, e) < (dist(start, node.ends[x]) or SIZE)
-            parts.extend(h(x, e if inside else node.ends[x]))
+        for x, needed in node.below(e):
+            parts.extend(h(x, needed))
         result = memo[(v, e)] = node._reduce(parts, bound=True)
         return result
 
@@ -91,10 +82,3 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: An
         for u in sorted(node.in_ends):
             for e in (node.in_ends[u], *node.in_clips.get(u, ())):
                 node.sent[(u, e)] = h(i, e)
-
-
-def _send_order(node: ChordNode) -> list[NodeId]:
-    """Edges in decreasing range size, ties by distance (papers/003 §4.3)."""
-    return sorted(
-        node.edges, key=lambda v: (-(dist(node.key_of(v), node.ends[v]) or SIZE), node.d(v), v)
-    )
