@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["bench_sim.py", "bench_analysis.py", "bench_skipring.py", "bench_net.py"]
+BENCHES = [
+    "bench_sim.py",
+    "bench_analysis.py",
+    "bench_skipring.py",
+    "bench_net.py",
+    "bench_chord.py",
+]
 
 
 def main() -> int:

@@ -382,3 +382,23 @@ def test_ranges_nest_and_no_node_gets_a_publication_twice() -> None:
     _publish_everywhere(cluster, lambda _: "t", cluster.peers[:16])
     assert twice == []
     assert finger_offset(1) == SIZE // 2
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ('routing = "flooding"', "routing must be one of simple, covering, merging"),
+        ("succ_len = -1", "succ_len must be >= 0"),
+        ("max_conj = 0", "max_conj and max_in must be >= 1"),
+        ("resp_retry = 0", "resp_retry must be > 0"),
+        ("succ_lenn = 3", "succ_lenn: unknown key"),
+    ],
+)
+def test_a_broken_stack_chord_table_is_refused_naming_the_key(table: str, named: str) -> None:
+    """A scenario's [stack.chord] table is validated against ChordParams before anything
+    runs: the error names the field and what it must be."""
+    from pubmesh.sim.scenario import ScenarioError, parse_scenario
+
+    text = f'[run]\nstack = "chord"\nnodes = 4\n[stack.chord]\n{table}\n'
+    with pytest.raises(ScenarioError, match=named):
+        parse_scenario(text, source="broken")
