@@ -40,6 +40,9 @@ KEY = ClusterKey(KEY_TEXT.encode())
 WRONG_KEY = ClusterKey(b"not the cluster key at all, 0123456789")
 #: tags of real stacks' messages (the target knows them; test-only tags 90-99 it does not)
 REAL_TAGS = sorted(tag for tag in MESSAGE_TYPES if tag >= 100)
+#: The real messages with at least one field: only those can carry a field of a wrong type
+#: (chord's SuccListRequest has none, so an empty array is that message, well formed).
+FIELDED_TAGS = [tag for tag in REAL_TAGS if MESSAGE_TYPES[tag].__dataclass_fields__]
 #: Pause between attacks: the target traces up to 50 rejections a second one by one (more are
 #: counted into the next row); staying under that rate lets the test check one row each.
 PACE = 0.03
@@ -155,14 +158,10 @@ class Attack:
             sock.sendall(sealer.seal(tag, msgpack.packb([1, "x"]), 0.0))
             return {"unknown-type"}
         if self.kind == "wrong-field-types":
-            cls = MESSAGE_TYPES[REAL_TAGS[self.index % len(REAL_TAGS)]]
-            count = len(cls.__dataclass_fields__)
+            tag = FIELDED_TAGS[self.index % len(FIELDED_TAGS)]
+            count = len(MESSAGE_TYPES[tag].__dataclass_fields__)
             poison = msgpack.Timestamp(self.number, 0)  # an extension type: never a field
-            sock.sendall(
-                sealer.seal(
-                    REAL_TAGS[self.index % len(REAL_TAGS)], msgpack.packb([poison] * count), 0.0
-                )
-            )
+            sock.sendall(sealer.seal(tag, msgpack.packb([poison] * count), 0.0))
             return {"wrong-field-type"}
         if self.kind == "garbage-payload":
             tag = REAL_TAGS[self.index % len(REAL_TAGS)]
