@@ -4,9 +4,6 @@ gracefully and leaves the partial trace behind."""
 
 from __future__ import annotations
 
-import os
-import pty
-import select
 import signal
 import socket
 import subprocess
@@ -17,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pubmesh.net.tracing import segments
-from test_net_stack import NodeProcess, node_env, real_stacks
+from test_net_stack import NodeProcess, ShellOnPty, node_env, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
 
@@ -170,51 +167,18 @@ def test_piped_node_speaks_json_lines_and_leaves_on_sigterm(tmp_path: Path) -> N
 def test_node_on_a_terminal_opens_the_shell(tmp_path: Path) -> None:
     if STACK != "gossip":
         pytest.fail("the shell test runs a lone gossip node (its own contact); no gossip stack")
-    master, slave = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pubmesh", "node", "--stack", "gossip", "--listen", "127.0.0.1:0"],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=node_env(),
-        start_new_session=True,
-    )
-    os.close(slave)
-    seen = b""
-
-    def read_until(needle: bytes, timeout: float = 15.0) -> None:
-        nonlocal seen
-        deadline = time.monotonic() + timeout
-        while needle not in seen:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no {needle!r} in {seen.decode(errors='replace')[-1500:]}"
-            ready, _, _ = select.select([master], [], [], left)
-            if ready:
-                try:
-                    seen += os.read(master, 4096)
-                except OSError:
-                    break
-
-    def type_line(line: str) -> None:
-        os.write(master, line.encode() + b"\n")
-
-    try:
-        read_until(b"pubmesh> ")
-        type_line("help")
-        read_until(b"publish TOPIC MESSAGE")
-        type_line("subscribe news")
-        read_until(b"subscribed to news")
-        type_line("publish news hello shell")
-        read_until(b"published #")
-        read_until(b"[news] #")  # a gossip publisher delivers its own publication (004 §3.4)
-        read_until(b"hops): hello shell")
-        type_line("neighbors")
-        type_line("stats")
-        read_until(b'"deliveries": 1')
-        type_line("quit")
-        assert process.wait(15) == 0
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
-        os.close(master)
+    with ShellOnPty(["--stack", "gossip", "--listen", "127.0.0.1:0"]) as shell:
+        shell.read_until(b"pubmesh> ")
+        shell.type_line("help")
+        shell.read_until(b"publish TOPIC MESSAGE")
+        shell.type_line("subscribe news")
+        shell.read_until(b"subscribed to news")
+        shell.type_line("publish news hello shell")
+        shell.read_until(b"published #")
+        shell.read_until(b"[news] #")  # a gossip publisher delivers its own publication (004 §3.4)
+        shell.read_until(b"hops): hello shell")
+        shell.type_line("neighbors")
+        shell.type_line("stats")
+        shell.read_until(b'"deliveries": 1')
+        shell.type_line("quit")
+        assert shell.process.wait(15) == 0

@@ -16,7 +16,9 @@ import contextlib
 import enum
 import json
 import os
+import pty
 import queue
+import select
 import signal
 import subprocess
 import sys
@@ -282,6 +284,50 @@ def node_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
     env.update(extra)
     return env
+
+
+class ShellOnPty:
+    """``pubmesh node`` with the given arguments on a pseudo-terminal, so it opens its shell:
+    :meth:`type_line` types a line, :meth:`read_until` waits for text on the screen (and fails
+    naming what it saw). Use as a context manager: the process is killed if still running."""
+
+    def __init__(self, args: list[str]) -> None:
+        master, slave = pty.openpty()
+        self.master = master
+        self.seen = b""
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pubmesh", "node", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=node_env(),
+            start_new_session=True,
+        )
+        os.close(slave)
+
+    def read_until(self, needle: bytes, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {needle!r} in {self.seen.decode(errors='replace')[-1500:]}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 4096)
+                except OSError:
+                    break
+
+    def type_line(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def __enter__(self) -> ShellOnPty:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+        os.close(self.master)
 
 
 class NodeProcess:

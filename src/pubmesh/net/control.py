@@ -7,14 +7,22 @@
 
       {"op":"start","contacts":[2130706433...]}        boot (--control), joining through those
       {"op":"subscribe","topic":"news"}                 {"op":"unsubscribe","topic":"news"}
+      {"op":"subscribe","topic":"quotes","filter":{"symbol":"s3","price":{"lt":100}}}
       {"op":"publish","topic":"news","pub_id":7,"payload_size":100}   (or "payload": "text")
+      {"op":"publish","topic":"quotes","payload":"tick","attributes":{"symbol":"s3","price":99}}
       {"op":"neighbors"}  {"op":"stats"}  {"op":"help"}
       {"op":"leave"}      run the stack's leave protocol, keep the process
       {"op":"exit"}       stop without leaving (a cluster's end of run, as a simulation ends)
       {"op":"quit"}       leave gracefully, then stop
 
   A person or a script may also type the shell form, ``publish news hello there``
-  (:func:`parse_line` reads both).
+  (:func:`parse_line` reads both). Content-based stacks (chord) take a content filter and
+  publication attributes, JSON objects at the end of the shell line:
+  ``subscribe quotes {"symbol": "s3", "price": {"lt": 100}}`` and
+  ``publish quotes tick {"symbol": "s3", "price": 99.5}``. A filter is checked here with
+  :func:`pubmesh.proto.content.validate` (the filter language of
+  :mod:`pubmesh.proto.content.filters`); attribute values must be strings or numbers. Whether
+  the node's stack takes filters at all is the node's to say.
 * **Replies**, on the node's stdout, say what happened; the key ``"event"`` names them:
   ``ready`` (once listening: the node's id and address), ``result`` (the answer to each
   command, in order: ``"ok": true`` and what the command did, or ``"ok": false`` and the
@@ -33,10 +41,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, get_args, get_origin
+
+from pubmesh.proto.content import FilterError, validate
 
 __all__ = [
     "Answer",
@@ -90,6 +102,21 @@ def _topic() -> Any:
     return field(metadata={"missing": "{op} needs a topic, e.g. {op} news"})
 
 
+FILTER = '{"symbol": "s3", "price": {"lt": 100}}'
+ATTRIBUTES = '{"symbol": "s3", "price": 99.5}'
+FILTER_EXAMPLE = f"subscribe quotes {FILTER}"
+ATTRIBUTES_EXAMPLE = f"publish quotes tick {ATTRIBUTES}"
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as its JSON text, cut to 60 characters (for error messages)."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 # --------------------------------------------------------------------------------------------
 # Commands (stdin of the node)
 # --------------------------------------------------------------------------------------------
@@ -108,8 +135,22 @@ class Start(_Command):
 
 @dataclass(frozen=True)
 class Subscribe(_Command):
+    """Subscribe to ``topic``; on a content-based stack, only to the publications whose
+    attributes match ``filter`` (a JSON filter, :mod:`pubmesh.proto.content.filters`;
+    None: every publication on the topic)."""
+
     OP: ClassVar[str] = "subscribe"
     topic: str = _topic()
+    filter: dict[str, Any] | None = field(
+        default=None, metadata={"must": f"a JSON object such as {FILTER}"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.filter is not None:
+            try:
+                validate(self.filter)
+            except (FilterError, TypeError, ValueError) as error:
+                raise ControlError(f"subscribe: invalid filter: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -128,12 +169,31 @@ class Publish(_Command):
     pub_id: int | None = None
     payload_size: int | None = None
     payload: str | None = None
+    #: The publication's attributes on a content-based stack (what filters match on): names
+    #: to strings or numbers.
+    attributes: dict[str, Any] | None = field(
+        default=None, metadata={"must": f"a JSON object such as {ATTRIBUTES}"}
+    )
 
     def __post_init__(self) -> None:
         if self.pub_id is not None and not 0 <= self.pub_id < PUB_ID_LIMIT:
             raise ControlError("publish: pub_id must be an int in [0, 2^63)")
         if self.payload_size is not None and not 0 <= self.payload_size <= MAX_PAYLOAD_SIZE:
             raise ControlError("publish: payload_size must be an int in [0, 1 MiB]")
+        for name, value in (self.attributes or {}).items():
+            if not isinstance(name, str) or name.startswith("$"):
+                raise ControlError(
+                    f"publish: attribute {_json_text(name)}: names starting with '$' are reserved"
+                )
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, str | int | float)
+                or (isinstance(value, float) and not math.isfinite(value))
+            ):
+                raise ControlError(
+                    f"publish: attribute {_json_text(name)} must be a string or a (finite) "
+                    f"number, got {_json_text(value)}"
+                )
 
 
 @dataclass(frozen=True)
@@ -215,6 +275,7 @@ class Subscribed(_Answer):
     OP: ClassVar[str] = "subscribe"
     topic: str
     t: float
+    filter: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +292,7 @@ class Published(_Answer):
     pub_id: int
     t: float
     size: int
+    attributes: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -311,6 +373,7 @@ class Delivered(_Event):
     size: int
     payload: str
     t: float
+    attributes: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -431,7 +494,9 @@ def decode_reply(line: str) -> Reply:
 
 def parse_line(line: str) -> Command:
     """A command from a line a person or a script typed: a JSON object, or the shell form
-    ``OP [TOPIC [PAYLOAD...]]`` (``publish news hello there``)."""
+    ``OP [TOPIC [PAYLOAD...]]`` (``publish news hello there``), where ``subscribe TOPIC
+    FILTER-JSON`` gives a content filter and ``publish TOPIC MESSAGE ATTRIBUTES-JSON`` (a JSON
+    object ending the line) gives attributes."""
     line = line.strip()
     if line.startswith("{"):
         return decode_command(line)
@@ -442,8 +507,57 @@ def parse_line(line: str) -> Command:
     if len(words) > 1:
         record["topic"] = words[1]
     if len(words) > 2:
-        record["payload"] = words[2]
+        rest = words[2]
+        if record["op"] == "subscribe":
+            record["filter"] = _shell_filter(rest)
+        elif record["op"] == "publish":
+            message, attributes = _split_attributes(rest)
+            if message:
+                record["payload"] = message
+            if attributes is not None:
+                record["attributes"] = attributes
+        else:
+            record["payload"] = rest
     return _command(record)
+
+
+def _shell_filter(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ControlError(
+            f"subscribe: the filter is not JSON ({error}); write e.g. {FILTER_EXAMPLE}"
+        ) from None
+
+
+_LOOKS_LIKE_OBJECT = re.compile(r"\{\s*[\"']")
+
+
+def _split_attributes(text: str) -> tuple[str, dict[str, Any] | None]:
+    """``MESSAGE [ATTRIBUTES-JSON]``: the message and the JSON object ending ``text`` (the
+    shortest ``{...}`` suffix that parses as one), if any. Without such an object, ``text`` is
+    the message, unless it holds what looks like an attempt at one (``{"`` or ``{'``): that
+    is an error (the JSON form's ``payload`` publishes such text)."""
+    if text.endswith("}"):
+        decoder = json.JSONDecoder()
+        start = len(text)
+        while (start := text.rfind("{", 0, start)) >= 0:
+            try:
+                value, end = decoder.raw_decode(text, start)
+            except json.JSONDecodeError:
+                continue
+            if end == len(text) and isinstance(value, dict):
+                return text[:start].rstrip(), value
+    attempt = _LOOKS_LIKE_OBJECT.search(text)
+    if attempt is not None:
+        try:
+            json.loads(text[attempt.start() :])
+        except json.JSONDecodeError as error:
+            raise ControlError(
+                f"publish: the attributes ending the line are not a JSON object ({error}); "
+                f"write e.g. {ATTRIBUTES_EXAMPLE}"
+            ) from None
+    return text, None
 
 
 def _command(record: dict[str, Any]) -> Command:

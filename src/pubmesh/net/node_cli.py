@@ -1,7 +1,10 @@
 """``pubmesh node``: one node in its own process, with a shell on a terminal.
 
 On a terminal the node opens the shell of papers/004 §3.1 (help, subscribe, unsubscribe,
-publish, neighbors, stats, quit) and prints deliveries as they arrive. Otherwise it speaks JSON
+publish, neighbors, stats, quit) and prints deliveries as they arrive. On a content-based stack
+(chord) ``subscribe`` takes a content filter and ``publish`` attributes, as JSON objects ending
+the line (``subscribe quotes {"price": {"lt": 100}}``, ``publish quotes tick {"price": 99}``);
+a topic-based stack (gossip, skipring) refuses them with an error line. Otherwise it speaks JSON
 lines: one object per line on stdout for what happens (``ready``, ``deliver``, ``net``,
 ``result``, ``stats``, ``bye``), and it reads commands from stdin, either as shell lines
 (``publish news hello``) or as JSON objects (``{"op": "publish", "topic": "news", ...}``), so a
@@ -53,13 +56,23 @@ nodes without it are refused.
 
 On a terminal it opens a shell:
   help                     list commands
-  subscribe TOPIC          deliver publications on TOPIC (printed as they arrive)
+  subscribe TOPIC [FILTER-JSON]
+                           deliver publications on TOPIC (printed as they arrive); on a
+                           content-based stack (chord) only those whose attributes match
+                           the filter, e.g.
+                             subscribe quotes {"symbol": "s3", "price": {"lt": 100}}
+                           (operators: eq ne lt le gt ge prefix in; a bare value is eq)
   unsubscribe TOPIC
-  publish TOPIC MESSAGE    publish MESSAGE (the rest of the line) on TOPIC
+  publish TOPIC MESSAGE [ATTRIBUTES-JSON]
+                           publish MESSAGE (the rest of the line) on TOPIC; a JSON object
+                           ending the line gives the attributes (strings or numbers) that
+                           filters match on (content-based stacks only), e.g.
+                             publish quotes tick {"symbol": "s3", "price": 99.5}
   neighbors                the overlay neighbours per topic
   stats                    counters: deliveries, frames, drops, rejections, protocol
   quit                     leave gracefully and exit
-Otherwise it prints JSON lines and reads the same commands (or JSON objects) from stdin.
+Otherwise it prints JSON lines and reads the same commands (or JSON objects, such as
+{"op": "subscribe", "topic": "quotes", "filter": {"price": {"lt": 100}}}) from stdin.
 SIGTERM leaves gracefully."""
 
 EPILOG = """\
@@ -72,6 +85,11 @@ examples:
       --subscribe news --trace-dir traces/n7101
   echo "publish news hello" | pubmesh node --stack gossip --listen 127.0.0.1:7002 \\
       --contact 127.0.0.1:7000 --key cluster.key
+  pubmesh node --stack chord --listen 127.0.0.1:7200
+      pubmesh> subscribe quotes {"symbol": "s3", "price": {"lt": 100}}
+  pubmesh node --stack chord --listen 127.0.0.1:7201 --contact 127.0.0.1:7200
+      pubmesh> publish quotes cheap {"symbol": "s3", "price": 99.5}     (delivered)
+      pubmesh> publish quotes dear {"symbol": "s3", "price": 120}       (filtered out)
 """
 
 SHELL_HELP = """\
@@ -82,7 +100,15 @@ commands:
   neighbors                overlay neighbours per topic
   stats                    counters of this node
   help                     this list
-  quit                     leave gracefully and exit"""
+  quit                     leave gracefully and exit
+content-based stacks (chord) also take a filter and attributes, as JSON objects:
+  subscribe TOPIC FILTER-JSON
+                           deliver only the publications whose attributes match, e.g.
+                           subscribe quotes {"symbol": "s3", "price": {"lt": 100}}
+                           (operators: eq ne lt le gt ge prefix in; a bare value is eq)
+  publish TOPIC MESSAGE ATTRIBUTES-JSON
+                           attributes (strings or numbers) end the line, e.g.
+                           publish quotes tick {"symbol": "s3", "price": 99.5}"""
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -405,8 +431,11 @@ class NodeProcess:
 
     # ------------------------------------------------------------------ events
     def _on_delivery(self, delivery: Deliver, t: float) -> None:
+        attributes = dict(delivery.attributes) if delivery.attributes else None
         if self.shell:
             text = delivery.payload.decode("utf-8", errors="replace")
+            if attributes:
+                text += " " + json.dumps(attributes, default=str)
             self.say(f"\n[{delivery.topic}] #{delivery.pub_id} ({delivery.hops} hops): {text}")
         elif self.options.delivery_lines:
             self.emit(
@@ -417,6 +446,7 @@ class NodeProcess:
                     size=len(delivery.payload),
                     payload=delivery.payload[:200].decode("utf-8", errors="replace"),
                     t=t,
+                    attributes=attributes,
                 )
             )
 
@@ -449,23 +479,44 @@ class NodeProcess:
             case control.Start(contacts=contacts):
                 runtime.boot(None if contacts is None else list(contacts))
                 return control.Started(t=runtime.wall())
-            case control.Subscribe(topic=topic):
-                runtime.subscribe(topic)
-                self.say(f"subscribed to {topic}")
-                return control.Subscribed(topic=topic, t=runtime.wall())
+            case control.Subscribe(topic=topic, filter=filter_):
+                if filter_ is not None:
+                    self._need_content_based("filters")
+                subscribed = runtime.subscribed.get(topic)
+                if subscribed is not None and (subscribed[1] or {}) != (filter_ or {}):
+                    raise control.ControlError(
+                        f"already subscribed to {topic} with "
+                        + (f"filter {json.dumps(subscribed[1])}" if subscribed[1] else "no filter")
+                        + f": unsubscribe {topic} first to change it"
+                    )
+                runtime.subscribe(topic, filter_)
+                self.say(
+                    f"subscribed to {topic}"
+                    + (f" where {json.dumps(filter_)}" if filter_ is not None else "")
+                )
+                return control.Subscribed(topic=topic, t=runtime.wall(), filter=filter_)
             case control.Unsubscribe(topic=topic):
                 runtime.unsubscribe(topic)
                 self.say(f"unsubscribed from {topic}")
                 return control.Unsubscribed(topic=topic, t=runtime.wall())
-            case control.Publish(topic=topic, pub_id=pub_id, payload_size=size, payload=text):
+            case control.Publish(
+                topic=topic, pub_id=pub_id, payload_size=size, payload=text, attributes=attrs
+            ):
+                if attrs is not None:
+                    self._need_content_based("attributes")
                 if size is not None:
                     payload = workload_payload(pub_id or 0, size)
                 else:
                     payload = (text or "").encode()
                 t = runtime.wall()
-                pub_id = runtime.publish(topic, payload, pub_id=pub_id)
-                self.say(f"published #{pub_id} on {topic}")
-                return control.Published(topic=topic, pub_id=pub_id, t=t, size=len(payload))
+                pub_id = runtime.publish(topic, payload, pub_id=pub_id, attributes=attrs)
+                self.say(
+                    f"published #{pub_id} on {topic}"
+                    + (f" with {json.dumps(attrs)}" if attrs is not None else "")
+                )
+                return control.Published(
+                    topic=topic, pub_id=pub_id, t=t, size=len(payload), attributes=attrs
+                )
             case control.Neighbors():
                 neighbors = runtime.neighbors()
                 for name, ids in neighbors.items():
@@ -488,6 +539,14 @@ class NodeProcess:
                 return (
                     control.Quitting() if isinstance(command, control.Quit) else control.Stopping()
                 )
+
+    def _need_content_based(self, what: str) -> None:
+        """Refuse ``what`` (filters, attributes) on a topic-based stack."""
+        spec = self.runtime.spec
+        if not spec.content_based:
+            raise control.ControlError(
+                f"stack {spec.name} is topic-based: {what} need a content-based stack such as chord"
+            )
 
 
 def _neighbors(neighbors: Mapping[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:
