@@ -31,7 +31,7 @@ import simstacks
 from pubmesh.errors import ScenarioError
 from pubmesh.proto.core import Input, NodeContext, Output, Publish, Subscribe
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import Scenario, parse_scenario
+from pubmesh.sim.scenario import Scenario, load_scenario, parse_scenario
 from pubmesh.stacks.base import STACKS, StackSpec, register
 from pubmesh.workload import (
     ChurnBegin,
@@ -582,6 +582,56 @@ BASE = '[run]\nstack = "gossip"\nnodes = 5\n'
             "[workload.filters] constraint: unknown key",
         ),
         ("[workload.filters]\nconstraints = 1\n", "[workload.filters]: filters are drawn from"),
+        (
+            '[workload.attributes]\nv = { min = 0.0, max = 9.0, scale = "log" }\n',
+            '[workload.attributes] v: scale = "log" needs min > 0',
+        ),
+        (
+            '[workload.attributes]\nv = { min = 1.0, max = 9.0, scale = "exp" }\n',
+            "[workload.attributes] v scale: must be 'linear' | 'log'",
+        ),
+        (
+            "[workload.attributes]\ns = { values = 3, integer = true }\n",
+            "[workload.attributes] s: scale and integer are for numeric attributes",
+        ),
+        (
+            "[workload.attributes]\nv = { min = 0.2, max = 0.7, integer = true }\n",
+            "[workload.attributes] v: integer = true needs an integer in [min, max)",
+        ),
+        (
+            "[workload.attributes]\ns = { values = 3 }\n[workload.filters]\n"
+            'patterns = [{ t = "eq" }]\n',
+            "[workload.filters] patterns[0] t: not in [workload.attributes] (known: s)",
+        ),
+        (
+            "[workload.attributes]\ns = { values = 3 }\n[workload.filters]\n"
+            'patterns = [{ s = "lt" }]\n',
+            "[workload.filters] patterns[0] s: must be one of 'eq', 'top', 'own' for a categorical",
+        ),
+        (
+            "[workload.attributes]\np = { min = 0.0, max = 1.0 }\n[workload.filters]\n"
+            'patterns = [{ p = "lt" }, { p = "eq" }]\n',
+            "[workload.filters] patterns[1] p: must be one of 'lt', 'le', 'gt', 'ge' for a numeric",
+        ),
+        (
+            "[workload.attributes]\ns = { values = 3 }\n[workload.filters]\n"
+            'patterns = [{ weight = 0, s = "eq" }]\n',
+            "[workload.filters] patterns[0] weight: must be a number > 0, got 0",
+        ),
+        (
+            "[workload.attributes]\ns = { values = 3 }\n[workload.filters]\n"
+            "patterns = [{ weight = 1 }]\n",
+            "[workload.filters] patterns[0]: names no attribute",
+        ),
+        (
+            "[workload.attributes]\ns = { values = 3 }\n[workload.filters]\nconstraints = 1\n"
+            'patterns = [{ s = "eq" }]\n',
+            "[workload.filters]: give either patterns or constraints and selectivity",
+        ),
+        (
+            "[workload.attributes]\ns = { values = 3 }\n[workload.filters]\npatterns = []\n",
+            "[workload.filters] patterns: must be a non-empty array of tables",
+        ),
     ],
 )
 def test_cli_bad_attribute_and_filter_keys_one_line_exit_2(
@@ -600,3 +650,67 @@ def test_cli_bad_attribute_and_filter_keys_one_line_exit_2(
     assert len(lines) == 1, result.stderr
     assert str(path) in lines[0] and expect in lines[0], lines[0]
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# Filter patterns and log-uniform integers (specs/chord.md §11's workloads W1–W4)
+# ------------------------------------------------------------------------------------------
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def test_w1_draws_its_three_filter_shapes_in_their_shares() -> None:
+    """W1 (1,000 nodes × 3 subscriptions): 50% {symbol}, 30% {symbol, price < X}, 20%
+    {exchange, volume ≥ V}, each share within 5 binomial sd; every value in its domain."""
+    p = plan(load_scenario(SCENARIOS / "chord_w1.toml"))
+    subs = p.subscriptions
+    assert len(subs) == 3000 and len({s.topic for s in subs}) == 10
+    shapes: dict[tuple[str, ...], int] = {}
+    symbols = {categorical_value(i) for i in range(100)}
+    for sub in subs:
+        assert sub.filter is not None
+        shape = tuple(sorted(sub.filter))
+        shapes[shape] = shapes.get(shape, 0) + 1
+        if "symbol" in sub.filter:
+            assert sub.filter["symbol"] in symbols
+        if "price" in sub.filter:
+            (x,) = sub.filter["price"].values()
+            assert set(sub.filter["price"]) == {"lt"} and 0.0 <= x < 1000.0
+        if "volume" in sub.filter:
+            (v,) = sub.filter["volume"].values()
+            assert set(sub.filter["volume"]) == {"ge"} and v == int(v) and 1 <= v < 1e6
+            assert sub.filter["exchange"] in {categorical_value(i) for i in range(4)}
+    n = len(subs)
+    for shape, share in (
+        (("symbol",), 0.5),
+        (("price", "symbol"), 0.3),
+        (("exchange", "volume"), 0.2),
+    ):
+        assert abs(shapes[shape] - share * n) < 5 * math.sqrt(n * share * (1 - share)), shapes
+    assert sum(shapes.values()) == n
+
+
+def test_log_uniform_integers_spread_over_the_decades() -> None:
+    """volume = ⌊10^U(0,6)⌋: integers in [1, 10⁶), and each decade holds a sixth of them
+    (within 5 binomial sd)."""
+    p = plan(load_scenario(SCENARIOS / "chord_w1.toml", overrides=["workload.publications=3000"]))
+    volumes = [pub.attributes["volume"] for pub in p.publications if pub.attributes]
+    assert len(volumes) == 3000
+    assert all(isinstance(v, float) and v == int(v) and 1 <= v < 1e6 for v in volumes)
+    n, share = len(volumes), 1 / 6
+    for decade in range(6):
+        count = sum(10**decade <= v < 10 ** (decade + 1) for v in volumes)
+        assert abs(count - n * share) < 5 * math.sqrt(n * share * (1 - share)), (decade, count)
+
+
+def test_own_and_top_values() -> None:
+    """W3: each node's own symbol (rank = node id); W4: everyone the most popular one."""
+    w3 = plan(load_scenario(SCENARIOS / "chord_w3.toml", overrides=["run.nodes=50"]))
+    assert sorted((s.node, s.filter) for s in w3.subscriptions) == [
+        (i, {"symbol": categorical_value(i)}) for i in range(50)
+    ]
+    w4 = plan(load_scenario(SCENARIOS / "chord_w4.toml"))
+    assert len(w4.subscriptions) == 200
+    assert all(s.filter == {"symbol": categorical_value(0)} for s in w4.subscriptions)
+    w2 = plan(load_scenario(SCENARIOS / "chord_w2.toml", overrides=["run.nodes=50"]))
+    assert all(set(s.filter or ()) == {"price"} for s in w2.subscriptions)
+    assert len({s.filter["price"]["lt"] for s in w2.subscriptions if s.filter}) == 50

@@ -102,7 +102,15 @@ numeric ranges absorb the remainder exactly. A numeric constraint is one range `
 "lt": a + w}`` whose width is the share of ``[min, max)`` still needed, at a uniform position.
 So a filter with at least one numeric constraint matches exactly the target share; a filter of
 categorical constraints only matches the share nearest the target that the value masses allow
-(each added value brings the mass closer to the target).
+(each added value brings the mass closer to the target). A log-scale attribute's range lies
+between two quantiles of its distribution, so it too matches the target share.
+
+Numeric attributes may be log-uniform (``scale = "log"``: ``exp(U(ln min, ln max))``) and
+rounded down (``integer = true``); values stay floats. With ``patterns`` (specs/chord.md §11's
+W1–W4, :class:`pubmesh.sim.scenario.FilterPattern`) a filter is instead one pattern drawn by
+weight, then per named attribute in name order: ``"eq"`` a value drawn by the attribute's own
+popularity, ``"top"`` rank 0, ``"own"`` rank ``node mod values``, ``"lt"``/``"le"``/``"gt"``/
+``"ge"`` a threshold drawn like the attribute's values; the filter stream makes every draw.
 """
 
 from __future__ import annotations
@@ -117,7 +125,7 @@ from itertools import accumulate
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from pubmesh.proto.core import node_seed
-from pubmesh.sim.scenario import AttributeSpec, Fault, FilterSpec, Scenario
+from pubmesh.sim.scenario import AttributeSpec, Fault, FilterPattern, FilterSpec, Scenario
 
 __all__ = [
     "ATTRIBUTE_STREAM",
@@ -337,15 +345,35 @@ def _draw_attributes(rng: random.Random, schemas: Sequence[_Schema]) -> dict[str
             rank = rng.choices(range(spec.values), cum_weights=schema.cumulative)[0]
             values[schema.name] = categorical_value(rank)
         else:
-            assert spec.min is not None and spec.max is not None
-            values[schema.name] = rng.uniform(spec.min, spec.max)
+            values[schema.name] = _draw_numeric(rng, spec)
     return values
 
 
+def _draw_numeric(rng: random.Random, spec: AttributeSpec) -> float:
+    """One value of a numeric attribute: uniform or log-uniform in [min, max), rounded down
+    if ``integer`` (a float either way, the filter language's one numeric kind)."""
+    assert spec.min is not None and spec.max is not None
+    if spec.scale == "log":
+        value = math.exp(rng.uniform(math.log(spec.min), math.log(spec.max)))
+    else:
+        value = rng.uniform(spec.min, spec.max)
+    return float(math.floor(value)) if spec.integer else value
+
+
+def _quantile(spec: AttributeSpec, u: float) -> float:
+    """The value below which the share ``u`` of a numeric attribute's values falls."""
+    assert spec.min is not None and spec.max is not None
+    if spec.scale == "log":
+        return math.exp(math.log(spec.min) + u * (math.log(spec.max) - math.log(spec.min)))
+    return spec.min + u * (spec.max - spec.min)
+
+
 def _draw_filter(
-    rng: random.Random, schemas: Sequence[_Schema], spec: FilterSpec
+    rng: random.Random, schemas: Sequence[_Schema], spec: FilterSpec, node: int
 ) -> dict[str, Any]:
-    """One filter (see "Content-based workloads" in the module docstring)."""
+    """One filter of ``node`` (see "Content-based workloads" in the module docstring)."""
+    if spec.patterns:
+        return _draw_pattern(rng, schemas, spec.patterns, node)
     chosen = [schemas[i] for i in sorted(rng.sample(range(len(schemas)), spec.constraints))]
     ordered = [s for s in chosen if s.categorical] + [s for s in chosen if not s.categorical]
     remaining = spec.selectivity
@@ -357,6 +385,13 @@ def _draw_filter(
             ranks, realized = _value_set(rng, schema.masses, share, at_least=numeric_follow)
             names = [categorical_value(r) for r in ranks]
             constraints[schema.name] = names[0] if len(names) == 1 else {"in": names}
+        elif schema.spec.scale == "log":  # the same share of the values, between quantiles
+            u = rng.uniform(0.0, 1.0 - share)
+            constraints[schema.name] = {
+                "ge": _quantile(schema.spec, u),
+                "lt": _quantile(schema.spec, u + share),
+            }
+            realized = share
         else:
             low_end, high_end = schema.spec.min, schema.spec.max
             assert low_end is not None and high_end is not None
@@ -366,6 +401,31 @@ def _draw_filter(
             realized = share
         remaining = min(1.0, remaining / realized) if realized > 0 else 1.0
     return {name: constraints[name] for name in sorted(constraints)}
+
+
+def _draw_pattern(
+    rng: random.Random, schemas: Sequence[_Schema], patterns: Sequence[FilterPattern], node: int
+) -> dict[str, Any]:
+    """One filter from ``[[workload.filters.patterns]]``: a pattern by weight, then one draw
+    per constraint in attribute-name order (:class:`pubmesh.sim.scenario.FilterPattern`)."""
+    pattern = rng.choices(patterns, weights=[p.weight for p in patterns])[0]
+    by_name = {s.name: s for s in schemas}
+    constraints: dict[str, Any] = {}
+    for name, kind in pattern.constraints:
+        schema = by_name[name]
+        spec = schema.spec
+        if kind == "eq":
+            assert spec.values is not None
+            rank = rng.choices(range(spec.values), cum_weights=schema.cumulative)[0]
+            constraints[name] = categorical_value(rank)
+        elif kind == "top":
+            constraints[name] = categorical_value(0)
+        elif kind == "own":
+            assert spec.values is not None
+            constraints[name] = categorical_value(node % spec.values)
+        else:
+            constraints[name] = {kind: _draw_numeric(rng, spec)}
+    return constraints
 
 
 def _value_set(
@@ -538,7 +598,7 @@ class _Planner:
         if self.content_based and self.schemas:
             spec = self.scenario.workload.filters
             self.filters[node] = {
-                topic: _draw_filter(self.filter_rng, self.schemas, spec) for topic in topics
+                topic: _draw_filter(self.filter_rng, self.schemas, spec, node) for topic in topics
             }
 
     def start(self, t: float, node: int, event: PlanEvent | None) -> None:

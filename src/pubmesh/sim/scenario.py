@@ -30,12 +30,21 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
     publication carries a value of each)
     ``name = { values = k, zipf = s }``: categorical, the strings s0 .. s<k-1> with Zipf
     popularity of exponent s (0, the default, is uniform); ``name = { min = a, max = b }``:
-    numeric, uniform in [a, b). E.g. ``symbol = { values = 20, zipf = 1.0 }``,
-    ``price = { min = 0.0, max = 100.0 }``.
+    numeric, uniform in [a, b); add ``scale = "log"`` for log-uniform (min > 0) and
+    ``integer = true`` to round down. E.g. ``symbol = { values = 20, zipf = 1.0 }``,
+    ``price = { min = 0.0, max = 100.0 }``,
+    ``volume = { min = 1, max = 1e6, scale = "log", integer = true }``.
 ``[workload.filters]`` (subscriptions of content-based stacks; needs attributes)
     ``constraints`` (per filter, on distinct attributes drawn from the schema; default 1)
     and ``selectivity`` (in (0, 1]: the share of publications one filter should match;
-    default 0.1). Stacks that are not content-based subscribe to topics and ignore this.
+    default 0.1). Or, instead, ``patterns``: an array of filter shapes, each drawn with
+    probability proportional to its ``weight``, naming a constraint kind per attribute:
+    ``"eq"`` (one value, drawn by popularity), ``"top"`` (the most popular value) or
+    ``"own"`` (value ``node mod values``) for a categorical attribute; ``"lt"``, ``"le"``,
+    ``"gt"``, ``"ge"`` (a threshold drawn like the attribute's values) for a numeric one.
+    E.g. ``patterns = [{ weight = 0.5, symbol = "eq" }, { weight = 0.5, symbol = "eq",
+    price = "lt" }]`` (scenarios/chord_w1.toml). Stacks that are not content-based subscribe
+    to topics and ignore this.
 ``[init]``
     ``corruption`` ("none" or one of the stack's corruption kinds) and ``junk_messages``
     (messages put in flight by the corruption hook), applied once every node has started.
@@ -76,6 +85,7 @@ import math
 import tomllib
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -128,12 +138,16 @@ class NetworkSection:
 @dataclass(frozen=True)
 class AttributeSpec:
     """One attribute of ``[workload.attributes]``: categorical (``values``, ``zipf``) or
-    numeric (``min``, ``max``)."""
+    numeric (``min``, ``max``; ``scale = "log"`` draws log-uniformly, ``integer = true`` rounds
+    down, e.g. specs/chord.md §11's W1 volume ⌊10^U(0,6)⌋ is ``{ min = 1, max = 1e6,
+    scale = "log", integer = true }``)."""
 
     values: int | None = None
     zipf: float | None = None
     min: float | None = None
     max: float | None = None
+    scale: Literal["linear", "log"] = "linear"
+    integer: bool = False
 
     def check(self) -> str | None:
         numeric = self.min is not None or self.max is not None
@@ -144,6 +158,8 @@ class AttributeSpec:
                 return f"values must be ≥ 1, got {self.values}"
             if self.zipf is not None and self.zipf < 0:
                 return f"zipf must be ≥ 0, got {self.zipf}"
+            if self.scale != "linear" or self.integer:
+                return "scale and integer are for numeric attributes (min and max)"
             return None
         if self.zipf is not None:
             return "zipf needs values (a categorical attribute)"
@@ -151,15 +167,42 @@ class AttributeSpec:
             return "needs values = k (categorical) or min and max (numeric)"
         if not self.min < self.max:
             return f"need min < max, got min={self.min} max={self.max}"
+        if self.scale == "log" and self.min <= 0:
+            return f'scale = "log" needs min > 0, got min={self.min}'
+        if self.integer and math.floor(self.max) <= math.ceil(self.min) - 1:
+            return f"integer = true needs an integer in [min, max), got [{self.min}, {self.max})"
         return None
+
+
+#: Constraint kinds of a filter pattern, by attribute kind (see :class:`FilterPattern`).
+CATEGORICAL_OPS = ("eq", "top", "own")
+NUMERIC_OPS = ("lt", "le", "gt", "ge")
+
+
+@dataclass(frozen=True)
+class FilterPattern:
+    """One entry of ``[[workload.filters.patterns]]``: a filter shape drawn with probability
+    ``weight`` ÷ (sum of weights), one constraint per named attribute (specs/chord.md §11's
+    workloads). For a categorical attribute ``"eq"`` is one value drawn by the attribute's own
+    popularity, ``"top"`` the most popular value (every subscriber alike, W4), ``"own"`` the
+    value of rank ``node mod values`` (a value per node, W3); for a numeric attribute
+    ``"lt"``/``"le"``/``"gt"``/``"ge"`` compare with a threshold drawn from the attribute's own
+    distribution (so ``price < X`` with X ~ U[0, 1000) for W1)."""
+
+    weight: float = 1.0
+    #: (attribute, kind) in attribute-name order
+    constraints: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class FilterSpec:
-    """``[workload.filters]``: how content-based subscriptions draw their filters."""
+    """``[workload.filters]``: how content-based subscriptions draw their filters: either
+    ``constraints`` attributes aiming at ``selectivity`` (the default), or ``patterns``."""
 
     constraints: int = 1
     selectivity: float = 0.1
+    #: [[workload.filters.patterns]] (parsed by _build_workload)
+    patterns: tuple[FilterPattern, ...] = ()
 
     def check(self) -> str | None:
         if self.constraints < 1:
@@ -426,7 +469,8 @@ def _build_workload(table: dict[str, Any], where: str) -> WorkloadSection:
         filters_raw = table["filters"]
         if not isinstance(filters_raw, dict):
             raise ScenarioError(f"{where}: [workload.filters] must be a table, got {filters_raw!r}")
-        filters = _build(FilterSpec, filters_raw, f"{where}: [workload.filters]")
+        plain_filters = {k: v for k, v in filters_raw.items() if k != "patterns"}
+        filters = _build(FilterSpec, plain_filters, f"{where}: [workload.filters]")
         if not attributes:
             raise ScenarioError(
                 f"{where}: [workload.filters]: filters are drawn from [workload.attributes], "
@@ -437,7 +481,53 @@ def _build_workload(table: dict[str, Any], where: str) -> WorkloadSection:
                 f"{where}: [workload.filters] constraints: must be at most the number of "
                 f"attributes ({len(attributes)}), got {filters.constraints}"
             )
+        if "patterns" in filters_raw:
+            if plain_filters:
+                raise ScenarioError(
+                    f"{where}: [workload.filters]: give either patterns or constraints and "
+                    f"selectivity, not both (got {', '.join(sorted(filters_raw))})"
+                )
+            patterns = _build_patterns(filters_raw["patterns"], attributes, where)
+            filters = dataclasses.replace(filters, patterns=patterns)
     return dataclasses.replace(section, attributes=attributes, filters=filters)
+
+
+def _build_patterns(
+    raw: Any, attributes: Mapping[str, AttributeSpec], where: str
+) -> tuple[FilterPattern, ...]:
+    """[[workload.filters.patterns]]: each a table ``{ weight = w, <attribute> = "<kind>" }``."""
+    key = f"{where}: [workload.filters] patterns"
+    example = '[{ weight = 0.5, symbol = "eq" }, { weight = 0.5, price = "lt" }]'
+    if not isinstance(raw, list) or not raw:
+        raise ScenarioError(f"{key}: must be a non-empty array of tables, e.g. {example}")
+    patterns = []
+    for index, table in enumerate(raw):
+        at = f"{key}[{index}]"
+        if not isinstance(table, dict):
+            raise ScenarioError(f"{at}: must be a table, e.g. {example}, got {table!r}")
+        weight = table.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight > 0:
+            raise ScenarioError(f"{at} weight: must be a number > 0, got {weight!r}")
+        constraints = []
+        for name in sorted(k for k in table if k != "weight"):
+            kind = table[name]
+            if name not in attributes:
+                raise ScenarioError(
+                    f"{at} {name}: not in [workload.attributes] "
+                    f"(known: {', '.join(sorted(attributes))})"
+                )
+            ops = CATEGORICAL_OPS if attributes[name].values is not None else NUMERIC_OPS
+            if kind not in ops:
+                what = "categorical" if ops is CATEGORICAL_OPS else "numeric"
+                raise ScenarioError(
+                    f"{at} {name}: must be one of {', '.join(map(repr, ops))} for a {what} "
+                    f"attribute, got {kind!r}"
+                )
+            constraints.append((name, kind))
+        if not constraints:
+            raise ScenarioError(f"{at}: names no attribute, e.g. {example}")
+        patterns.append(FilterPattern(float(weight), tuple(constraints)))
+    return tuple(patterns)
 
 
 def _type_name(tp: Any) -> str:
