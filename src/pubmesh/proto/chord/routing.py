@@ -15,6 +15,16 @@ text. How it is reduced after every change is the routing strategy (papers/003 �
 The loopback f(u→u) is reduced by the same strategy but never bounded (spec §4 "Loopback":
 steps 1–3 only), so it matches exactly u's own subscriptions and maintenance conjunctions.
 
+Maintenance conjunctions (the location and join intervals of spec §7, ``$``-topics) are hulled
+to at most 4 per topic on *every* edge filter, in every mode, not only beyond ``max_conj``
+(spec §4 "Imperfect merge" hulls them first once the bound is exceeded; we hull them always).
+Each node holds about log₂N + 2 such intervals, and they rarely merge perfectly, so without the
+hull an edge whose range spans m nodes carries ~m·(log₂N + 2) of them: at N = 1,000 about 1,300
+on the mean edge, which swamps the subscription conjunctions the routing modes are compared on
+(spec §11.8) and makes every reduction quadratic in them. A hull only widens a maintenance
+filter: a location or join notification may travel an edge it did not need, never miss one.
+The routing strategies apply to the subscription conjunctions.
+
 Filters travel as the canonical texts of their conjunctions (see :mod:`.messages`);
 :func:`parse_filter` turns texts back into conjunctions through a cache keyed by the text, so a
 conjunction that reaches a node in many updates is validated once per process.
@@ -27,7 +37,15 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from pubmesh.proto.content import Conjunction, Disjunction, FilterError, matches, reduce, validate
+from pubmesh.proto.content import (
+    Conjunction,
+    Disjunction,
+    FilterError,
+    maintenance_topic,
+    matches,
+    reduce,
+    validate,
+)
 from pubmesh.proto.content.values import is_scalar
 
 #: the match-all filter a freshly carved edge forwards on until its first FilterUpdate (spec §7)
@@ -44,11 +62,28 @@ def reduce_edge(
 ) -> Disjunction:
     """The canonical edge filter of ``conjunctions`` under ``routing`` (module doc); without
     ``bound`` the loopback's exact reduction."""
+    if routing == "merging":
+        return reduce(
+            conjunctions, max_conj=max_conj, max_in=max_in, bound=bound, hull_maintenance=True
+        )
+    if bound:  # the maintenance hull (module doc), then the strategy on the subscriptions
+        conjunctions = tuple(conjunctions)
+        maintenance = [c for c in conjunctions if is_maintenance(c)]
+        if maintenance:
+            hulled = reduce(maintenance, max_in=max_in, hull_maintenance=True)
+            rest = [c for c in conjunctions if not is_maintenance(c)]
+            return tuple(sorted((*hulled, *reduce_edge(rest, routing, **_EXACT))))
     if routing == "simple":
         return tuple(sorted(c for c in conjunctions if c.satisfiable))
-    if routing == "covering":
-        return reduce(conjunctions, merge=False)
-    return reduce(conjunctions, max_conj=max_conj, max_in=max_in, bound=bound)
+    return reduce(conjunctions, merge=False)
+
+
+_EXACT: dict[str, Any] = {"max_conj": 1, "max_in": 1, "bound": False}
+
+
+def is_maintenance(conj: Conjunction) -> bool:
+    """Is ``conj`` a maintenance subscription (its topic a reserved ``$`` name, spec §7)?"""
+    return maintenance_topic(conj) is not None
 
 
 def texts(filter: Disjunction) -> tuple[str, ...]:

@@ -109,6 +109,7 @@ __all__ = [
     "disjunction_covers",
     "inc",
     "is_satisfiable",
+    "maintenance_topic",
     "matches",
     "perfect_merge",
     "publication_attributes",
@@ -637,33 +638,133 @@ def _shrink(conj: Conjunction, max_in: int) -> Conjunction:
 # --------------------------------------------------------------------------------------------
 # Reduction
 # --------------------------------------------------------------------------------------------
+def _topic_points(conj: Conjunction) -> frozenset[str] | None:
+    """The topics ``conj`` is restricted to, if its ``$topic`` constraint is a finite set of
+    strings (every subscription's is); None otherwise."""
+    c = conj.by_name.get(TOPIC)
+    if c is None or not sets.is_empty(c.num) or not isinstance(c.text, Points):
+        return None
+    return c.text.values
+
+
+def _rest(conj: Conjunction, attr: str) -> tuple[str, tuple[tuple[str, Constraint], ...]]:
+    """``conj`` without its constraint on ``attr``: two conjunctions on the same attributes
+    that differ on ``attr`` only share it."""
+    return (attr, tuple(item for item in conj.items if item[0] != attr))
+
+
+class _Group:
+    """The members of a :class:`_Pool` that constrain one set of attributes, in insertion
+    order, indexed by topic (for covering) and by everything but one attribute (for merging)."""
+
+    def __init__(self) -> None:
+        self.members: dict[Conjunction, int] = {}
+        self.by_topic: dict[str, dict[Conjunction, None]] = {}
+        self.wide: dict[Conjunction, None] = {}
+        self.by_rest: dict[tuple[str, tuple[tuple[str, Constraint], ...]], set[Conjunction]] = {}
+
+    def add(self, conj: Conjunction, seq: int) -> None:
+        self.members[conj] = seq
+        topics = _topic_points(conj)
+        if topics is None:
+            self.wide[conj] = None
+        for topic in topics or ():
+            self.by_topic.setdefault(topic, {})[conj] = None
+        for attr in conj.names:
+            self.by_rest.setdefault(_rest(conj, attr), set()).add(conj)
+
+    def discard(self, conj: Conjunction) -> None:
+        del self.members[conj]
+        topics = _topic_points(conj)
+        if topics is None:
+            del self.wide[conj]
+        for topic in topics or ():
+            del self.by_topic[topic][conj]
+        for attr in conj.names:
+            self.by_rest[_rest(conj, attr)].discard(conj)
+
+    def covering(self, conj: Conjunction) -> Iterable[Conjunction]:
+        """Members that may cover ``conj``: those admitting one of its topics, and the wide."""
+        topics = _topic_points(conj)
+        if not topics:
+            return self.members
+        return (*self.by_topic.get(next(iter(topics)), ()), *self.wide)
+
+    def covered(self, conj: Conjunction) -> Iterable[Conjunction]:
+        """Members that ``conj`` may cover: those on its topics only, and the wide."""
+        topics = _topic_points(conj)
+        if topics is None:
+            return self.members
+        found = dict.fromkeys(self.wide)
+        for topic in topics:
+            found.update(self.by_topic.get(topic, {}))
+        return found
+
+    def mergeable(self, conj: Conjunction) -> list[Conjunction]:
+        """Members on the same attributes differing from ``conj`` on at most one, in insertion
+        order."""
+        found: set[Conjunction] = set()
+        for attr in conj.names:
+            found |= self.by_rest.get(_rest(conj, attr), set())
+        return sorted(found, key=self.members.__getitem__)
+
+
 class _Pool:
-    """A covering-free, perfect-merge-free set of conjunctions, grown one at a time."""
+    """A covering-free, perfect-merge-free set of conjunctions, grown one at a time.
+
+    Members are grouped by the attributes they constrain (a conjunction only covers one whose
+    attributes include its own, and only merges perfectly with one on the same attributes),
+    and each group is indexed by topic and by "all but one attribute" (:class:`_Group`), so a
+    test visits the members that can answer it instead of the whole pool. A merge picks the
+    earliest inserted candidate, as a scan of the pool in insertion order would."""
 
     def __init__(self, max_in: int | None, merge: bool = True) -> None:
-        self.alive: list[Conjunction] = []
+        self.groups: dict[frozenset[str], _Group] = {}
         self.max_in = max_in
         self.merge = merge
+        self.seq = 0
+
+    @property
+    def alive(self) -> list[Conjunction]:
+        return [conj for group in self.groups.values() for conj in group.members]
+
+    def __len__(self) -> int:
+        return sum(len(group.members) for group in self.groups.values())
+
+    def remove(self, conj: Conjunction) -> None:
+        group = self.groups[conj.names]
+        group.discard(conj)
+        if not group.members:
+            del self.groups[conj.names]
 
     def insert(self, conj: Conjunction) -> Conjunction | None:
         """Add ``conj``: drop it if covered, drop what it covers, merge it perfectly while
         possible. Returns what was finally added (None if nothing was)."""
         while True:
-            if any(covers(k, conj) for k in self.alive):
-                return None
-            self.alive = [k for k in self.alive if not covers(conj, k)]
-            for k in self.alive if self.merge else ():
+            if not conj.satisfiable and self.groups:
+                return None  # covered by anything (covers)
+            names = conj.names
+            for other, group in self.groups.items():
+                if other <= names and any(covers(k, conj) for k in group.covering(conj)):
+                    return None
+            for other in [o for o in self.groups if names <= o]:
+                group = self.groups[other]
+                for k in [k for k in group.covered(conj) if covers(conj, k)]:
+                    self.remove(k)
+            same = self.groups.get(names) if self.merge else None
+            for k in same.mergeable(conj) if same is not None else ():
                 merged = _perfect_merge(k, conj, self.max_in)
                 if merged is not None:
-                    self.alive.remove(k)
+                    self.remove(k)
                     conj = merged
                     break
             else:
-                self.alive.append(conj)
+                self.seq += 1
+                self.groups.setdefault(names, _Group()).add(conj, self.seq)
                 return conj
 
 
-def _maintenance_topic(conj: Conjunction) -> str | None:
+def maintenance_topic(conj: Conjunction) -> str | None:
     """The maintenance topic ($-named, spec §7) ``conj`` is restricted to, if any."""
     c = conj.by_name.get(TOPIC)
     if c is None or not sets.is_empty(c.num) or not isinstance(c.text, Points):
@@ -692,8 +793,8 @@ def _merge_cheapest(pool: _Pool, group: Sequence[Conjunction], target: int, max_
         _, a, b = heapq.heappop(heap)
         if a not in members or b not in members:
             continue  # a stale pair
-        pool.alive.remove(a)
-        pool.alive.remove(b)
+        pool.remove(a)
+        pool.remove(b)
         added = pool.insert(upper_bound(a, b, max_in=max_in))
         members &= set(pool.alive)
         if added is not None:
@@ -710,6 +811,7 @@ def reduce(
     max_in: int = 64,
     bound: bool = True,
     merge: bool = True,
+    hull_maintenance: bool = False,
 ) -> Disjunction:
     """The canonical edge filter of a disjunction (spec §4 "Edge filter" steps 1–4).
 
@@ -717,15 +819,25 @@ def reduce(
     preserved exactly; with it, the result has at most ``max_conj`` conjunctions and no
     in-list longer than ``max_in``, and matches a superset. Without ``merge`` only steps 1–2
     run (Rebeca's *covering* routing, papers/003 §2.1; ``bound`` is then ignored): the result
-    matches exactly what the input matches. Sorted by canonical text."""
+    matches exactly what the input matches. With ``hull_maintenance`` (and ``bound``) every
+    maintenance topic is hulled to :data:`MAINTENANCE_HULL` conjunctions whatever the total
+    (see the chord stack's :mod:`pubmesh.proto.chord.routing`). Sorted by canonical text."""
     if max_conj < 1 or max_in < 1:
         raise ValueError("max_conj and max_in must be positive")
-    return _reduce(tuple(disjunction), max_conj, max_in, bound and merge, merge)
+    bounded = bound and merge
+    return _reduce(
+        tuple(disjunction), max_conj, max_in, bounded, merge, bounded and hull_maintenance
+    )
 
 
 @lru_cache(maxsize=1 << 14)
 def _reduce(
-    disjunction: tuple[Conjunction, ...], max_conj: int, max_in: int, bound: bool, merge: bool
+    disjunction: tuple[Conjunction, ...],
+    max_conj: int,
+    max_in: int,
+    bound: bool,
+    merge: bool,
+    hull: bool,
 ) -> Disjunction:
     """:func:`reduce`, memoized on its input: the nodes of a filter wave reduce the same
     unions over and over (conjunctions hash by their cached text)."""
@@ -733,16 +845,16 @@ def _reduce(
     for conj in disjunction:
         if conj.satisfiable:  # step 1
             pool.insert(_shrink(conj, max_in) if bound else conj)  # steps 2-3
-    if bound and len(pool.alive) > max_conj:  # step 4
+    if bound and (hull or len(pool) > max_conj):  # step 4
         by_topic: dict[str, list[Conjunction]] = {}
         for conj in pool.alive:
-            topic = _maintenance_topic(conj)
+            topic = maintenance_topic(conj)
             if topic is not None:
                 by_topic.setdefault(topic, []).append(conj)
         for topic in sorted(by_topic):
             group = sorted(by_topic[topic])
             if len(group) > MAINTENANCE_HULL:
                 _merge_cheapest(pool, group, MAINTENANCE_HULL, max_in)
-        if len(pool.alive) > max_conj:
+        if len(pool) > max_conj:
             _merge_cheapest(pool, sorted(pool.alive), max_conj, max_in)
     return tuple(sorted(pool.alive))
