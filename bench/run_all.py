@@ -14,6 +14,7 @@ BENCHES = [
     "bench_skipring.py",
     "bench_net.py",
     "bench_chord.py",
+    "bench_chord_tables.py",
 ]
 
 
