@@ -61,6 +61,15 @@ def _assert_q(cluster: PoolCluster, what: str) -> None:
     assert not found, f"{what}: Q fails: " + "; ".join(found)
 
 
+def _assert_warm_fixpoint(cluster: PoolCluster, why: str) -> None:
+    """Every peer's edge filters are exactly those the warm start computes for the same
+    subscriptions (the fixpoint of h)."""
+    reached = {node: dict(_chord(cluster, node).out) for node in cluster.peers}
+    _rebuild(cluster)
+    for node in cluster.peers:
+        assert reached[node] == _chord(cluster, node).out, (node, why)
+
+
 # ------------------------------------------------------------------------------ key space
 def test_keys_are_sha256_of_the_id_and_never_numeric_in_attributes() -> None:
     """Spec §2: key(id) = first 8 bytes of SHA-256(b"pubmesh-chord:" + id); keys in
@@ -296,10 +305,7 @@ def test_joins_through_the_contact_reach_q_and_the_warm_fixpoint(n: int, seed: i
     cluster, _ = _content_cluster(n, seed)
     cluster.quiesce(60.0)
     _assert_q(cluster, f"joins n={n} ({_replay(f'joins and {n} and {seed}', seed)})")
-    joined = {node: dict(_chord(cluster, node).out) for node in cluster.peers}
-    _rebuild(cluster)
-    for node in cluster.peers:
-        assert joined[node] == _chord(cluster, node).out, (node, _replay("joins", seed))
+    _assert_warm_fixpoint(cluster, _replay("joins", seed))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -314,10 +320,7 @@ def test_unsubscribes_shrink_the_filters_to_the_new_fixpoint(seed: int) -> None:
         cluster.command(node, Unsubscribe(filters[node][0]))
     cluster.quiesce(5.0)
     _assert_q(cluster, f"after unsubscribes ({_replay('unsubscribes', seed)})")
-    after = {node: dict(_chord(cluster, node).out) for node in cluster.peers}
-    _rebuild(cluster)
-    for node in cluster.peers:
-        assert after[node] == _chord(cluster, node).out, (node, _replay("unsubscribes", seed))
+    _assert_warm_fixpoint(cluster, _replay("unsubscribes", seed))
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -352,11 +352,7 @@ def _draw_attributes(rng: random.Random, schemas: Sequence[_Schema]) -> dict[str
 def _draw_numeric(rng: random.Random, spec: AttributeSpec) -> float:
     """One value of a numeric attribute: uniform or log-uniform in [min, max), rounded down
     if ``integer`` (a float either way, the filter language's one numeric kind)."""
-    assert spec.min is not None and spec.max is not None
-    if spec.scale == "log":
-        value = math.exp(rng.uniform(math.log(spec.min), math.log(spec.max)))
-    else:
-        value = rng.uniform(spec.min, spec.max)
+    value = _quantile(spec, rng.random())
     return float(math.floor(value)) if spec.integer else value
 
 

@@ -130,8 +130,12 @@ def violations(nodes: Mapping[NodeId, StackNode], *, limit: int = 10) -> list[st
                         continue
                     checked.add((id(mine), id(f)))
                     for conj in f:
-                        if conj not in present and not covers_any(mine, conj) and fail(
-                            f"Q3 {i}->{v} (end {e}): does not cover {conj.text} of f({v}->{w})"
+                        if (
+                            conj not in present
+                            and not covers_any(mine, conj)
+                            and fail(
+                                f"Q3 {i}->{v} (end {e}): does not cover {conj.text} of f({v}->{w})"
+                            )
                         ):
                             return found
     return found

@@ -66,19 +66,18 @@ def reduce_edge(
         return reduce(
             conjunctions, max_conj=max_conj, max_in=max_in, bound=bound, hull_maintenance=True
         )
+    conjunctions = tuple(conjunctions)
+    hulled: Disjunction = ()
     if bound:  # the maintenance hull (module doc), then the strategy on the subscriptions
-        conjunctions = tuple(conjunctions)
         maintenance = [c for c in conjunctions if is_maintenance(c)]
         if maintenance:
             hulled = reduce(maintenance, max_in=max_in, hull_maintenance=True)
-            rest = [c for c in conjunctions if not is_maintenance(c)]
-            return tuple(sorted((*hulled, *reduce_edge(rest, routing, **_EXACT))))
+            conjunctions = tuple(c for c in conjunctions if not is_maintenance(c))
     if routing == "simple":
-        return tuple(sorted(c for c in conjunctions if c.satisfiable))
-    return reduce(conjunctions, merge=False)
-
-
-_EXACT: dict[str, Any] = {"max_conj": 1, "max_in": 1, "bound": False}
+        kept = tuple(c for c in conjunctions if c.satisfiable)
+    else:
+        kept = reduce(conjunctions, merge=False)
+    return tuple(sorted((*hulled, *kept)))
 
 
 def is_maintenance(conj: Conjunction) -> bool:

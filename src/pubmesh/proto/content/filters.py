@@ -766,12 +766,10 @@ class _Pool:
 
 def maintenance_topic(conj: Conjunction) -> str | None:
     """The maintenance topic ($-named, spec §7) ``conj`` is restricted to, if any."""
-    c = conj.by_name.get(TOPIC)
-    if c is None or not sets.is_empty(c.num) or not isinstance(c.text, Points):
+    topics = _topic_points(conj)
+    if topics is None or len(topics) != 1:
         return None
-    if len(c.text.values) != 1:
-        return None
-    (topic,) = c.text.values
+    (topic,) = topics
     return topic if topic.startswith("$") else None
 
 
