@@ -88,6 +88,7 @@ from pubmesh.proto.chord.messages import (
 from pubmesh.proto.chord.params import ChordParams
 from pubmesh.proto.chord.routing import (
     MATCH_ALL,
+    is_maintenance,
     match_attributes,
     matches_any,
     parse_filter,
@@ -364,11 +365,18 @@ class ChordNode(StackNode):
 
     def _rejoin(self, out: list[Output]) -> None:
         """Successor list exhausted: rejoin through the contacts, keeping the subscriptions
-        (spec §8.3). In-neighbours are told the edges are gone."""
+        (spec §8.3). Out-neighbours are told their edges from us are gone, and every peer
+        gets Leaving with an empty list, as if we left (spec §9): a live in-neighbour (the
+        contact, say) would otherwise keep us as its successor and edge, route our own
+        location lookup to us while we are joining, and never hear a PeerDown for us (the
+        spec leaves this open; tests/test_chord_model.py replays the case)."""
         self._count("rejoins")
         out.append(TraceRecord("chord.rejoin", {"node": self.node_id}))
         for v in sorted(self.ends):
             self._send_resp(v, None, out)
+        gone = Leaving(pred=None, successors=())
+        for peer in sorted(self._peers() - set(self.ends)):
+            out.append(Send(peer, gone))
         self.life += 1
         self._reset_overlay()
         self.state = IDLE
@@ -408,6 +416,10 @@ class ChordNode(StackNode):
             case LocationReply():
                 self._on_location_reply(src, message, out)
             case SuccListRequest():
+                if self.alone():
+                    # Chord's notify: a node alone (a contact that lost its whole list,
+                    # which does not rejoin) takes back a live node that names it successor
+                    self._learn(src, out)
                 if self.state == JOINED:
                     reply = SuccListReply(pred=self.pred(), successors=tuple(self.succ))
                     out.append(Send(src, reply))
@@ -1189,6 +1201,11 @@ class ChordNode(StackNode):
             "successors": list(self.succ),
             "pred": self.pred(),
             "edges": {str(v): len(self.out[v]) for v in self.edges},
+            # the subscription conjunctions per edge (maintenance intervals left out): the
+            # routing-table size papers/003 §2.1 compares the routing modes on
+            "filters": {
+                str(v): sum(not is_maintenance(c) for c in self.out[v]) for v in self.edges
+            },
             "loopback": len(self.loop),
             "pending": len(self.pending),
         }
