@@ -6,6 +6,7 @@ pubmesh.analysis computes the same metrics; a cross-check test compares the two)
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pubmesh.proto.content import matches
 from pubmesh.sim.engine import Simulation
 
 
@@ -42,9 +44,18 @@ def replay(scenario: str, seed: int, *sets: str) -> str:
     return f"replay: pubmesh sim {scenario} --seed {seed}{extra}"
 
 
+def _matches(filter_json: str | None, attributes_json: str | None) -> bool:
+    """A topic subscription (no filter) takes every publication of its topic."""
+    if filter_json is None:
+        return True
+    attributes = json.loads(attributes_json) if attributes_json is not None else {}
+    return matches(json.loads(filter_json), attributes)
+
+
 def publication_figures(sim: Simulation, run_dir: Path | None = None) -> list[PubFigures]:
     """Per publication: expected = subscribers of its topic alive at the end of the run that
-    were subscribed at its publish time (DESIGN.md 'reliability')."""
+    were subscribed at its publish time and, for a content subscription, whose filter matches
+    the publication's attributes (DESIGN.md 'reliability')."""
     pubs = pq.read_table(run_dir / "publications").to_pylist() if run_dir else []
     subs = pq.read_table(run_dir / "subscriptions").to_pylist() if run_dir else []
     payload: Counter[int] = Counter()
@@ -69,6 +80,7 @@ def publication_figures(sim: Simulation, run_dir: Path | None = None) -> list[Pu
             and s["t_start"] <= t
             and s["t_end"] is None
             and s["node"] in alive
+            and _matches(s["filter"], pub["attributes"])
         }
         got = delivered[pub["pub_id"]]
         out.append(
