@@ -15,6 +15,7 @@ BENCHES = [
     "bench_net.py",
     "bench_chord.py",
     "bench_chord_tables.py",
+    "bench_chord_scaling.py",
 ]
 
 

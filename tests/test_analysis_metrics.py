@@ -393,3 +393,31 @@ def test_counts_mode_traces_give_node_totals_but_no_rmr(spark: Any) -> None:
     pubs = metrics.per_publication(t, empty, first)
     row = pubs.select("receivers", "payload_messages", "rmr").first()
     assert row is not None and tuple(row) == (2, None, None)
+
+
+def test_edge_filters_are_read_from_the_last_snapshot(spark: Any) -> None:
+    """filter_conjunctions_mean/max: subscription conjunctions per out-edge at each run's
+    last snapshot; a snapshot without ``filters`` (another stack) adds nothing."""
+
+    def snap(run: str, t: float, node: int, state: str) -> dict[str, Any]:
+        return {"run_id": run, "t": t, "node": node, "topic": "", "layer": "ring",
+                "neighbors": [], "state": state}  # fmt: skip
+
+    snapshots = frame(
+        spark,
+        "snapshots",
+        [
+            snap("r1", 1.0, 1, '{"filters": {"2": 100, "3": 1}}'),  # superseded at t = 2
+            snap("r1", 2.0, 1, '{"filters": {"2": 4, "3": 1}}'),
+            snap("r1", 2.0, 2, '{"filters": {"1": 7}}'),
+            snap("r1", 2.0, 3, '{"filters": {}}'),
+            snap("r2", 5.0, 1, '{"active": [2]}'),
+        ],
+    )
+    assertDataFrameEqual(
+        metrics.edge_filters(snapshots),
+        spark.createDataFrame(
+            [("r1", 4.0, 7)],
+            "run_id string, filter_conjunctions_mean double, filter_conjunctions_max long",
+        ),
+    )

@@ -163,3 +163,20 @@ def test_cli_help_reads_like_a_tour() -> None:
         assert word in result.stdout
     result = _cli("sim", "--help")
     assert result.returncode == 0 and "[workload]" in result.stdout and "--set" in result.stdout
+
+
+SHIPPED = sorted((Path(__file__).resolve().parent.parent / "scenarios").rglob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_shipped_scenario_and_grid_is_valid(path: Path) -> None:
+    """Every file in scenarios/ parses, and every grid's (point, seed) scenarios validate: a
+    user's first `pubmesh sim` or `pubmesh sweep` never stops on our own typo."""
+    from pubmesh.analysis.sweep import load_grid
+
+    if path.parent.name == "grids":
+        grid = load_grid(path)
+        assert grid.tasks and all(task.text for task in grid.tasks)
+    else:
+        scenario = load_scenario(path)
+        assert scenario.name and scenario.text

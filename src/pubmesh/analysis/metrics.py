@@ -565,6 +565,29 @@ def overlay_final(overlay: DataFrame) -> DataFrame:
     )
 
 
+def edge_filters(snapshots: DataFrame) -> DataFrame:
+    """(run_id, filter_conjunctions_mean, filter_conjunctions_max): the routing-table size of
+    a content-based stack at each run's last snapshot, over every edge of every node whose
+    snapshot state has ``filters`` (subscription conjunctions per out-edge; papers/003 §2.1
+    compares the routing modes on it). Runs without such snapshots have no row."""
+    sizes = snapshots.select(
+        "run_id",
+        "t",
+        F.explode(F.from_json(F.get_json_object("state", "$.filters"), "map<string,long>")).alias(
+            "edge", "conjunctions"
+        ),
+    )
+    last = sizes.groupBy("run_id").agg(F.max("t").alias("t"))
+    return (
+        sizes.join(last, ["run_id", "t"])
+        .groupBy("run_id")
+        .agg(
+            F.avg("conjunctions").alias("filter_conjunctions_mean"),
+            F.max("conjunctions").alias("filter_conjunctions_max"),
+        )
+    )
+
+
 def convergence_time(checks: DataFrame) -> DataFrame:
     """(run_id, convergence_time): the first check time from which every predicate holds at
     every later check; null if one fails at the last check."""
@@ -710,6 +733,7 @@ def per_run(
         .join(convergence, ["run_id"], "left")
         .join(supervisor_messages(trace.events), ["run_id"], "left")
         .join(config, ["run_id"], "left")
+        .join(edge_filters(trace.snapshots), ["run_id"], "left")
         .fillna(0, ["publications", "expected", "delivered", "duplicates", "order_violations"])
         .withColumn(
             "reliability",
@@ -726,5 +750,6 @@ RUN_COLUMNS = (
     "ldh_mean", "ldh_std", "messages", "payload_messages", "control_messages",
     "control_overhead", "load_max", "load_mean", "load_gini", "degree_max", "degree_mean",
     "diameter", "convergence_time", "supervisor_messages_per_subscribe",
-    "supervisor_messages_per_unsubscribe", "config_requests",
+    "supervisor_messages_per_unsubscribe", "config_requests", "filter_conjunctions_mean",
+    "filter_conjunctions_max",
 )  # fmt: skip

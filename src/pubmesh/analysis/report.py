@@ -36,6 +36,8 @@ RUN_TABLE: list[tuple[str, str, str]] = [
     ("supervisor_messages_per_subscribe", "sup/sub", "{:.2f}"),
     ("supervisor_messages_per_unsubscribe", "sup/unsub", "{:.2f}"),
     ("config_requests", "cfg req", "{:.3f}"),
+    ("filter_conjunctions_mean", "conj/edge", "{:.1f}"),
+    ("filter_conjunctions_max", "conj/edge max", "{}"),
 ]
 
 

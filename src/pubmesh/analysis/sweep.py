@@ -71,6 +71,8 @@ COMPARED = (
     "diameter",
     "convergence_time",
     "config_requests",
+    "filter_conjunctions_mean",
+    "filter_conjunctions_max",
 )
 
 

@@ -21,7 +21,11 @@ SPEC = register(
         warm_start=warm_start,
         demo_scenario="chord_demo.toml",
         timeout_param="stabilize_period",
-        extra_metrics=("convergence_time",),
+        extra_metrics=(
+            "convergence_time",
+            "filter_conjunctions_mean",
+            "filter_conjunctions_max",
+        ),
         description=(
             "content-based pub/sub over a Chord ring (papers/003): binomial trees per publisher "
             "with range fields, filter covering and merging, successor-list repair"
