@@ -93,7 +93,7 @@ def main() -> None:
             f"{m['depth_mean']:.2f}", f"{0.5 * math.log2(n):.2f}", str(m["depth_max"]),
             str(math.ceil(math.log2(n))), f"{m['degree']:.2f}", f"{m['warm']:.0f}",
         )  # fmt: skip
-    Console().print(table)
+    Console(width=150).print(table)
 
 
 if __name__ == "__main__":
