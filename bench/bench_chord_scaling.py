@@ -25,7 +25,7 @@ from pubmesh.proto.chord.messages import FilterUpdate
 from pubmesh.proto.chord.node import ChordNode
 from pubmesh.proto.chord.params import ChordParams
 from pubmesh.proto.chord.warm import warm_start
-from pubmesh.proto.core import NodeId, Output, Publish, Receive, Send, Subscribe, Unsubscribe
+from pubmesh.proto.core import NodeId, Output, Publish, Send, Subscribe, Unsubscribe
 from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 
@@ -51,14 +51,8 @@ def measure(n: int, seed: int) -> dict[str, float]:
     for subscriber in rng.sample(cluster.peers, 3):
         sent[0] = 0
         cluster.command(subscriber, Subscribe("fresh", {"x": {"lt": 1}}))
-        waves = 0
-        while cluster.pool:
-            wave, cluster.pool = cluster.pool, []
-            for item in wave:
-                cluster.run(item.dst, Receive(item.src, item.message))
-            waves += 1
+        rounds.append(cluster.drain_in_rounds())
         costs.append(sent[0])
-        rounds.append(waves)
         for index, root in enumerate(rng.sample(cluster.peers, 20)):
             cluster.command(root, Publish("fresh", 10**6 * subscriber + index, b"x", {"x": 0}))
             cluster.drain()

@@ -278,20 +278,6 @@ def _ranges_containing(cluster: PoolCluster, key: int) -> set[tuple[NodeId, Node
     return found
 
 
-def _filter_wave(cluster: PoolCluster, sent: list[tuple[NodeId, NodeId, int]]) -> int:
-    """Deliver everything in flight in synchronous rounds (all messages of round k, then
-    what they caused); returns the number of rounds."""
-    from pubmesh.proto.core import Receive
-
-    rounds = 0
-    while cluster.pool:
-        wave, cluster.pool = cluster.pool, []
-        for item in wave:
-            cluster.run(item.dst, Receive(item.src, item.message))
-        rounds += 1
-    return rounds
-
-
 def _topic_overlay(n: int, seed: int, routing: str, sent: list) -> PoolCluster:
     """A warm overlay of n nodes, each on one of three topics, recording every FilterUpdate
     sent as (sender, receiver, end)."""
@@ -328,7 +314,7 @@ def test_a_fresh_conjunction_updates_each_range_holding_it_once_within_its_depth
         want = _ranges_containing(cluster, _chord(cluster, subscriber).key)
         sent.clear()
         cluster.command(subscriber, Subscribe("fresh", {"x": {"lt": subscriber}}))
-        rounds = _filter_wave(cluster, sent)
+        rounds = cluster.drain_in_rounds()
         replay = _replay("fresh_conjunction", seed)
         assert sorted(sent) == sorted((v, u, e) for v, u, e in want), (subscriber, replay)
         for root in cluster.peers:
@@ -358,7 +344,7 @@ def test_identical_subscriptions_cost_only_the_ranges_they_open(routing: str, se
         opened |= ranges
         sent.clear()
         cluster.command(subscriber, Subscribe("w4", {"symbol": "S000"}))
-        _filter_wave(cluster, sent)
+        cluster.drain_in_rounds()
         assert sorted(sent) == sorted(want), (routing, subscriber, _replay("identical", seed))
         costs.append(len(sent))
     if routing == "covering":  # the curve falls: the late ones cost a fraction of the first

@@ -205,8 +205,7 @@ def make_plots(trace: Trace, result: Metrics) -> dict[str, bytes]:
             f"messages (bins of {width:g})",
         )  # fmt: skip
     degrees = metrics.node_degrees(trace.snapshots)
-    last = degrees.groupBy("run_id").agg(F.max("t").alias("t"))
-    degree_hist = degrees.join(last, ["run_id", "t"]).groupBy("run_id", "degree").count().toPandas()
+    degree_hist = metrics.at_last_snapshot(degrees).groupBy("run_id", "degree").count().toPandas()
     if len(degree_hist):
         figures["Degree distribution (last snapshot)"] = plots.histogram(
             degree_hist, "degree", "count", "Degree distribution at the last snapshot",

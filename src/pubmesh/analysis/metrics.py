@@ -550,12 +550,17 @@ def overlay_over_time(snapshots: DataFrame, non_overlay_layers: Sequence[str] = 
     )  # fmt: skip
 
 
+def at_last_snapshot(rows: DataFrame) -> DataFrame:
+    """The rows of ``rows`` (with run_id and t) taken at each run's last snapshot time."""
+    last = rows.groupBy("run_id").agg(F.max("t").alias("t"))
+    return rows.join(last, ["run_id", "t"])
+
+
 def overlay_final(overlay: DataFrame) -> DataFrame:
     """(run_id, degree_max, degree_mean, diameter) at each run's last snapshot (max over
     topics; degree_mean weighted by vertices)."""
-    last = overlay.groupBy("run_id").agg(F.max("t").alias("t"))
     return (
-        overlay.join(last, ["run_id", "t"])
+        at_last_snapshot(overlay)
         .groupBy("run_id")
         .agg(
             F.max("degree_max").alias("degree_max"),
@@ -577,9 +582,8 @@ def edge_filters(snapshots: DataFrame) -> DataFrame:
             "edge", "conjunctions"
         ),
     )
-    last = sizes.groupBy("run_id").agg(F.max("t").alias("t"))
     return (
-        sizes.join(last, ["run_id", "t"])
+        at_last_snapshot(sizes)
         .groupBy("run_id")
         .agg(
             F.avg("conjunctions").alias("filter_conjunctions_mean"),

@@ -274,6 +274,17 @@ class PoolCluster:
         while self.pool:
             self.deliver(self.deliverable()[0])
 
+    def drain_in_rounds(self) -> int:
+        """Deliver every message in flight in synchronous rounds (every message of round k,
+        then what they caused), none of the timers; returns the number of rounds."""
+        rounds = 0
+        while self.pool:
+            wave, self.pool = self.pool, []
+            for item in wave:
+                self.run(item.dst, Receive(item.src, item.message))
+            rounds += 1
+        return rounds
+
     def quiesce(self, horizon: float) -> None:
         """Deliver everything in flight and fire every timer due up to ``now + horizon`` in
         time order, delivering what each one causes before the next: the system runs without
