@@ -744,6 +744,9 @@ class _Pool:
             if not conj.satisfiable and self.groups:
                 return None  # covered by anything (covers)
             names = conj.names
+            same = self.groups.get(names)
+            if same is not None and conj in same.members:
+                return None  # a member equal to it covers it: the scan below would say so
             for other, group in self.groups.items():
                 if other <= names and any(covers(k, conj) for k in group.covering(conj)):
                     return None
