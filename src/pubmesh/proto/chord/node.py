@@ -139,6 +139,8 @@ _FIELD_REQ = "$req"
 _FIELD_RID = "$rid"
 
 IDLE, JOINING, JOINED, LEAVING, LEFT = "idle", "joining", "joined", "leaving", "left"
+#: messages only a ring member receives: from a node that counts the receiver in its ring
+_RING_TRAFFIC = (Publication, Notification, FilterUpdate, RespChange, SuccListRequest)
 
 
 # ------------------------------------------------------------------------------------ timers
@@ -404,6 +406,12 @@ class ChordNode(StackNode):
             if isinstance(message, Publication | Notification):
                 self._on_routed(message, out)
             return
+        if self.state in (IDLE, JOINING) and isinstance(message, _RING_TRAFFIC):
+            # a peer still counts us in the ring from before our rejoin (a message of ours
+            # that crossed the Leaving, a list or finger learned second-hand): tell it we are
+            # out, as the rejoin did (spec §8.3, §9), or it keeps routing our own location
+            # lookup to us and we never join (ours; the spec is silent)
+            out.append(Send(src, Leaving(pred=None, successors=())))
         match message:
             case Publication() | Notification():
                 self._on_routed(message, out)
