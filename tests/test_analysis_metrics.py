@@ -132,19 +132,21 @@ def test_per_publication_known_answers(spark: Any, pubsub: metrics.Trace) -> Non
     )
     got = metrics.per_publication(pubsub, expected, first)
     schema = got.schema
-    want = spark.createDataFrame(
-        [
-            # p1: expected {1}, receivers {1, 2}, one duplicate, latencies [0, .2],
-            # last first delivery at node 2 with 1 hop, 4 payload messages: RMR 4/1 - 1
-            ("r1", 1, 1, "a", 1.0, 1, 1, 1.0, 2, 1, 0.1, 0.19, 0.198, 0.2, 0.5, 1, 4, 3.0),
-            # p2: expected {1, 2, 4}, delivered {1, 2}, receivers {1, 2, 3}, latencies
-            # [0, .1, .2], 3 payload messages: RMR 3/2 - 1
-            ("r1", 2, 2, "a", 5.0, 3, 2, 2 / 3, 3, 0, 0.1, 0.19, 0.198, 0.2, 2 / 3, 1, 3, 0.5),
-            # p3: nobody expected, nobody received
-            ("r1", 3, 1, "b", 2.0, 0, 0, None, 0, 0, None, None, None, None, None, None, 0, None),
-        ],
-        schema,
-    )
+    rows = [
+        # p1: expected {1}, receivers {1, 2}, one duplicate, latencies [0, .2],
+        # last first delivery at node 2 with 1 hop, 4 payload messages: RMR 4/1 - 1;
+        # 3 received (1→4 is lost), of which 2→3 is a false positive (3 neither
+        # delivers p1 nor forwards it; 4 forwards it to 1)
+        ("r1", 1, 1, "a", 1.0, 1, 1, 1.0, 2, 1, 0.1, 0.19, 0.198, 0.2, 0.5, 1, 4, 3.0, 1, 3),
+        # p2: expected {1, 2, 4}, delivered {1, 2}, receivers {1, 2, 3}, latencies
+        # [0, .1, .2], 3 payload messages: RMR 3/2 - 1; 2→4 a false positive
+        ("r1", 2, 2, "a", 5.0, 3, 2, 2 / 3, 3, 0, 0.1, 0.19, 0.198, 0.2, 2 / 3, 1, 3, 0.5,
+         1, 3),
+        # p3: nobody expected, nobody received
+        ("r1", 3, 1, "b", 2.0, 0, 0, None, 0, 0, None, None, None, None, None, None, 0, None,
+         0, 0),
+    ]  # fmt: skip
+    want = spark.createDataFrame(rows, schema)
     assertDataFrameEqual(got, want)
 
 
@@ -215,11 +217,12 @@ def test_per_run_known_answers(spark: Any, pubsub: metrics.Trace) -> None:
     got = run.select(
         "expected", "delivered", "reliability", "history_reliability", "duplicates",
         "latency_p50", "latency_max", "rmr_mean", "ldh_mean", "messages", "control_messages",
-        "payload_messages", "load_gini", "degree_max", "convergence_time",
+        "payload_messages", "load_gini", "degree_max", "convergence_time", "false_positive_rate",
     )  # fmt: skip
-    # first-delivery latencies over the run: 0, .2, 0, .1, .2 -> p50 .1
+    # first-delivery latencies over the run: 0, .2, 0, .1, .2 -> p50 .1; false positives:
+    # 2 of the 6 payload messages received (see the per-publication test)
     want = spark.createDataFrame(
-        [(4, 3, 0.75, 4 / 6, 1, 0.1, 0.2, 1.75, 1.0, 8, 1, 7, 22 / 120, None, None)],
+        [(4, 3, 0.75, 4 / 6, 1, 0.1, 0.2, 1.75, 1.0, 8, 1, 7, 22 / 120, None, None, 1 / 3)],
         got.schema,
     )
     assertDataFrameEqual(got, want)
@@ -391,8 +394,8 @@ def test_counts_mode_traces_give_node_totals_but_no_rmr(spark: Any) -> None:
     first = metrics.first_deliveries(t.deliveries, t.publications)
     empty = t.publications.limit(0).select("run_id", "pub_id", F.col("publisher").alias("node"))
     pubs = metrics.per_publication(t, empty, first)
-    row = pubs.select("receivers", "payload_messages", "rmr").first()
-    assert row is not None and tuple(row) == (2, None, None)
+    row = pubs.select("receivers", "payload_messages", "rmr", "false_positives").first()
+    assert row is not None and tuple(row) == (2, None, None, None)
 
 
 def test_edge_filters_are_read_from_the_last_snapshot(spark: Any) -> None:

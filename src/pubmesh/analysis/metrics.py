@@ -29,6 +29,11 @@ millions of rows. The names are DESIGN.md's, one name each, everywhere:
     payload messages ÷ (receivers − 1) − 1 per publication (Plumtree §4), receivers being the
     distinct nodes that delivered it; null with fewer than two receivers or when the trace
     keeps message counts only.
+``false_positives`` (papers/003 §2.1; specs/chord.md §11.10)
+    payload messages received by a node that neither delivers the publication nor forwards it
+    (sends no payload message for it), per publication, and per run as ``false_positive_rate``
+    = their sum ÷ payload messages received. What content routing's filters let through
+    without need; null when the trace keeps message counts only.
 ``control_overhead``, ``load``
     non-payload messages sent per node per second of the run; messages in + out per node,
     summarized per run as max, mean and Gini coefficient.
@@ -268,12 +273,29 @@ def first_deliveries(deliveries: DataFrame, publications: DataFrame) -> DataFram
     )
 
 
-def payload_messages(messages: DataFrame) -> DataFrame:
-    """(run_id, pub_id, payload_messages) from a full message trace."""
+def payload_messages(messages: DataFrame, deliveries: DataFrame) -> DataFrame:
+    """(run_id, pub_id, payload_messages, payload_received, false_positives) from a full
+    message trace: payload messages sent, those received, and those received at a node that
+    neither delivered the publication nor sent a payload message for it (module doc), in one
+    pass over the messages."""
+    payload = messages.where(F.col("payload") & F.col("pub_id").isNotNull()).select(
+        "run_id", "pub_id", "src", F.col("dst").alias("node"), "t_recv"
+    )
+    used = (
+        deliveries.select("run_id", "pub_id", "node")
+        .unionByName(payload.select("run_id", "pub_id", F.col("src").alias("node")))
+        .distinct()
+        .withColumn("_used", F.lit(True))
+    )
+    received = F.col("t_recv").isNotNull()
     return (
-        messages.where(F.col("payload") & F.col("pub_id").isNotNull())
+        payload.join(used, ["run_id", "pub_id", "node"], "left")
         .groupBy("run_id", "pub_id")
-        .agg(F.count("*").alias("payload_messages"))
+        .agg(
+            F.count("*").alias("payload_messages"),
+            F.count(F.when(received, 1)).alias("payload_received"),
+            F.count(F.when(received & F.col("_used").isNull(), 1)).alias("false_positives"),
+        )
     )
 
 
@@ -285,7 +307,8 @@ def _percentiles(column: str) -> list[Column]:
 
 def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> DataFrame:
     """One row per publication: expected, delivered, reliability, receivers, duplicates,
-    latency p50/p95/p99/max, hops_mean, ldh, payload_messages, rmr.
+    latency p50/p95/p99/max, hops_mean, ldh, payload_messages, rmr, false_positives,
+    payload_received.
 
     ``expected`` and ``first`` are :func:`expected_pairs` and :func:`first_deliveries`."""
     pubs = trace.publications
@@ -302,7 +325,7 @@ def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> Data
         F.avg("hops").alias("hops_mean"),
         F.max_by("hops", F.struct("t", "hops")).alias("ldh"),
     )
-    payload = payload_messages(trace.messages)
+    payload = payload_messages(trace.messages, trace.deliveries)
     full = trace.runs.where(F.col("messages_mode") == "full").select("run_id")
     out = (
         pubs.select("run_id", "pub_id", "publisher", "topic", "t")
@@ -313,9 +336,14 @@ def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> Data
         .join(full.withColumn("_full", F.lit(True)), ["run_id"], "left")
         .fillna(0, ["expected", "delivered", "receivers", "duplicates"])
     )
-    payload_col = F.when(F.col("_full"), F.coalesce("payload_messages", F.lit(0)))
+
+    def full_only(column: str) -> Column:
+        return F.when(F.col("_full"), F.coalesce(column, F.lit(0)))
+
     return (
-        out.withColumn("payload_messages", payload_col)
+        out.withColumn("payload_messages", full_only("payload_messages"))
+        .withColumn("false_positives", full_only("false_positives"))
+        .withColumn("payload_received", full_only("payload_received"))
         .withColumn(
             "reliability",
             F.when(F.col("expected") > 0, F.col("delivered") / F.col("expected")),
@@ -331,6 +359,7 @@ def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> Data
             "run_id", "pub_id", "publisher", "topic", "t", "expected", "delivered",
             "reliability", "receivers", "duplicates", "latency_p50", "latency_p95",
             "latency_p99", "latency_max", "hops_mean", "ldh", "payload_messages", "rmr",
+            "false_positives", "payload_received",
         )
     )  # fmt: skip
 
@@ -719,6 +748,9 @@ def per_run(
         F.avg("ldh").alias("ldh_mean"),
         F.stddev_samp("ldh").alias("ldh_std"),
         F.sum("payload_messages").alias("payload_messages"),
+        F.when(
+            F.sum("payload_received") > 0, F.sum("false_positives") / F.sum("payload_received")
+        ).alias("false_positive_rate"),
     )
     latency = first.groupBy("run_id").agg(*_percentiles("latency"))
     totals = message_totals.groupBy("run_id").agg(
@@ -751,7 +783,8 @@ RUN_COLUMNS = (
     "run_id", "stack", "runtime", "nodes", "seed", "duration", "publications", "expected",
     "delivered", "reliability", "history_reliability", "duplicates", "order_violations",
     "latency_p50", "latency_p95", "latency_p99", "latency_max", "rmr_mean", "rmr_std",
-    "ldh_mean", "ldh_std", "messages", "payload_messages", "control_messages",
+    "ldh_mean", "ldh_std", "messages", "payload_messages", "false_positive_rate",
+    "control_messages",
     "control_overhead", "load_max", "load_mean", "load_gini", "degree_max", "degree_mean",
     "diameter", "convergence_time", "supervisor_messages_per_subscribe",
     "supervisor_messages_per_unsubscribe", "config_requests", "filter_conjunctions_mean",

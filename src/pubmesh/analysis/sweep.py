@@ -64,6 +64,7 @@ COMPARED = (
     "latency_p99",
     "rmr_mean",
     "ldh_mean",
+    "false_positive_rate",
     "control_overhead",
     "load_gini",
     "degree_max",
