@@ -368,18 +368,23 @@ class ChordNode(StackNode):
     def _rejoin(self, out: list[Output]) -> None:
         """Successor list exhausted: rejoin through the contacts, keeping the subscriptions
         (spec §8.3). Out-neighbours are told their edges from us are gone, and every peer
-        gets Leaving with an empty list, as if we left (spec §9): a live in-neighbour (the
-        contact, say) would otherwise keep us as its successor and edge, route our own
-        location lookup to us while we are joining, and never hear a PeerDown for us (the
-        spec leaves this open; tests/test_chord_model.py replays the case)."""
+        (out-neighbours too: one may also hold an edge to us) gets Leaving with an empty
+        list, as if we left (spec §9): a live in-neighbour (the contact, say) would otherwise
+        keep us as its successor and edge, route our own location lookup to us while we are
+        joining, and never hear a PeerDown for us (the spec leaves this open;
+        tests/test_chord_model.py and test_chord_rules.py replay the cases)."""
         self._count("rejoins")
         out.append(TraceRecord("chord.rejoin", {"node": self.node_id}))
         for v in sorted(self.ends):
             self._send_resp(v, None, out)
         gone = Leaving(pred=None, successors=())
-        for peer in sorted(self._peers() - set(self.ends)):
+        for peer in sorted(self._peers()):  # an out-neighbour may also hold an edge to us
             out.append(Send(peer, gone))
         self.life += 1
+        # a new incarnation: our RespChange and FilterUpdate sequence numbers restart with the
+        # overlay, and a peer keeps the highest (epoch, seq) it saw from us, so without a
+        # higher epoch it would ignore everything we send after the rejoin (spec §4, §7)
+        self.epoch += 1
         self._reset_overlay()
         self.state = IDLE
         self._arm_periodic(out)
