@@ -42,7 +42,7 @@ demo: venv java
 
 test: venv java
 	$(PY) tools/lint_sansio.py
-	$(PY) -m pytest -q -p no:cacheprovider -n 2
+	$(PY) -m pytest -q -p no:cacheprovider -n 3
 
 lint: venv
 	$(PY) tools/lint_sansio.py

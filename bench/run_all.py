@@ -16,6 +16,7 @@ BENCHES = [
     "bench_chord.py",
     "bench_chord_tables.py",
     "bench_chord_scaling.py",
+    "bench_chord_q.py",
 ]
 
 

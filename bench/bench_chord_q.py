@@ -1,0 +1,84 @@
+"""Chord's quiet predicate Q at sizes the test suite cannot afford (specs/chord.md §11 test 1).
+
+tests/test_chord_rules.py checks Q on warm overlays of N ∈ {1, 2, 8, 100} (even and hashed
+keys) and after joins of up to 20 nodes; at N = 1,000 the warm start alone costs ~50 CPU s
+(it reduces the union filter of every edge and clipped range), too much for the 20-minute
+suite. This script runs the same check at the sizes given: a warm overlay (every node on one
+of three topics), Q (:func:`pubmesh.proto.chord.legitimacy.violations`) at once and after 30
+quiet seconds of protocol (stabilize, fix_fingers, filter refresh). It exits 1 if Q fails
+anywhere, printing the violations and the command that replays the case.
+
+    PYTHONPATH=src .venv/bin/python bench/bench_chord_q.py [--sizes 1000] [--seeds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from pubmesh.proto.chord.legitimacy import violations
+from pubmesh.proto.chord.params import ChordParams
+from pubmesh.proto.chord.warm import warm_start
+from pubmesh.proto.core import Subscribe
+from pubmesh.sim.testing import PoolCluster
+from pubmesh.stacks.base import get_stack
+
+
+def measure(n: int, keys: str, seed: int) -> dict[str, object]:
+    start = time.process_time()
+    params = ChordParams(even_keys=n if keys == "even" else 0)
+    cluster = PoolCluster(get_stack("chord"), n, seed, params=params, step_limit=10**9)
+    for node in cluster.peers:
+        cluster.command(node, Subscribe(f"t{node % 3}"))
+    cluster.pool.clear()
+    warm_start({x: cluster.nodes[x] for x in cluster.live}, random.Random(seed), cluster.params)
+    warm = time.process_time() - start
+    at_once = violations({x: cluster.nodes[x] for x in cluster.live})
+    cluster.quiesce(30.0)
+    after = violations({x: cluster.nodes[x] for x in cluster.live})
+    return {
+        "warm": warm,
+        "total": time.process_time() - start,
+        "at_once": at_once,
+        "after": after,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000", help="comma-separated N (default 1000)")
+    parser.add_argument("--seeds", default="1", help="comma-separated seeds (default 1)")
+    args = parser.parse_args()
+    console = Console(width=120)
+    table = Table(title="chord: Q on warm overlays (spec §11 test 1)")
+    for column in ("N", "keys", "seed", "Q at t = 0", "Q after 30 s", "warm CPU s", "CPU s"):
+        table.add_column(column, justify="right")
+    failed = False
+    for n in (int(x) for x in args.sizes.split(",")):
+        for keys in ("even", "hashed"):
+            for seed in (int(x) for x in args.seeds.split(",")):
+                got = measure(n, keys, seed)
+                ok = [not got["at_once"], not got["after"]]
+                table.add_row(
+                    f"{n:,}", keys, str(seed), *("holds" if x else "FAILS" for x in ok),
+                    f"{got['warm']:.1f}", f"{got['total']:.1f}",
+                )  # fmt: skip
+                if not all(ok):
+                    failed = True
+                    shown = [*got["at_once"], *got["after"]][:5]  # type: ignore[misc]
+                    console.print(
+                        f"[red]Q fails[/] N={n} {keys} seed {seed}: {'; '.join(shown)}\n"
+                        f"  replay: PYTHONPATH=src .venv/bin/python bench/bench_chord_q.py "
+                        f"--sizes {n} --seeds {seed}"
+                    )
+    console.print(table)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
