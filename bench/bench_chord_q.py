@@ -17,6 +17,7 @@ import argparse
 import random
 import sys
 import time
+from typing import NamedTuple
 
 from rich.console import Console
 from rich.table import Table
@@ -29,7 +30,14 @@ from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 
 
-def measure(n: int, keys: str, seed: int) -> dict[str, object]:
+class Outcome(NamedTuple):
+    warm: float  # CPU s of the warm start
+    total: float  # CPU s in all
+    at_once: list[str]  # Q's violations at t = 0
+    after: list[str]  # and after 30 quiet seconds
+
+
+def measure(n: int, keys: str, seed: int) -> Outcome:
     start = time.process_time()
     params = ChordParams(even_keys=n if keys == "even" else 0)
     cluster = PoolCluster(get_stack("chord"), n, seed, params=params, step_limit=10**9)
@@ -41,12 +49,7 @@ def measure(n: int, keys: str, seed: int) -> dict[str, object]:
     at_once = violations({x: cluster.nodes[x] for x in cluster.live})
     cluster.quiesce(30.0)
     after = violations({x: cluster.nodes[x] for x in cluster.live})
-    return {
-        "warm": warm,
-        "total": time.process_time() - start,
-        "at_once": at_once,
-        "after": after,
-    }
+    return Outcome(warm, time.process_time() - start, at_once, after)
 
 
 def main() -> int:
@@ -63,14 +66,14 @@ def main() -> int:
         for keys in ("even", "hashed"):
             for seed in (int(x) for x in args.seeds.split(",")):
                 got = measure(n, keys, seed)
-                ok = [not got["at_once"], not got["after"]]
+                ok = [not got.at_once, not got.after]
                 table.add_row(
                     f"{n:,}", keys, str(seed), *("holds" if x else "FAILS" for x in ok),
-                    f"{got['warm']:.1f}", f"{got['total']:.1f}",
+                    f"{got.warm:.1f}", f"{got.total:.1f}",
                 )  # fmt: skip
                 if not all(ok):
                     failed = True
-                    shown = [*got["at_once"], *got["after"]][:5]  # type: ignore[misc]
+                    shown = [*got.at_once, *got.after][:5]
                     console.print(
                         f"[red]Q fails[/] N={n} {keys} seed {seed}: {'; '.join(shown)}\n"
                         f"  replay: PYTHONPATH=src .venv/bin/python bench/bench_chord_q.py "

@@ -7,8 +7,8 @@ surviving half the nodes failing needs, spec §8). Survivors detect each dead pe
 and fingers, and re-send filters. Reliability (content-based: same topic and a matching filter,
 subscribers alive to the end) is 1.0 before the crash, dips while payloads in flight over dead
 edges are lost (best effort, spec §8), and is 1.0 again for every publication issued once the
-repair time has passed. 85% crashed is reported by the sweep grid
-scenarios/grids/chord_failures.toml (BENCHMARKS.md), not asserted.
+repair time has passed. 85% crashed (200 nodes, 5 seeds) is reported in BENCHMARKS.md, not
+asserted.
 """
 
 from __future__ import annotations

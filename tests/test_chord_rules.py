@@ -472,6 +472,17 @@ def test_killing_l_minus_1_successors_is_repaired(seed: int) -> None:
         assert sorted(got) == sorted(want), (index, _replay("successors", seed))
 
 
+def _rejoin(cluster: PoolCluster, node: NodeId, lost_to: NodeId | None = None) -> None:
+    """Make ``node`` rejoin now (spec §8.3: its successor list exhausted), its outputs applied
+    as the harness would, except the messages to ``lost_to``, which are lost."""
+    out: list[Output] = []
+    _chord(cluster, node)._rejoin(out)
+    work: list = []
+    for item in out:
+        if not (isinstance(item, Send) and item.dst == lost_to):
+            cluster._apply(node, item, work)
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_rejoiner_its_predecessor_still_counts_in_the_ring_is_dropped_and_joins(
     seed: int,
@@ -488,13 +499,7 @@ def test_a_rejoiner_its_predecessor_still_counts_in_the_ring_is_dropped_and_join
     order = [n for _, n in ring]
     rejoiner = next(n for n in order[1:] + order[:1] if n != 0 and order[order.index(n) - 1] != 0)
     pred = order[order.index(rejoiner) - 1]
-    out: list[Output] = []
-    _chord(cluster, rejoiner)._rejoin(out)
-    work: list = []
-    for item in out:
-        if isinstance(item, Send) and item.dst == pred:
-            continue  # the Leaving the predecessor misses
-        cluster._apply(rejoiner, item, work)
+    _rejoin(cluster, rejoiner, lost_to=pred)  # the predecessor misses the Leaving
     assert rejoiner in _chord(cluster, pred).succ
     cluster.quiesce(60.0)
     why = _replay("rejoiner_its_predecessor", seed)
@@ -516,11 +521,7 @@ def test_a_rejoiner_is_heard_by_peers_that_saw_its_old_sequence_numbers(seed: in
     for node in cluster.peers:
         if node != rejoiner.node_id:
             _chord(cluster, node).rc_seen[rejoiner.node_id] = (rejoiner.epoch, 5)
-    out: list[Output] = []
-    rejoiner._rejoin(out)
-    work: list = []
-    for item in out:
-        cluster._apply(rejoiner.node_id, item, work)
+    _rejoin(cluster, rejoiner.node_id)
     cluster.quiesce(60.0)
     why = _replay("rejoiner_is_heard", seed)
     assert rejoiner.state == "joined", why

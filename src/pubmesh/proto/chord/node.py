@@ -141,6 +141,8 @@ _FIELD_RID = "$rid"
 IDLE, JOINING, JOINED, LEAVING, LEFT = "idle", "joining", "joined", "leaving", "left"
 #: messages only a ring member receives: from a node that counts the receiver in its ring
 _RING_TRAFFIC = (Publication, Notification, FilterUpdate, RespChange, SuccListRequest)
+#: "I am not in the ring": what a rejoining node tells its peers, and answers ring traffic with
+_NOT_IN_RING = Leaving(pred=None, successors=())
 
 
 # ------------------------------------------------------------------------------------ timers
@@ -377,9 +379,8 @@ class ChordNode(StackNode):
         out.append(TraceRecord("chord.rejoin", {"node": self.node_id}))
         for v in sorted(self.ends):
             self._send_resp(v, None, out)
-        gone = Leaving(pred=None, successors=())
         for peer in sorted(self._peers()):  # an out-neighbour may also hold an edge to us
-            out.append(Send(peer, gone))
+            out.append(Send(peer, _NOT_IN_RING))
         self.life += 1
         # a new incarnation: our RespChange and FilterUpdate sequence numbers restart with the
         # overlay, and a peer keeps the highest (epoch, seq) it saw from us, so without a
@@ -416,7 +417,7 @@ class ChordNode(StackNode):
             # that crossed the Leaving, a list or finger learned second-hand): tell it we are
             # out, as the rejoin did (spec §8.3, §9), or it keeps routing our own location
             # lookup to us and we never join (ours; the spec is silent)
-            out.append(Send(src, Leaving(pred=None, successors=())))
+            out.append(Send(src, _NOT_IN_RING))
         match message:
             case Publication() | Notification():
                 self._on_routed(message, out)
