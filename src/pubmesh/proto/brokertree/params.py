@@ -1,0 +1,103 @@
+"""Parameters of the brokertree stack: the ``[stack.brokertree]`` table of a scenario.
+
+Every field has a default and names its source: papers/001 (Kazemzadeh & Jacobsen, the paper,
+[P §n]) or specs/brokertree.md (the spec, §n; its §10 lists the parameters, §12 what was left
+to the implementer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Tree layouts of spec §2: a seeded random tree, or three core brokers in a line with
+#: ``core_fanout`` edge nodes each (papers/001 Figs. 14/15: "core degree 11").
+LAYOUTS = ("random", "chain3")
+#: Where a client attaches (spec §2): any broker, or a leaf of the broker tree.
+ATTACH = ("any", "leaves")
+#: Acknowledgement schemes (spec §8): a Conf per message and hop [P §2.2], or depth acks [P §8].
+ACKS = ("conf", "dack")
+#: Who matches publications (spec §6.2): brokers only (papers/001 fn. 7), or clients too.
+CLIENT_TABLES = ("broker", "full")
+
+
+@dataclass(frozen=True)
+class BrokerTreeParams:
+    """The tree, its fault tolerance and the protocol's periods (spec §2, §10)."""
+
+    #: δ, the number of concurrent failures tolerated [P §2.1]; the paper's runs use 3.
+    delta: int = 3
+    #: Nodes 0 … brokers−1 are brokers (the stack's infrastructure); the rest are clients
+    #: (spec §2). 20 is the base scenario of spec §11 (86 nodes: 20 brokers, 66 clients).
+    brokers: int = 20
+    #: Broker neighbours a broker may have before the generator stops attaching to it (§2).
+    max_degree: int = 4
+    #: ``"random"`` or ``"chain3"`` (spec §2).
+    layout: str = "random"
+    #: Edge nodes per core broker in ``chain3`` (spec §2: 9, for a core degree of 11).
+    core_fanout: int = 9
+    #: ``"any"`` broker or a leaf broker (spec §2).
+    attach: str = "any"
+    #: Seed of the tree generator; every node computes the same tree from it (spec §2). The
+    #: spec's runs set it to the run's seed.
+    topology_seed: int = 0
+    #: ``"conf"`` or ``"dack"`` for publications (spec §8; subscriptions always use Conf).
+    ack: str = "dack"
+    #: Heartbeats on idle sessions and silence-based suspicion (spec §2); off: the runtime's
+    #: PeerDown alone.
+    hb: bool = True
+    #: Seconds between heartbeats on an idle session (spec §10: 0.5 s).
+    hb_period: float = 0.5
+    #: Silence before a peer is suspected, and the handshake's timeout (spec §10: 1.5 s).
+    fd_timeout: float = 1.5
+    #: Seconds between a lead's probes of the beingReplaced nodes [P §4.1] (spec §10: 2 s).
+    probe_period: float = 2.0
+    #: Seconds between depth acknowledgements and between purges (spec §8, §10: 1 s each).
+    dack_period: float = 1.0
+    purge_period: float = 1.0
+    #: ``"broker"`` (clients hold no subscription table, [P §9 fn. 7]) or ``"full"`` (§6.2).
+    client_tables: str = "broker"
+    #: Seconds an unsubscription's tombstone stays in SubSummary (spec §9).
+    tombstone_ttl: float = 60.0
+    #: With ``hb = false``, partitions are seen through explicit notices (spec §2).
+    partition_notices: bool = False
+
+    def check(self) -> str | None:
+        """Refuse impossible values (called by the scenario loader; spec §12.8)."""
+        if self.delta < 1:
+            return f"delta must be >= 1, got {self.delta}"
+        if self.brokers < 2:
+            return f"brokers must be >= 2, got {self.brokers}"
+        if self.max_degree < 2:
+            return f"max_degree must be >= 2 (a tree needs inner brokers), got {self.max_degree}"
+        if self.layout not in LAYOUTS:
+            return f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}"
+        if self.layout == "chain3" and self.brokers < 3:
+            return f'layout "chain3" needs brokers >= 3, got {self.brokers}'
+        if self.core_fanout < 1:
+            return f"core_fanout must be >= 1, got {self.core_fanout}"
+        if self.attach not in ATTACH:
+            return f"attach must be one of {', '.join(ATTACH)}, got {self.attach!r}"
+        if self.ack not in ACKS:
+            return f"ack must be one of {', '.join(ACKS)}, got {self.ack!r}"
+        if self.client_tables not in CLIENT_TABLES:
+            return (
+                f"client_tables must be one of {', '.join(CLIENT_TABLES)}, "
+                f"got {self.client_tables!r}"
+            )
+        for name in (
+            "hb_period",
+            "fd_timeout",
+            "probe_period",
+            "dack_period",
+            "purge_period",
+            "tombstone_ttl",
+        ):
+            value = getattr(self, name)
+            if not value > 0:
+                return f"{name} must be > 0, got {value}"
+        if self.hb and not self.fd_timeout > self.hb_period:
+            return (
+                f"fd_timeout ({self.fd_timeout}) must exceed hb_period ({self.hb_period}), "
+                "or every idle peer would be suspected"
+            )
+        return None
