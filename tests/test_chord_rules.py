@@ -586,3 +586,24 @@ def test_a_broken_stack_chord_table_is_refused_naming_the_key(table: str, named:
     text = f'[run]\nstack = "chord"\nnodes = 4\n[stack.chord]\n{table}\n'
     with pytest.raises(ScenarioError, match=named):
         parse_scenario(text, source="broken")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_successor_list_longer_than_its_successors_fills_up(seed: int) -> None:
+    """Spec §3, §7: with the auto length L = |p(u)| − 1, a node's L can exceed its
+    successor's L + 1, so [successor] + the successor's list is short. Stabilize must still
+    fill the list to L (found at N = 200 built by joins: a list one entry short for ever).
+    Here the node keeps only its successor, as after a join, and must get the rest back."""
+    cluster = _cluster(200, seed)
+    _warm(cluster)
+    by_len = {node: _chord(cluster, node).succ_len() for node in cluster.peers}
+    short = [
+        node for node in cluster.peers if by_len[_chord(cluster, node).succ[0]] + 1 < by_len[node]
+    ]
+    assert short, f"no node whose successor has a shorter list ({_replay('fills_up', seed)})"
+    node = short[seed % len(short)]
+    chord = _chord(cluster, node)
+    chord.succ = chord.succ[:1]
+    cluster.quiesce(2 * cluster.params.stabilize_period)
+    assert len(chord.succ) == by_len[node], _replay("fills_up", seed)
+    _assert_q(cluster, f"after refilling {node}'s list ({_replay('fills_up', seed)})")

@@ -706,10 +706,20 @@ class ChordNode(StackNode):
         self, src: NodeId, pred: object, successors: object, out: list[Output]
     ) -> None:
         """Chord's stabilize (spec §7 "Periodic repair"): a predecessor of our successor that
-        lies between us becomes the successor; the list becomes [successor] + its list."""
-        if self.state != JOINED or not self.succ or src != self.succ[0]:
+        lies between us becomes the successor; the list becomes [successor] + its list.
+
+        With the auto length (L = |p(u)| − 1, spec §3) L differs between nodes, and a
+        successor's list may be shorter than our L − 1; the list would then stay short for
+        ever (found at N = 200 built by joins, bench/bench_chord_joins.py). So a list still
+        short of L after a reply that did not wrap around the ring to us is extended by
+        asking its last entry for its list, whose answer adds the nodes beyond it (ours)."""
+        if self.state != JOINED or not self.succ or not isinstance(successors, tuple | list):
             return
-        if not isinstance(successors, tuple | list):
+        if src != self.succ[0]:
+            if src == self.succ[-1] and len(self.succ) < self.succ_len():
+                beyond = [x for x in successors if isinstance(x, int) and self.d(x) > self.d(src)]
+                new = self._clockwise([*self.succ, *beyond])
+                self._set_succ(new, successors, out, extension=True)
             return
         nodes = [src, *(x for x in successors if isinstance(x, int) and x != self.node_id)]
         # entries beyond the reply's last one stay: a successor with a shorter L cannot
@@ -719,10 +729,27 @@ class ChordNode(StackNode):
         if isinstance(pred, int) and pred != self.node_id and self.d(pred) < self.d(src):
             nodes.append(pred)
             self._learn(pred, out)
-        new = self._clockwise(nodes)
+        self._set_succ(self._clockwise(nodes), successors, out, extension=False)
+
+    def _set_succ(
+        self,
+        new: list[NodeId],
+        reply: tuple[object, ...] | list[object],
+        out: list[Output],
+        *,
+        extension: bool,
+    ) -> None:
+        """Adopt a successor list from a stabilize reply, then extend it if still short."""
+        grew = len(new) > len(self.succ)
         if new != self.succ:
             self.succ = new
             self._topology_changed(out)
+        wrapped = self.node_id in reply  # the reply reached round the ring to us
+        short = 0 < len(self.succ) < self.succ_len()
+        # an extension reply asks further only if it added someone: no ping-pong with a last
+        # entry that knows nobody beyond itself
+        if short and not wrapped and (grew or not extension):
+            out.append(Send(self.succ[-1], SuccListRequest()))
 
     def _on_leaving(self, src: NodeId, pred: object, successors: object, out: list[Output]) -> None:
         """Leaving (spec §9): as PeerDown without the detection delay; the predecessor splices
