@@ -17,6 +17,7 @@ BENCHES = [
     "bench_chord_tables.py",
     "bench_chord_scaling.py",
     "bench_chord_q.py",
+    "bench_chord_joins.py",
 ]
 
 
