@@ -33,13 +33,24 @@ from pubmesh.net.framing import CONTROL_PING, TAG_CONTROL
 from pubmesh.net.security import ClusterKey, Sealer
 from pubmesh.net.tracing import segments
 from pubmesh.proto.core import MESSAGE_TYPES
+from pubmesh.stacks.base import discovered_stacks, get_stack
 from test_net_stack import KEY_TEXT, NodeProcess, real_stacks, small_cluster
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
 KEY = ClusterKey(KEY_TEXT.encode())
 WRONG_KEY = ClusterKey(b"not the cluster key at all, 0123456789")
-#: tags of real stacks' messages (the target knows them; test-only tags 90-99 it does not)
-REAL_TAGS = sorted(tag for tag in MESSAGE_TYPES if tag >= 100)
+#: packages of the stacks a node runs (its ``create``'s package, e.g. pubmesh.proto.chord.)
+_STACK_PACKAGES = tuple(
+    get_stack(name).create.__module__.rsplit(".", 1)[0] + "." for name in discovered_stacks()
+)
+#: tags of real stacks' messages: the target knows them. It does not know the test-only tags
+#: 90-99, nor messages of a package that is not a stack yet (brokertree's sessions), which
+#: this process has when another test module imported them.
+REAL_TAGS = sorted(
+    tag
+    for tag, cls in MESSAGE_TYPES.items()
+    if tag >= 100 and cls.__module__.startswith(_STACK_PACKAGES)
+)
 #: The real messages with at least one field: only those can carry a field of a wrong type
 #: (chord's SuccListRequest has none, so an empty array is that message, well formed).
 FIELDED_TAGS = [tag for tag in REAL_TAGS if MESSAGE_TYPES[tag].__dataclass_fields__]
