@@ -12,7 +12,9 @@ Layer "brokertree.ctl" (no payload) for all but ``Pub`` (spec §10).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pubmesh.proto.core import Message, register_message
 
@@ -75,3 +77,148 @@ class Heartbeat(Message):
 
 
 register_message(Heartbeat, 403, layer=CTL)
+
+
+# ----------------------------------------------------------------------------- value types
+#: a local sequence number (spec §2): (epoch, k), compared lexicographically
+SeqT = tuple[float, int]
+#: one seqVect entry: a node and its number, or None (⊥) for a bypassed node
+VectEntry = tuple[int, SeqT | None]
+#: a seqVect, newest first: entry k names the node k + 1 hops upstream of the receiver
+Vect = tuple[VectEntry, ...]
+#: a message's identity: its source and the source's sequence number for it
+OriginT = tuple[int, SeqT]
+#: partition information ⟨lead, seq, lFrag, recovered⟩ (papers/001 §3.5; π̄ when recovered)
+ParInfoT = tuple[int, SeqT, tuple[int, ...], bool]
+#: a subscription tuple in a summary: origin, topic, filter (canonical JSON text), the vect as
+#: stored by the sender, and the sender's own sequence number for it (spec §7.2)
+TupleT = tuple[OriginT, str, str, Vect, SeqT]
+#: a dack entry ⟨A, B : seq⟩: A's arrival (or discard) of B's sequence number seq [P §8]
+DackEntry = tuple[int, int, SeqT]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LSeq(Message):
+    """The activation handshake's sequence exchange [P §4.2.1] (spec §7.1): ``request`` is sent
+    by the side that activates the connection (``gen`` numbers its activations), the answer
+    echoes ``gen``. Each carries what its sender holds of the peer: ``lseq_sub``, the peer's
+    highest sequence number found in the sender's subscription tuples, and ``lseq_msg``,
+    highSeq(peer) of Fig. 5."""
+
+    sid: int
+    n: int
+    request: bool
+    gen: int
+    lseq_sub: SeqT | None
+    lseq_msg: SeqT | None
+
+
+register_message(LSeq, 404, layer=CTL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pub(Message):
+    """A publication [P §2.2, §6] (spec §6.2): ``origin`` = (publisher, its seq), the seqVect
+    as sent on this hop, ``hops`` transmissions so far, partition ``tags`` [P §3.5]."""
+
+    sid: int
+    n: int
+    origin: OriginT
+    pub_id: int
+    topic: str
+    attributes: Mapping[str, Any]
+    payload: bytes
+    vect: Vect
+    hops: int
+    tags: tuple[ParInfoT, ...]
+
+    def publication(self) -> int | None:
+        return self.pub_id
+
+
+register_message(Pub, 405, layer="brokertree.pub", payload=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sub(Message):
+    """A subscription [P §3.1] (spec §5): ``filter`` is the content filter (the topic rides
+    apart, as the ``$topic`` constraint every node adds)."""
+
+    sid: int
+    n: int
+    origin: OriginT
+    topic: str
+    filter: Mapping[str, Any]
+    vect: Vect
+
+
+register_message(Sub, 406, layer=CTL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unsub(Message):
+    """An unsubscription (spec §9): travels like a Sub; ``target`` is the subscription's
+    origin, removed where the Unsub is confirmed."""
+
+    sid: int
+    n: int
+    origin: OriginT
+    target: OriginT
+    vect: Vect
+
+
+register_message(Unsub, 407, layer=CTL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Conf(Message):
+    """Confirmation of the messages ``keys`` (their origins) [P §2.2] (spec §4 rule CF),
+    batched per session and event (spec §12.5). ``parinfo`` makes it partial (papers/001
+    §3.5 case 2): the large fragments that kept the subscriptions from propagating fully. A
+    node keeps π while its lead is within 2δ + 1 hops [P §3.5]; the spec (§5) adds a hop
+    count because the lead may lie outside the map, but every node here knows the whole tree
+    (:mod:`.view`), so the distance is exact and no count travels."""
+
+    sid: int
+    n: int
+    keys: tuple[OriginT, ...]
+    parinfo: tuple[ParInfoT, ...]
+
+
+register_message(Conf, 408, layer=CTL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubSummary(Message):
+    """Subscription tuples (and unsubscription tombstones) the receiver may lack [P §4.2.1]
+    (spec §7.2), in chunks; ``last`` marks the final chunk of one transfer. ``parinfo`` carries
+    the partition entries whose leads lie within 2δ + 1 of the receiver [P §4.2]."""
+
+    sid: int
+    n: int
+    tuples: tuple[TupleT, ...]
+    tombstones: tuple[OriginT, ...]
+    parinfo: tuple[ParInfoT, ...]
+    last: bool
+
+
+register_message(SubSummary, 409, layer=CTL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dack(Message):
+    """A depth acknowledgement [P §8] (spec §8): ⟨A, B : seq⟩ entries for A on the sender's
+    side and B on the receiver's side within δ + 1 hops of each other, ``arrived`` (highest
+    seq of B that A received) and ``discarded`` (B's seq up to which A purged everything)."""
+
+    sid: int
+    n: int
+    arrived: tuple[DackEntry, ...]
+    discarded: tuple[DackEntry, ...]
+
+
+register_message(Dack, 412, layer=CTL)
+
+
+#: the messages a node checks out of its queue (spec §4)
+QUEUED = (Pub, Sub, Unsub)

@@ -1,0 +1,1556 @@
+"""The brokertree node: δ-fault-tolerant content-based publish/subscribe over a broker tree
+with exactly-once, per-publisher in-order delivery (papers/001, Kazemzadeh & Jacobsen,
+*Highly Available Distributed Publish/Subscribe Systems*; specs/brokertree.md).
+
+How it works
+============
+**The tree and the maps** (papers/001 §2.2, spec §2–§3). Brokers (the stack's well-known
+nodes, handed to every node in ``Start``) form one tree drawn by the spec's seeded generator;
+every client hangs off a broker that is a pure function of (topology_seed, id). So every node
+computes the same tree, and the *topology map* — the nodes within δ + 1 hops with the path to
+each [P §2.2] — is a view of it (:mod:`.view`).
+
+**Connections** (papers/001 §3.2–3.3, §4.1, §9; spec §4). A node keeps FIFO, loss-free sessions
+(:mod:`.session`, the stand-in for the paper's TCP connections) with its tree neighbours. On
+the path to any node, the *active* connection is the closest node it has a session with,
+every node before it having failed [P §3.2]. When an active peer Y fails (a suspicion of the
+failure detector, papers/001 fn. 2) it becomes *beingReplaced* and the node opens *replacing*
+sessions to Y's neighbours on the far side, up to δ + 1 hops out [P §3.3: "repeats a maximum
+of δ + 1 times"]; the nodes skipped form a *small fragment*. A path whose δ + 1 first nodes
+are all down, or that ends in failed nodes, has no active connection: a *large fragment*
+with this node as its *lead* [P §3.2]. The lead probes the failed nodes every
+``probe_period`` [P §4.1]; when one answers it is active again and the farther sessions become
+inactive (kept open, spec §4 [X]).
+
+**The check-out queue** (papers/001 §9; spec §4). Every publication, subscription and
+unsubscription a node forwards is queued once, numbered with the node's own sequence number
+``lseq``, and each active session's pointer checks out, in queue order, the entries relevant to
+it: those with a recipient whose path it is the active connection of, and that did not come
+from its direction. A copy sent while bypassing N₁ … N_k carries the seqVect
+``[N_k:⊥ … N₁:⊥, N:lseq] + vin`` (:mod:`.seqvect`); a copy whose vector would break the
+legitimacy bound (more than δ ⊥ among the newest 2δ + 1 entries, papers/001 §5.3) is not sent
+and its session *stalls* there, head of line, until it is re-activated (spec §4: skipping it
+lost publications in the spec's model check). An entry is *confirmed* (rule CF) when every
+peer it was sent to has confirmed it, every active session has passed it and every recipient
+has an active connection on its path; the node then confirms it to whoever sent it, and a
+subscription enters the routing table (STEP-I…III of papers/001 §3.5).
+
+**Subscriptions** (papers/001 §3; spec §5). A subscription is for every broker: its recipients
+are the brokers at the edge of the map in every outward branch. Confirmed, it becomes the tuple
+⟨pred, from, seqVect⟩ [P §2.2], ``from`` being δ + 1 hops back towards the subscriber (or the
+subscriber itself). A path to the edge through a large fragment makes the confirmation
+*partial*: it carries π = ⟨lead, seq, lFrag⟩ back to the subscriber [P §3.5 case 2].
+
+**Publications** (papers/001 §2.2, §6; spec §6). The recipients of a publication at N are the
+``from`` of every matching tuple downstream of N: the path to each is the route, so a copy
+follows one shortest path per subscriber while no node fails, and bypasses failed nodes when
+some do. A subscriber runs Fig. 5's duplicate detector and delivers the first copy; a
+per-publisher high-water mark is the safety net of spec §6.5.
+
+**Recovery** (papers/001 §4; spec §7). Every activation performs the handshake and the LSeq
+exchange [P §4.2.1]; each side then sends the other the subscription tuples it may lack (those
+it numbered after the peer's last known number), and the receiver adds the ones it lacks and
+passes them on (so a restarted broker gets its table back, spec §11(c)). The activated
+session's pointer restarts at the head of the queue, so every unconfirmed message is resent in
+order through it [P §4.3].
+
+**Acknowledgements** (papers/001 §8; spec §8). With ``ack = "conf"`` every message is
+confirmed hop by hop. With ``ack = "dack"`` (the default) publications are not: every
+``dack_period`` each node tells each session peer, for nodes A on its side and B on the peer's
+within δ + 1 hops of each other, the highest seq of B that A received and up to which A purged
+(*depth acknowledgements*); a node purges a publication once, on every path to its recipients,
+all nodes report its arrival or one reports its discard [P §8 (i)/(ii)].
+
+The rule that keeps it correct
+==============================
+**A node's messages leave on every session in the order it numbered them, and a copy never
+skips more than δ of any 2δ + 1 consecutive nodes.** FIFO sessions, in-order check-out, resend
+from the head on every activation and head-of-line stalls give the first; the legitimacy check
+gives the second; together they are Lemma 1's hypotheses, under which Fig. 5 catches every
+duplicate and nothing arrives out of per-publisher order.
+
+Deviations (each also where it is implemented)
+==============================================
+* No Join/Depart/TopoSummary messages (spec §3, "for TCP and churn"): the tree is a pure
+  function of the parameters and the broker list, and a client's broker of its id, so every
+  node places any node it hears of; a client that comes just dials its broker.
+* Duplicate subscription tuples are recognised by origin (the table is keyed by origin, with
+  tombstones for unsubscriptions), not by [P §4.2.1]'s lSeq test, which is exact only over
+  FIFO paths; the lSeq exchange still limits what a summary carries.
+* A sibling client of a publisher (one hanging off the same broker) is a recipient of the
+  brokers next to that broker while it is bypassed: with ``client_tables = "broker"`` the
+  publisher knows no subscription, and without this rule a subscriber next to a publisher
+  would miss its publications while their broker is down.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB, CheckoutQueue, Entry
+from pubmesh.proto.brokertree.messages import (
+    Conf,
+    Dack,
+    DackEntry,
+    Heartbeat,
+    Hello,
+    HelloAck,
+    LSeq,
+    OriginT,
+    ParInfoT,
+    Pub,
+    Reset,
+    SeqT,
+    Sub,
+    SubSummary,
+    TupleT,
+    Unsub,
+    Vect,
+)
+from pubmesh.proto.brokertree.params import BrokerTreeParams
+from pubmesh.proto.brokertree.seqvect import HighSeq, from_node, legitimate, shifted
+from pubmesh.proto.brokertree.session import Down, Sessions, Up
+from pubmesh.proto.brokertree.table import SubscriptionTable, SubTuple
+from pubmesh.proto.brokertree.view import View
+from pubmesh.proto.content import (
+    Conjunction,
+    FilterError,
+    matches,
+    publication_attributes,
+    validate,
+    with_topic,
+)
+from pubmesh.proto.core import (
+    Deliver,
+    Disconnect,
+    Input,
+    Leave,
+    Message,
+    NodeContext,
+    NodeId,
+    NodeStatistics,
+    Output,
+    PeerDown,
+    Publish,
+    Receive,
+    SetTimer,
+    SnapshotRow,
+    StackNode,
+    Start,
+    Subscribe,
+    Timer,
+    TimerFired,
+    TraceRecord,
+    Unsubscribe,
+)
+
+BROKER, CLIENT = "broker", "client"
+IDLE, RUNNING, LEAVING, LEFT = "idle", "running", "leaving", "left"
+#: link states (spec §4): inactive (a closer node on the path is up), activating (LSeq asked),
+#: active (its pointer checks out)
+INACTIVE, ACTIVATING, ACTIVE = "inactive", "activating", "active"
+#: route states of a recipient's path
+PENDING, LARGE = "pending", "large"
+
+_FRAMES = (Hello, HelloAck, Reset, Heartbeat, LSeq, Pub, Sub, Unsub, Conf, SubSummary, Dack)
+#: tuples per SubSummary frame
+_CHUNK = 256
+
+
+# ------------------------------------------------------------------------------------ timers
+@dataclass(frozen=True, slots=True)
+class Tick(Timer):
+    """Heartbeats and the failure detector (spec §2), every ``hb_period``."""
+
+    life: int
+
+
+@dataclass(frozen=True, slots=True)
+class Probe(Timer):
+    """The lead's probe of failed nodes [P §4.1], every ``probe_period``."""
+
+    life: int
+
+
+@dataclass(frozen=True, slots=True)
+class DackTick(Timer):
+    """Depth acknowledgements [P §8], every ``dack_period``."""
+
+    life: int
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeTick(Timer):
+    """The dack purge [P §8], every ``purge_period``."""
+
+    life: int
+
+
+@dataclass(slots=True)
+class Link:
+    """Check-out state of the session with one peer (spec §4)."""
+
+    peer: NodeId
+    state: str = INACTIVE
+    pointer: int = -1
+    gen: int = 0
+    #: the peer's reported lseq_sub: its highest number of ours in its tuples (§7.2)
+    peer_lseq_sub: SeqT | None = None
+
+
+@dataclass(slots=True)
+class OwnSub:
+    """A subscription this client issued: its origin, topic, filter and predicate."""
+
+    origin: OriginT
+    topic: str
+    filter: dict[str, Any]
+    pred: Conjunction
+    confirmed: bool = False
+    parinfo: frozenset[ParInfoT] = frozenset()
+
+
+@dataclass(slots=True)
+class _Held:
+    """Per source X, the X-seqs of held publications and of purged ones not yet reported
+    (spec §8 'discarded')."""
+
+    held: dict[SeqT, int] = field(default_factory=dict)
+    purged: list[SeqT] = field(default_factory=list)
+
+
+def _valid_seq(value: object) -> bool:
+    return (
+        type(value) is tuple
+        and len(value) == 2
+        and isinstance(value[0], float | int)
+        and not isinstance(value[0], bool)
+        and math.isfinite(value[0])
+        and type(value[1]) is int
+    )
+
+
+def _valid_node(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _valid_origin(value: object) -> bool:
+    return (
+        type(value) is tuple and len(value) == 2 and _valid_node(value[0]) and _valid_seq(value[1])
+    )
+
+
+def _norm_seq(value: Any) -> SeqT:
+    return (float(value[0]), int(value[1]))
+
+
+def _norm_origin(value: Any) -> OriginT:
+    return (int(value[0]), _norm_seq(value[1]))
+
+
+def _norm_vect(vect: Any) -> Vect | None:
+    """The vector with plain tuples, or None if an entry is malformed."""
+    if type(vect) is not tuple:
+        return None
+    out: list[tuple[int, SeqT | None]] = []
+    for item in vect:
+        if type(item) is not tuple or len(item) != 2 or not _valid_node(item[0]):
+            return None
+        seq = item[1]
+        if seq is None:
+            out.append((item[0], None))
+        elif _valid_seq(seq):
+            out.append((item[0], _norm_seq(seq)))
+        else:
+            return None
+    return tuple(out)
+
+
+class BrokerTreeNode(StackNode):
+    """One broker or client of the brokertree stack (module essay)."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.params: BrokerTreeParams = (
+            ctx.params if isinstance(ctx.params, BrokerTreeParams) else BrokerTreeParams()
+        )
+        self.delta = self.params.delta
+        self.state = IDLE
+        self.kind = BROKER if ctx.role == BROKER else CLIENT
+        self.view: View | None = None
+        self.sessions: Sessions | None = None
+        self.epoch = 0.0
+        self.k = 0
+        self.life = 0
+        #: nodes suspected or failed: beingReplaced (spec §4)
+        self.down: set[NodeId] = set()
+        self.links: dict[NodeId, Link] = {}
+        #: last incarnation epoch seen of each peer (spec §7.5 client restart)
+        self.peer_epochs: dict[NodeId, float] = {}
+        self.queue = CheckoutQueue()
+        self.high = HighSeq(self.delta)
+        self.table = SubscriptionTable()
+        #: unsubscribed origins and when their tombstones expire (spec §9)
+        self.tombstones: dict[OriginT, float] = {}
+        #: highest seq of each node found in our tuples' vects (lseq_sub, spec §7.1)
+        self.sub_high: dict[NodeId, SeqT] = {}
+        #: a client's own subscriptions by topic
+        self.own: dict[str, OwnSub] = {}
+        #: safety net (spec §6.5): highest pseq delivered per publisher
+        self.last: dict[NodeId, SeqT] = {}
+        #: partition table (papers/001 §3.5): π key (lead, seq) -> π
+        self.pt: dict[tuple[NodeId, SeqT], ParInfoT] = {}
+        #: dack state (spec §8): reports ⟨A, B:seq⟩ received, and what changed since sent
+        self.rep_arrived: dict[NodeId, dict[NodeId, SeqT]] = {}
+        self.rep_discarded: dict[NodeId, dict[NodeId, SeqT]] = {}
+        self.discarded: dict[NodeId, SeqT] = {}
+        self._held: dict[NodeId, _Held] = {}
+        self._dirty_arrived: set[tuple[NodeId, NodeId]] = set()
+        self._dirty_discarded: set[tuple[NodeId, NodeId]] = set()
+        #: Confs to batch per peer this event (spec §12.5)
+        self._confs: dict[NodeId, list[OriginT]] = {}
+        self._dirty: set[Entry] = set()
+        self._all_dirty = False
+        self._routes: dict[NodeId, tuple[NodeId | None, str]] = {}
+        self._topology_changed = True
+        self._recovered_reported = False
+        self._summaries_from: set[NodeId] = set()
+        self.delivered = 0
+        self.counters: dict[str, int] = {}
+        self.received: dict[str, int] = {}
+
+    # ---------------------------------------------------------------------------- helpers
+    def _count(self, name: str, by: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + by
+
+    def _next_seq(self) -> SeqT:
+        self.k += 1
+        return (self.epoch, self.k)
+
+    @property
+    def is_broker(self) -> bool:
+        return self.kind == BROKER
+
+    # ----------------------------------------------------------------------------- handle
+    def handle(self, event: Input, now: float) -> list[Output]:
+        out: list[Output] = []
+        match event:
+            case Receive(src=src, message=message):
+                self._on_frame(src, message, now, out)
+            case TimerFired(timer=timer):
+                self._on_timer(timer, now, out)
+            case PeerDown(peer=peer):
+                if self.sessions is not None and self.state in (RUNNING, LEAVING):
+                    for ev in self.sessions.peer_down(peer):
+                        self._session_event(ev, now, out)
+            case Start(contacts=contacts):
+                self._start(contacts, now, out)
+            case Subscribe(topic=topic, filter=filter):
+                self._subscribe(topic, filter, now, out)
+            case Unsubscribe(topic=topic):
+                self._unsubscribe(topic, now, out)
+            case Publish():
+                self._publish(event, now, out)
+            case Leave():
+                self._leave(now, out)
+        if self.state in (RUNNING, LEAVING):
+            self._settle(now, out)
+        return out
+
+    # ------------------------------------------------------------------------------ start
+    def _start(self, contacts: tuple[NodeId, ...], now: float, out: list[Output]) -> None:
+        """Start: the brokers are the contacts (spec §2: every node computes the same tree
+        from the parameters and them); dial the tree neighbours."""
+        if self.state != IDLE:
+            return
+        brokers = tuple(c for c in contacts if _valid_node(c))
+        try:
+            self.view = View(self.params, brokers, self.node_id)
+        except ValueError as error:
+            out.append(TraceRecord("brokertree.no_tree", {"error": str(error)}))
+            return
+        self.kind = BROKER if self.view.is_me_broker() else CLIENT
+        self.epoch = float(now)
+        p = self.params
+        self.sessions = Sessions(
+            self.node_id,
+            self.epoch,
+            self.kind,
+            hb=p.hb,
+            hb_period=p.hb_period,
+            fd_timeout=p.fd_timeout,
+        )
+        self.state = RUNNING
+        self.life += 1
+        out.append(SetTimer(p.hb_period, Tick(self.life)))
+        out.append(SetTimer(p.probe_period, Probe(self.life)))
+        if p.ack == "dack":
+            out.append(SetTimer(p.dack_period * self.rng.uniform(0.5, 1.0), DackTick(self.life)))
+            out.append(SetTimer(p.purge_period * self.rng.uniform(0.5, 1.0), PurgeTick(self.life)))
+        # at start a broker dials only the brokers before it (in the order of the broker
+        # list): those after it may not be up yet, and will dial it when they start (the
+        # probe dials whoever has not, after probe_period)
+        self._ensure(now, out, probe=True, initial=True)
+
+    # ----------------------------------------------------------------------- connections
+    def _wanted(self) -> set[NodeId]:
+        """The nodes this node keeps sessions with (spec §4): its tree neighbours and, for each
+        failed one, its neighbours on the far side within δ + 1 hops, recursively. A broker
+        does not dial its own clients: they dial it."""
+        view = self.view
+        assert view is not None
+        result: set[NodeId] = set()
+        todo = [y for y in view.neighbours(self.node_id) if view.is_broker(y) or not self.is_broker]
+        while todo:
+            y = todo.pop()
+            if y in result:
+                continue
+            result.add(y)
+            if y in self.down:
+                todo.extend(z for z in view.far_side(y) if self.is_broker or view.is_broker(z))
+        result.discard(self.node_id)
+        return result
+
+    def _ensure(
+        self, now: float, out: list[Output], *, probe: bool = False, initial: bool = False
+    ) -> None:
+        """Dial every wanted node without a session; failed ones only when probing [P §4.1]."""
+        sessions, view = self.sessions, self.view
+        assert sessions is not None and view is not None
+        mine = view.ordinal.get(self.node_id, -1)
+        for node in sorted(self._wanted()):
+            if sessions.has(node) or (node in self.down and not probe):
+                continue
+            if initial and view.ordinal.get(node, -1) > mine >= 0:
+                continue
+            if node in self.down:
+                self._count("probes")
+            out.extend(sessions.connect(node, now))
+
+    def _candidate(self, target: NodeId) -> tuple[NodeId | None, str]:
+        """The active connection on the path to ``target`` (papers/001 §3.2): the first node
+        of the path's first δ + 1 that is up and has an open session, all before it failed.
+        (None, PENDING) if the first live node has no open session yet; (None, LARGE) if the
+        δ + 1 first nodes, or all nodes, of the path failed: a large fragment."""
+        cached = self._routes.get(target)
+        if cached is not None:
+            return cached
+        view, sessions = self.view, self.sessions
+        assert view is not None and sessions is not None
+        result: tuple[NodeId | None, str] = (None, LARGE)
+        for hop in view.path(target)[: view.reach]:
+            if hop in self.down:
+                continue
+            result = (hop, ACTIVE) if sessions.is_open(hop) else (None, PENDING)
+            break
+        self._routes[target] = result
+        return result
+
+    def _changed(self) -> None:
+        self._routes.clear()
+        self._topology_changed = True
+        self._all_dirty = True
+
+    def _session_event(self, ev: Up | Down, now: float, out: list[Output]) -> None:
+        view = self.view
+        assert view is not None
+        match ev:
+            case Up(peer=peer, epoch=epoch):
+                self.down.discard(peer)
+                known = self.peer_epochs.get(peer)
+                self.peer_epochs[peer] = epoch
+                if not view.is_broker(peer):
+                    view.learn_client(peer)
+                    if known is not None and epoch > known:
+                        self._client_restarted(peer, epoch, now, out)
+                self.links[peer] = Link(peer)
+                self._changed()
+            case Down(peer=peer, reason=reason):
+                self.links.pop(peer, None)
+                self.down.add(peer)
+                self._summaries_from.discard(peer)
+                for entry in self.queue.entries():
+                    entry.out.discard(peer)
+                self._count(f"down_{reason}")
+                out.append(TraceRecord("brokertree.suspect", {"peer": peer, "reason": reason}))
+                self._changed()
+                self._ensure(now, out)
+
+    def _refresh_links(self, now: float, out: list[Output]) -> None:
+        """Activate the sessions that became active and deactivate the others (spec §4)."""
+        sessions = self.sessions
+        assert sessions is not None
+        for peer in sorted(self.links):
+            link = self.links[peer]
+            hop, _ = self._candidate(peer)
+            should = hop == peer
+            if should and link.state == INACTIVE:
+                link.state = ACTIVATING
+                link.gen += 1
+                self._count("activations")
+                self._send(peer, now, out, self._lseq_message(peer, request=True, gen=link.gen))
+            elif not should and link.state != INACTIVE:
+                link.state = INACTIVE
+                link.pointer = -1
+                self._all_dirty = True
+
+    def _lseq_message(self, peer: NodeId, *, request: bool, gen: int) -> LSeq:
+        return LSeq(
+            sid=0,
+            n=0,
+            request=request,
+            gen=gen,
+            lseq_sub=self.sub_high.get(peer),
+            lseq_msg=self.high.get(peer),
+        )
+
+    def _send(self, peer: NodeId, now: float, out: list[Output], message: Message) -> bool:
+        """Send ``message`` on the open session with ``peer`` (its sid and n filled in)."""
+        sessions = self.sessions
+        assert sessions is not None
+        if not sessions.is_open(peer):
+            return False
+        out.append(
+            sessions.send(
+                peer,
+                lambda sid, n: _renumber(message, sid, n),
+                now,
+            )
+        )
+        return True
+
+    # ------------------------------------------------------------------------------ frames
+    def _on_frame(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
+        name = type(message).__name__
+        self.received[name] = self.received.get(name, 0) + 1
+        if not isinstance(message, _FRAMES) or self.sessions is None:
+            return
+        if self.state not in (RUNNING, LEAVING) or src == self.node_id or not _valid_node(src):
+            return
+        sid, n = message.sid, message.n
+        if type(sid) is not int or type(n) is not int:
+            return
+        try:
+            released, events, sends = self.sessions.receive(src, message, now)
+        except ValueError as error:
+            # a frame seen twice: a protocol error of that session, which ends (spec §2)
+            out.append(TraceRecord("brokertree.bad_frame", {"peer": src, "error": str(error)}))
+            if self.sessions.has(src):
+                self.sessions.close(src)
+                self._session_event(Down(src, "protocol"), now, out)
+            return
+        out.extend(sends)
+        for ev in events:
+            self._session_event(ev, now, out)
+        for item in released:
+            self._on_message(src, item, now, out)
+
+    def _on_message(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
+        match message:
+            case LSeq():
+                self._on_lseq(src, message, now, out)
+            case Pub() | Sub() | Unsub():
+                self._on_data(src, message, now, out)
+            case Conf():
+                self._on_conf(src, message)
+            case SubSummary():
+                self._on_summary(src, message, now, out)
+            case Dack():
+                self._on_dack(src, message)
+
+    # ----------------------------------------------------------------- handshake, §7.1–7.2
+    def _on_lseq(self, src: NodeId, message: LSeq, now: float, out: list[Output]) -> None:
+        """[P §4.2.1]: the activating side asks; the other answers with what it holds of the
+        asker, and each sends the other the tuples it may lack (spec §7.2: "either side may
+        lack")."""
+        peer_sub = message.lseq_sub if _valid_seq(message.lseq_sub) else None
+        if message.request:
+            reply = self._lseq_message(src, request=False, gen=message.gen)
+            if self._send(src, now, out, reply):
+                self._send_summary(src, peer_sub, now, out)
+            return
+        link = self.links.get(src)
+        if link is None or link.state != ACTIVATING or message.gen != link.gen:
+            return  # an answer to an activation since replaced
+        link.state = ACTIVE
+        link.pointer = self.queue.head
+        link.peer_lseq_sub = peer_sub
+        self._send_summary(src, peer_sub, now, out)
+        self._send_dack_state(src, now, out)
+        self._all_dirty = True
+
+    def _summary_tuples(self, peer: NodeId, after: SeqT | None) -> list[TupleT]:
+        """bypassedSubSet [P §4.2.1]: tuples numbered after ``after`` whose subscriber is not
+        beyond ``peer`` (a client's: its own subscriptions)."""
+        view = self.view
+        assert view is not None
+        rows: list[TupleT] = []
+        if not self.is_broker:
+            # confirmed ones only: an unconfirmed Sub is still queued and is resent in order
+            for own in sorted(self.own.values(), key=lambda o: o.origin):
+                if own.confirmed and (after is None or own.origin[1] > after):
+                    rows.append((own.origin, own.topic, own.pred.text, (), own.origin[1]))
+            return rows
+        for t in self.table:
+            if after is not None and t.lseq <= after:
+                continue
+            if peer in view.path(t.origin[0]):
+                continue
+            rows.append((t.origin, t.topic, t.pred.text, t.vect, t.lseq))
+        return rows
+
+    def _send_summary(
+        self, peer: NodeId, after: SeqT | None, now: float, out: list[Output]
+    ) -> None:
+        rows = self._summary_tuples(peer, after)
+        tombstones = tuple(sorted(self.tombstones))
+        self._count("summaries")
+        for start in range(0, max(len(rows), 1), _CHUNK):
+            chunk = tuple(rows[start : start + _CHUNK])
+            last = start + _CHUNK >= len(rows)
+            message = SubSummary(
+                sid=0,
+                n=0,
+                tuples=chunk,
+                tombstones=tombstones if last else (),
+                parinfo=(),
+                last=last,
+            )
+            self._send(peer, now, out, message)
+
+    def _on_summary(self, src: NodeId, message: SubSummary, now: float, out: list[Output]) -> None:
+        """Merge tuples the node lacks and pass them on [P §4.2.1] (spec §7.2)."""
+        view = self.view
+        assert view is not None
+        if message.last:
+            self._summaries_from.add(src)
+        if not self.is_broker:
+            return
+        added: list[SubTuple] = []
+        bypassed = tuple(reversed(view.between(src)))
+        for row in message.tuples:
+            entry = self._tuple_from_row(src, row, bypassed)
+            if entry is not None and self._add_tuple(entry):
+                added.append(entry)
+        gone: list[OriginT] = []
+        for target in message.tombstones:
+            if _valid_origin(target):
+                target = _norm_origin(target)
+                if target not in self.tombstones:
+                    self._tombstone(target, now)
+                    gone.append(target)
+        if added or gone:
+            self._count("summary_tuples", len(added))
+            for peer in sorted(self.links):
+                link = self.links[peer]
+                if peer == src or link.state != ACTIVE:
+                    continue
+                rows = [
+                    (t.origin, t.topic, t.pred.text, t.vect, t.lseq)
+                    for t in added
+                    if peer not in view.path(t.origin[0])
+                ]
+                if rows or gone:
+                    for start in range(0, max(len(rows), 1), _CHUNK):
+                        last = start + _CHUNK >= len(rows)
+                        self._send(
+                            peer,
+                            now,
+                            out,
+                            SubSummary(
+                                sid=0,
+                                n=0,
+                                tuples=tuple(rows[start : start + _CHUNK]),
+                                tombstones=tuple(gone) if last else (),
+                                parinfo=(),
+                                last=False,
+                            ),
+                        )
+
+    def _tuple_from_row(
+        self, src: NodeId, row: Any, bypassed: tuple[NodeId, ...]
+    ) -> SubTuple | None:
+        """A summary row as a tuple of ours: the vect shifted as if the tuple had crossed the
+        link from ``src`` (spec §7.2), ``from`` recomputed; None if malformed or known."""
+        view = self.view
+        assert view is not None
+        if type(row) is not tuple or len(row) != 5:
+            return None
+        origin, topic, text, vect, lseq = row
+        if not _valid_origin(origin) or type(topic) is not str or not _valid_seq(lseq):
+            return None
+        origin = _norm_origin(origin)
+        if origin in self.table or origin in self.tombstones or topic.startswith("$"):
+            return None
+        vin = _norm_vect(vect)
+        if vin is None or type(text) is not str:
+            return None
+        try:
+            pred = validate(json.loads(text), allow_reserved=True)
+        except (FilterError, ValueError, TypeError, RecursionError):
+            return None
+        if any(attr == "$topic" for attr, _ in pred.items):
+            pred = with_topic(pred, topic)
+        vect_here = shifted(vin, src, _norm_seq(lseq), bypassed, self.delta)
+        frm = from_node(vect_here, origin[0], self.delta)
+        if view.dist(frm) > view.reach or frm == self.node_id:
+            return None
+        return SubTuple(origin, topic, pred, frm, vect_here, self._next_seq())
+
+    def _add_tuple(self, entry: SubTuple) -> bool:
+        """STEP-II [P §3.5]: the tuple enters the table once (keyed by origin)."""
+        if entry.origin in self.tombstones or not self.table.add(entry):
+            return False
+        view = self.view
+        assert view is not None
+        view.learn_client(entry.origin[0])
+        for node, seq in entry.vect:
+            if seq is not None and (self.sub_high.get(node) is None or seq > self.sub_high[node]):
+                self.sub_high[node] = seq
+        return True
+
+    def _tombstone(self, target: OriginT, now: float) -> None:
+        self.tombstones[target] = now + self.params.tombstone_ttl
+        self.table.remove(target)
+
+    # --------------------------------------------------------------------- queue and data
+    def _on_data(
+        self, src: NodeId, message: Pub | Sub | Unsub, now: float, out: list[Output]
+    ) -> None:
+        """A queued kind of message from ``src`` (spec §6.4 receipt)."""
+        view = self.view
+        assert view is not None
+        if not _valid_origin(message.origin):
+            return
+        origin = _norm_origin(message.origin)
+        vin = _norm_vect(message.vect)
+        if vin is None:
+            return
+        kind = PUB if isinstance(message, Pub) else SUB if isinstance(message, Sub) else UNSUB
+        if not view.is_broker(origin[0]):
+            view.learn_client(origin[0])
+        before = {node for node, seq in vin[: 2 * self.delta + 1] if seq is not None}
+        duplicate = self.high.is_duplicate(vin)
+        for node in before:
+            self._dirty_arrived.add((self.node_id, node))
+        entry = self.queue.get(origin)
+        if entry is not None:
+            # a copy of a queued message: its sender gets the Conf with the others' [P §5.6 ii]
+            entry.senders.add(src)
+            self._dirty.add(entry)
+            self._count("duplicates_queued")
+            return
+        if kind == PUB:
+            assert isinstance(message, Pub)
+            if duplicate:
+                self._count("duplicates")
+                if self.params.ack == "conf":
+                    self._conf(src, origin)  # case iii: Conf at once
+                return
+            self._on_new_pub(src, origin, message, vin, now, out)
+            return
+        if not self.is_broker and self.params.client_tables == "broker":
+            self._conf(src, origin)  # a client holds no table (papers/001 fn. 7)
+            return
+        if kind == SUB:
+            assert isinstance(message, Sub)
+            if origin in self.table or origin in self.tombstones:
+                self._conf(src, origin)
+                return
+            try:
+                pred = with_topic(validate(dict(message.filter)), message.topic)
+            except (FilterError, TypeError, ValueError):
+                out.append(TraceRecord("brokertree.bad_filter", {"origin": repr(origin)}))
+                self._conf(src, origin)
+                return
+            if message.topic.startswith("$"):
+                self._conf(src, origin)
+                return
+            del pred
+        else:
+            assert isinstance(message, Unsub)
+            if not _valid_origin(message.target):
+                return
+            if _norm_origin(message.target) in self.tombstones:
+                self._conf(src, origin)
+                return
+        rcpt = self.view.frontier_except(self._upstream_branches({src}))  # type: ignore[union-attr]
+        self._enqueue(kind, origin, message, vin, rcpt, {src}, now)
+
+    def _upstream_branches(self, senders: Iterable[NodeId]) -> set[NodeId]:
+        view = self.view
+        assert view is not None
+        return {view.branch(s) for s in senders if s != self.node_id}
+
+    def _on_new_pub(
+        self,
+        src: NodeId,
+        origin: OriginT,
+        message: Pub,
+        vin: Vect,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        attributes = publication_attributes(_plain(message.attributes), message.topic)
+        if not self.is_broker:
+            self._deliver(origin, message, attributes, out)
+            if self.params.ack == "conf":
+                self._conf(src, origin)
+            return
+        rcpt, relay = self._pub_rcpt(message.topic, attributes, {src}, vin)
+        entry = self._enqueue(PUB, origin, message, vin, rcpt, {src}, now)
+        entry.relay = relay
+
+    def _pub_rcpt(
+        self, topic: str, attributes: Mapping[str, Any], senders: set[NodeId], vin: Vect
+    ) -> tuple[frozenset[NodeId], dict[NodeId, int]]:
+        """RCPT_N^p [P §2.2]: ``from`` of every matching tuple downstream of N, i.e. not in the
+        branch of a sender; and the *relays* (module essay, "Deviations"): matching clients
+        in a sender's branch whose broker this copy bypassed (a ⊥ entry of its vector, at
+        the index returned), other than the publisher. A publisher client sends only to the
+        broker frontier of its map (spec §6.2), so nobody upstream reaches them past their
+        failed broker; the nodes the copy reached around the failure hand it on. Only past
+        nodes the publisher itself bypassed (no broker visited since, which would have served
+        them itself)."""
+        view = self.view
+        assert view is not None
+        branches = self._upstream_branches(senders)
+        publisher = vin[-1][0] if vin else None
+        bypassed: dict[NodeId, int] = {}
+        for i in range(len(vin) - 2, -1, -1):
+            node, seq = vin[i]
+            if seq is not None:
+                break
+            bypassed[node] = i
+        out: set[NodeId] = set()
+        relay: dict[NodeId, int] = {}
+        for t in self.table.matching(topic, attributes):
+            frm = t.frm
+            if frm == self.node_id or frm in senders:
+                continue
+            if view.branch(frm) in branches:
+                if view.is_broker(frm) or frm == publisher:
+                    continue
+                index = bypassed.get(view.attach(frm))
+                if index is None:
+                    continue
+                relay[frm] = index
+            out.add(frm)
+        return frozenset(out), relay
+
+    def _enqueue(
+        self,
+        kind: str,
+        origin: OriginT,
+        message: Pub | Sub | Unsub,
+        vin: Vect,
+        rcpt: frozenset[NodeId],
+        senders: set[NodeId],
+        now: float,
+        lseq: SeqT | None = None,
+    ) -> Entry:
+        entry = Entry(
+            kind=kind,
+            origin=origin,
+            message=message,
+            lseq=lseq if lseq is not None else self._next_seq(),
+            vin=vin,
+            rcpt=rcpt,
+            senders=set(senders),
+            t=now,
+        )
+        self.queue.append(entry)
+        self._dirty.add(entry)
+        if kind == PUB and self.params.ack == "dack":
+            for node, seq in vin[: 2 * self.delta + 1]:
+                if seq is not None:
+                    held = self._held.setdefault(node, _Held())
+                    held.held[seq] = held.held.get(seq, 0) + 1
+        return entry
+
+    def _conf(self, peer: NodeId, key: OriginT) -> None:
+        self._confs.setdefault(peer, []).append(key)
+
+    def _on_conf(self, src: NodeId, message: Conf) -> None:
+        """Rule CF: a Conf from Y removes Y from the entry's out (spec §4)."""
+        parinfo = tuple(p for p in message.parinfo if _valid_parinfo(p))
+        for key in message.keys:
+            if not _valid_origin(key):
+                continue
+            entry = self.queue.get(_norm_origin(key))
+            if entry is None:
+                continue
+            entry.out.discard(src)
+            entry.parinfo.update(_norm_parinfo(p) for p in parinfo)
+            self._dirty.add(entry)
+
+    # ------------------------------------------------------------------- check-out (CO)
+    def _relevant(self, entry: Entry, peer: NodeId) -> bool:
+        """CO: the peer is the active connection on the path to a recipient, and its path
+        does not lead towards a sender (spec §4)."""
+        view = self.view
+        assert view is not None
+        if peer in entry.relay:
+            return True  # a relay copy goes straight to its client (_pub_rcpt)
+        if not any(self._candidate(r)[0] == peer for r in entry.rcpt if r not in entry.relay):
+            return False
+        path = view.path(peer)
+        return not any(s == peer or s in path or peer in view.path(s) for s in entry.senders)
+
+    def _pump(self, link: Link, now: float, out: list[Output]) -> None:
+        """Move ``link``'s pointer along the queue, checking out relevant entries (CO)."""
+        view = self.view
+        assert view is not None
+        queue = self.queue
+        peer = link.peer
+        bypassed = view.between(peer)
+        end = queue.end
+        while link.pointer < end:
+            entry = queue.at(link.pointer)
+            if entry is None or entry.confirmed or not self._relevant(entry, peer):
+                link.pointer += 1
+                if entry is not None:
+                    self._dirty.add(entry)
+                continue
+            if peer in entry.relay:
+                # as if from the failed broker's place on the tree path (_pub_rcpt)
+                start = entry.relay[peer]
+                vect = shifted(entry.vin[start:], self.node_id, entry.lseq, (), self.delta)
+            else:
+                vect = shifted(entry.vin, self.node_id, entry.lseq, bypassed, self.delta)
+            if not legitimate(vect, self.delta):
+                if peer not in entry.stalled:
+                    entry.stalled.add(peer)
+                    self._count("stalls")
+                    out.append(
+                        TraceRecord(
+                            "brokertree.stalled",
+                            {"peer": peer, "kind": entry.kind, "origin": repr(entry.origin)},
+                        )
+                    )
+                return  # head of line (spec §4): until re-activated
+            message = entry.message
+            copy: Message
+            if isinstance(message, Pub):
+                copy = Pub(
+                    sid=0,
+                    n=0,
+                    origin=entry.origin,
+                    pub_id=message.pub_id,
+                    topic=message.topic,
+                    attributes=message.attributes,
+                    payload=message.payload,
+                    vect=vect,
+                    hops=message.hops + 1,
+                    tags=message.tags,
+                )
+                if self.params.ack == "conf":
+                    entry.out.add(peer)
+            elif isinstance(message, Sub):
+                copy = Sub(
+                    sid=0,
+                    n=0,
+                    origin=entry.origin,
+                    topic=message.topic,
+                    filter=message.filter,
+                    vect=vect,
+                )
+                entry.out.add(peer)
+            else:
+                copy = Unsub(sid=0, n=0, origin=entry.origin, target=message.target, vect=vect)
+                entry.out.add(peer)
+            self._send(peer, now, out, copy)
+            link.pointer += 1
+            self._dirty.add(entry)
+
+    # ------------------------------------------------------------------- confirmation (CF)
+    def _confirmable(self, entry: Entry) -> tuple[bool, list[tuple[NodeId, ...]]]:
+        """CF (spec §4): out = ∅, every active session passed it, every recipient has an
+        active connection on its path; the paths without one (large fragments) are returned
+        (a subscription is confirmed partially over them, papers/001 §3.5 case 2)."""
+        if entry.out:
+            return False, []
+        view = self.view
+        assert view is not None
+        large: list[tuple[NodeId, ...]] = []
+        for r in sorted(entry.rcpt):
+            hop, status = self._candidate(r)
+            if hop is None:
+                if status == PENDING:
+                    return False, []
+                large.append(tuple(view.path(r)[: view.reach]))
+                continue
+            link = self.links.get(hop)
+            if link is None or link.state != ACTIVE or link.pointer <= entry.index:
+                return False, []
+        for link in self.links.values():
+            if link.state == ACTIVATING:
+                return False, []
+            if link.state == ACTIVE and link.pointer <= entry.index:
+                return False, []
+        return True, large
+
+    def _check_confirmations(self, now: float, out: list[Output]) -> None:
+        if self._all_dirty:
+            candidates = list(self.queue.entries())
+            self._all_dirty = False
+        else:
+            candidates = sorted(
+                (e for e in self._dirty if self.queue.get(e.origin) is e), key=lambda e: e.index
+            )
+        self._dirty.clear()
+        dack = self.params.ack == "dack"
+        for entry in candidates:
+            if entry.confirmed or (dack and entry.kind == PUB):
+                continue
+            ok, large = self._confirmable(entry)
+            if not ok:
+                continue
+            if large and entry.kind == PUB:
+                continue  # a publication waits in a large fragment [P §7]
+            self._confirm(entry, large, now, out)
+
+    def _confirm(
+        self, entry: Entry, large: list[tuple[NodeId, ...]], now: float, out: list[Output]
+    ) -> None:
+        """STEP-I…III [P §3.5]: Conf to the senders, the tuple into the table, the tuple to a
+        closer inward node the senders bypassed."""
+        view = self.view
+        assert view is not None
+        parinfo = set(entry.parinfo)
+        for lfrag in sorted(set(large)):
+            pi: ParInfoT = (self.node_id, entry.lseq, lfrag, False)
+            parinfo.add(pi)
+            self.pt[(self.node_id, entry.lseq)] = pi
+        partial = tuple(sorted(parinfo))
+        for sender in sorted(entry.senders):
+            if partial:
+                self._send(
+                    sender, now, out, Conf(sid=0, n=0, keys=(entry.origin,), parinfo=partial)
+                )
+            else:
+                self._conf(sender, entry.origin)
+        entry.confirmed = True
+        self.queue.remove(entry)
+        message = entry.message
+        if entry.kind == SUB and isinstance(message, Sub):
+            self._keep_parinfo(parinfo)
+            if entry.origin[0] == self.node_id:
+                own = self.own.get(message.topic)
+                if own is not None and own.origin == entry.origin:
+                    own.confirmed = True
+                    own.parinfo = frozenset(parinfo)
+                out.append(
+                    TraceRecord(
+                        "brokertree.sub_confirmed",
+                        {"topic": message.topic, "partial": bool(parinfo)},
+                    )
+                )
+                return
+            if not self.is_broker:
+                return
+            try:
+                pred = with_topic(validate(dict(message.filter)), message.topic)
+            except (FilterError, TypeError, ValueError):
+                return
+            frm = from_node(entry.vin, entry.origin[0], self.delta)
+            if view.dist(frm) > view.reach:
+                return
+            tuple_ = SubTuple(entry.origin, message.topic, pred, frm, entry.vin, entry.lseq)
+            if self._add_tuple(tuple_):
+                self._step_three(tuple_, entry.senders, now, out)
+        elif entry.kind == UNSUB and isinstance(message, Unsub):
+            self._tombstone(_norm_origin(message.target), now)
+
+    def _step_three(
+        self, tuple_: SubTuple, senders: set[NodeId], now: float, out: list[Output]
+    ) -> None:
+        """STEP-III [P §3.5]: if the node has a connection to an inward node other than the
+        senders, the tuple goes to the closest such node."""
+        view = self.view
+        assert view is not None
+        for hop in view.path(tuple_.origin[0])[: view.reach]:
+            if hop in senders:
+                return
+            link = self.links.get(hop)
+            if link is not None and link.state == ACTIVE:
+                row = (tuple_.origin, tuple_.topic, tuple_.pred.text, tuple_.vect, tuple_.lseq)
+                self._send(
+                    hop,
+                    now,
+                    out,
+                    SubSummary(sid=0, n=0, tuples=(row,), tombstones=(), parinfo=(), last=False),
+                )
+                return
+
+    def _keep_parinfo(self, parinfo: Iterable[ParInfoT]) -> None:
+        """Keep π if its lead is within 2δ + 1 hops [P §3.5]."""
+        view = self.view
+        assert view is not None
+        for pi in parinfo:
+            lead = pi[0]
+            if lead == self.node_id or view.dist(lead) <= 2 * self.delta + 1:
+                self.pt[(lead, pi[1])] = pi
+
+    # ---------------------------------------------------------------------------- settle
+    def _settle(self, now: float, out: list[Output]) -> None:
+        """After every event: (de)activate links, check out, confirm, send the batched Confs."""
+        if self.sessions is None:
+            return
+        for _ in range(8):
+            if self._topology_changed:
+                self._topology_changed = False
+                self._refresh_links(now, out)
+            for peer in sorted(self.links):
+                link = self.links[peer]
+                if link.state == ACTIVE:
+                    self._pump(link, now, out)
+            self._check_confirmations(now, out)
+            if not self._topology_changed:
+                break
+        for peer in sorted(self._confs):
+            keys = tuple(self._confs[peer])
+            self._send(peer, now, out, Conf(sid=0, n=0, keys=keys, parinfo=()))
+        self._confs.clear()
+        self._report_recovered(out)
+        if self.state == LEAVING and not any(e.kind != PUB for e in self.queue.entries()):
+            self._finish_leave(out)
+
+    def _report_recovered(self, out: list[Output]) -> None:
+        """spec §7.4: a node reports ``recovered`` once every active session has finished its
+        transfer."""
+        if self._recovered_reported or not self.is_broker:
+            return
+        active = [p for p, link in self.links.items() if link.state == ACTIVE]
+        if not active or any(p not in self._summaries_from for p in active):
+            return
+        self._recovered_reported = True
+        out.append(TraceRecord("brokertree.recovered", {"tuples": len(self.table)}))
+
+    # ------------------------------------------------------------------------ commands
+    def _subscribe(
+        self, topic: str, filter: Mapping[str, Any] | None, now: float, out: list[Output]
+    ) -> None:
+        """A client subscribes (papers/001 §3.1): a Sub with its own number as origin."""
+        if self.state != RUNNING or self.is_broker:
+            return
+        if topic.startswith("$"):
+            out.append(TraceRecord("brokertree.bad_topic", {"topic": topic}))
+            return
+        try:
+            plain = dict(filter or {})
+            pred = with_topic(validate(plain), topic)
+        except (FilterError, TypeError, ValueError) as error:
+            out.append(TraceRecord("brokertree.bad_filter", {"topic": topic, "error": str(error)}))
+            return
+        old = self.own.get(topic)
+        if old is not None:
+            if old.pred == pred:
+                return
+            self._unsubscribe(topic, now, out)
+        origin = (self.node_id, self._next_seq())
+        self.own[topic] = OwnSub(origin, topic, plain, pred)
+        message = Sub(sid=0, n=0, origin=origin, topic=topic, filter=plain, vect=())
+        rcpt = self.view.frontier_except(()) if self.view is not None else frozenset()
+        self._enqueue(SUB, origin, message, (), rcpt, set(), now, lseq=origin[1])
+
+    def _unsubscribe(self, topic: str, now: float, out: list[Output]) -> None:
+        """spec §9: an Unsub travels like a Sub and removes the tuple where confirmed."""
+        if self.state not in (RUNNING, LEAVING) or self.is_broker:
+            return
+        own = self.own.pop(topic, None)
+        if own is None or self.view is None:
+            return
+        origin = (self.node_id, self._next_seq())
+        message = Unsub(sid=0, n=0, origin=origin, target=own.origin, vect=())
+        self._enqueue(
+            UNSUB, origin, message, (), self.view.frontier_except(()), set(), now, lseq=origin[1]
+        )
+        self.tombstones[own.origin] = now + self.params.tombstone_ttl
+
+    def _publish(self, command: Publish, now: float, out: list[Output]) -> None:
+        """A client publishes (spec §6.2): its recipients are the brokers at the edge of its
+        map, which filter (``client_tables = "broker"``, papers/001 fn. 7)."""
+        if self.state != RUNNING or self.is_broker or self.view is None:
+            return
+        if command.topic.startswith("$"):
+            out.append(TraceRecord("brokertree.bad_topic", {"topic": command.topic}))
+            return
+        attributes = dict(command.attributes or {})
+        origin = (self.node_id, self._next_seq())
+        message = Pub(
+            sid=0,
+            n=0,
+            origin=origin,
+            pub_id=command.pub_id,
+            topic=command.topic,
+            attributes=attributes,
+            payload=command.payload,
+            vect=(),
+            hops=0,
+            tags=(),
+        )
+        self._deliver(origin, message, publication_attributes(attributes, command.topic), out)
+        rcpt = self.view.frontier_except(())
+        self._enqueue(PUB, origin, message, (), rcpt, set(), now, lseq=origin[1])
+
+    def _deliver(
+        self, origin: OriginT, message: Pub, attributes: Mapping[str, Any], out: list[Output]
+    ) -> None:
+        """spec §6.5: a subscriber delivers the first copy that matches its subscription; the
+        per-publisher high-water mark drops anything at or below what it delivered (``late``,
+        which must never fire under ≤ δ failures)."""
+        own = self.own.get(message.topic)
+        if own is None or not matches(own.pred, attributes):
+            if origin[0] != self.node_id:
+                self._count("unmatched")
+            return
+        publisher, pseq = origin
+        last = self.last.get(publisher)
+        if last is not None and pseq <= last:
+            self._count("late")
+            out.append(
+                TraceRecord("brokertree.late", {"pub_id": message.pub_id, "publisher": publisher})
+            )
+            return
+        self.last[publisher] = pseq
+        self.delivered += 1
+        out.append(
+            Deliver(
+                message.topic,
+                message.pub_id,
+                message.payload,
+                message.hops,
+                dict(message.attributes),
+            )
+        )
+
+    def _leave(self, now: float, out: list[Output]) -> None:
+        """spec §9: a client unsubscribes everything, awaits the Confs, then closes its
+        sessions; a broker's leave counts as a crash."""
+        if self.state != RUNNING:
+            return
+        if self.is_broker:
+            self._finish_leave(out)
+            return
+        for topic in sorted(self.own):
+            self._unsubscribe(topic, now, out)
+        self.state = LEAVING
+
+    def _finish_leave(self, out: list[Output]) -> None:
+        sessions = self.sessions
+        if sessions is not None:
+            for peer in sessions.peers():
+                out.append(Disconnect(peer))
+                sessions.close(peer)
+        self.links.clear()
+        self.state = LEFT
+        self.life += 1
+
+    def _client_restarted(
+        self, client: NodeId, epoch: float, now: float, out: list[Output]
+    ) -> None:
+        """spec §7.5: a client came back as a new incarnation: the old one's tuples go (as
+        an Unsub, from here) and nothing queued is delivered to the new one."""
+        if not self.is_broker or self.view is None:
+            return
+        view = self.view
+        for t in list(self.table):
+            if t.origin[0] == client and t.origin[1][0] < epoch:
+                origin = (self.node_id, self._next_seq())
+                message = Unsub(sid=0, n=0, origin=origin, target=t.origin, vect=())
+                self._enqueue(
+                    UNSUB,
+                    origin,
+                    message,
+                    (),
+                    view.frontier_except(()),
+                    set(),
+                    now,
+                    lseq=origin[1],
+                )
+                self._tombstone(t.origin, now)
+        for entry in self.queue.entries():
+            if client in entry.rcpt:
+                entry.rcpt = entry.rcpt - {client}
+                entry.out.discard(client)
+                self._dirty.add(entry)
+
+    # ---------------------------------------------------------------------------- timers
+    def _on_timer(self, timer: Timer, now: float, out: list[Output]) -> None:
+        if self.sessions is None or self.state not in (RUNNING, LEAVING):
+            return
+        p = self.params
+        match timer:
+            case Tick(life=life) if life == self.life:
+                events, sends = self.sessions.tick(now)
+                out.extend(sends)
+                for ev in events:
+                    self._session_event(ev, now, out)
+                for target in [t for t, until in self.tombstones.items() if until <= now]:
+                    del self.tombstones[target]
+                out.append(SetTimer(p.hb_period, Tick(self.life)))
+            case Probe(life=life) if life == self.life:
+                self._ensure(now, out, probe=True)
+                out.append(SetTimer(p.probe_period, Probe(self.life)))
+            case DackTick(life=life) if life == self.life:
+                self._send_dacks(now, out)
+                out.append(SetTimer(p.dack_period, DackTick(self.life)))
+            case PurgeTick(life=life) if life == self.life:
+                self._purge()
+                out.append(SetTimer(p.purge_period, PurgeTick(self.life)))
+
+    # ------------------------------------------------------------------------ dack, §8
+    def _pair_goes(self, peer: NodeId, a: NodeId, b: NodeId) -> bool:
+        """⟨A, B⟩ goes to ``peer`` if A is on our side, B on the peer's, and they are within
+        δ + 1 hops of each other [P §8]."""
+        view = self.view
+        assert view is not None
+        if a == b:
+            return False
+        path_b = view.path(b)
+        if b != peer and peer not in path_b:
+            return False
+        if a != self.node_id:
+            path_a = view.path(a)
+            if peer in path_a or a in view.between(peer):
+                return False
+            common = 0
+            for x, y in zip(path_a, path_b, strict=False):
+                if x != y:
+                    break
+                common += 1
+            hops = len(path_a) + len(path_b) - 2 * common
+        else:
+            hops = len(path_b)
+        return hops <= view.reach
+
+    def _report(self, a: NodeId, b: NodeId) -> tuple[SeqT | None, SeqT | None]:
+        if a == self.node_id:
+            return self.high.get(b), self.discarded.get(b, self.high.get(b))
+        return self.rep_arrived.get(a, {}).get(b), self.rep_discarded.get(a, {}).get(b)
+
+    def _dack_for(
+        self, peer: NodeId, pairs: Iterable[tuple[NodeId, NodeId]]
+    ) -> tuple[list[DackEntry], list[DackEntry]]:
+        arrived: list[DackEntry] = []
+        discarded: list[DackEntry] = []
+        for a, b in sorted(set(pairs)):
+            if not self._pair_goes(peer, a, b):
+                continue
+            arr, dis = self._report(a, b)
+            if arr is not None:
+                arrived.append((a, b, arr))
+            if dis is not None:
+                discarded.append((a, b, dis))
+        return arrived, discarded
+
+    def _all_pairs(self) -> set[tuple[NodeId, NodeId]]:
+        pairs = {(self.node_id, b) for b in self.high.high}
+        for a, row in self.rep_arrived.items():
+            pairs.update((a, b) for b in row)
+        for a, row in self.rep_discarded.items():
+            pairs.update((a, b) for b in row)
+        return pairs
+
+    def _send_dack_state(self, peer: NodeId, now: float, out: list[Output]) -> None:
+        """A newly active session gets every report that applies to it."""
+        if self.params.ack != "dack":
+            return
+        arrived, discarded = self._dack_for(peer, self._all_pairs())
+        if arrived or discarded:
+            self._send(
+                peer, now, out, Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded))
+            )
+
+    def _send_dacks(self, now: float, out: list[Output]) -> None:
+        """Every dack_period: the reports that changed, to each session peer they apply to."""
+        pairs = self._dirty_arrived | self._dirty_discarded
+        self._dirty_arrived = set()
+        self._dirty_discarded = set()
+        if not pairs or self.sessions is None:
+            return
+        for peer in self.sessions.open_peers():
+            arrived, discarded = self._dack_for(peer, pairs)
+            if arrived or discarded:
+                self._count("dacks")
+                self._send(
+                    peer,
+                    now,
+                    out,
+                    Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded)),
+                )
+
+    def _on_dack(self, src: NodeId, message: Dack) -> None:
+        for table, dirty, rows in (
+            (self.rep_arrived, self._dirty_arrived, message.arrived),
+            (self.rep_discarded, self._dirty_discarded, message.discarded),
+        ):
+            for row in rows:
+                if type(row) is not tuple or len(row) != 3:
+                    continue
+                a, b, seq = row
+                if not (_valid_node(a) and _valid_node(b) and _valid_seq(seq)) or a == self.node_id:
+                    continue
+                seq = _norm_seq(seq)
+                known = table.setdefault(a, {}).get(b)
+                if known is None or seq > known:
+                    table[a][b] = seq
+                    dirty.add((a, b))
+
+    def _safe_seq(self, target: NodeId) -> SeqT | None:
+        """safeSeq [P §8]: the larger of the lowest arrival of our numbers reported by every
+        node on the path to ``target`` (once all have reported) and the highest discard any
+        of them reported."""
+        view = self.view
+        assert view is not None
+        me = self.node_id
+        lowest: SeqT | None = None
+        complete = True
+        highest: SeqT | None = None
+        for node in view.path(target):
+            arr = self.rep_arrived.get(node, {}).get(me)
+            if arr is None:
+                complete = False
+            elif lowest is None or arr < lowest:
+                lowest = arr
+            dis = self.rep_discarded.get(node, {}).get(me)
+            if dis is not None and (highest is None or dis > highest):
+                highest = dis
+        best = lowest if complete else None
+        if highest is not None and (best is None or highest > best):
+            best = highest
+        return best
+
+    def _purge(self) -> None:
+        """[P §8]: drop a publication once safeSeq(r) ≥ its number for every recipient and
+        every active session has passed it."""
+        if self.params.ack != "dack":
+            return
+        active = [link for link in self.links.values() if link.state == ACTIVE]
+        if any(link.state == ACTIVATING for link in self.links.values()):
+            return
+        purged: list[Entry] = []
+        for entry in list(self.queue.entries()):
+            if entry.kind != PUB:
+                continue
+            if any(link.pointer <= entry.index for link in active):
+                continue
+            ok = True
+            for r in entry.rcpt:
+                safe = self._safe_seq(r)
+                if safe is None or safe < entry.lseq:
+                    ok = False
+                    break
+            if ok:
+                purged.append(entry)
+        for entry in purged:
+            self.queue.remove(entry)
+            for node, seq in entry.vin[: 2 * self.delta + 1]:
+                if seq is None:
+                    continue
+                held = self._held.get(node)
+                if held is None:
+                    continue
+                count = held.held.get(seq, 0) - 1
+                if count > 0:
+                    held.held[seq] = count
+                else:
+                    held.held.pop(seq, None)
+                held.purged.append(seq)
+        if purged:
+            self._count("purged", len(purged))
+        self._update_discarded()
+
+    def _update_discarded(self) -> None:
+        """discarded[X] (spec §8): the largest X-seq received such that every held message
+        with an X entry at or below it has been purged."""
+        for node in self.high.high:
+            held = self._held.get(node)
+            if held is None or not held.held:
+                value = self.high.get(node)
+                if held is not None:
+                    held.purged.clear()
+            else:
+                lowest = min(held.held)
+                below = [s for s in held.purged if s < lowest]
+                held.purged = [s for s in held.purged if s >= lowest]
+                value = max(below) if below else self.discarded.get(node)
+                known = self.discarded.get(node)
+                if value is not None and known is not None and value < known:
+                    value = known
+            if value is not None and value != self.discarded.get(node):
+                self.discarded[node] = value
+                self._dirty_discarded.add((self.node_id, node))
+
+    # --------------------------------------------------------------------- queries
+    def monitored_peers(self) -> Iterable[NodeId]:
+        return self.sessions.peers() if self.sessions is not None else ()
+
+    def subscriptions(self) -> Iterable[str]:
+        return sorted(self.own)
+
+    def active_peers(self) -> list[NodeId]:
+        return sorted(p for p, link in self.links.items() if link.state == ACTIVE)
+
+    def snapshot(self) -> Iterable[SnapshotRow]:
+        """spec §12.7: layer "tree", neighbours = active peers, the table and queue sizes."""
+        if self.state != RUNNING:
+            return ()
+        state = {
+            "kind": self.kind,
+            "tuples": len(self.table),
+            "pt": len(self.pt),
+            "q_len": len(self.queue),
+            "fragments": len(self.down),
+        }
+        return (SnapshotRow("", "tree", tuple(self.active_peers()), state),)
+
+    def statistics(self) -> NodeStatistics:
+        return NodeStatistics(
+            role=self.ctx.role,
+            topics=tuple(sorted(self.own)),
+            delivered=self.delivered,
+            neighbors={"tree": tuple(self.active_peers())},
+            received_by_type=dict(self.received),
+            counters=dict(self.counters),
+        )
+
+
+def _plain(attributes: Any) -> dict[str, Any]:
+    try:
+        return {str(k): v for k, v in dict(attributes).items()}
+    except (TypeError, ValueError):
+        return {}
+
+
+def _valid_parinfo(value: object) -> bool:
+    return (
+        type(value) is tuple
+        and len(value) == 4
+        and _valid_node(value[0])
+        and _valid_seq(value[1])
+        and type(value[2]) is tuple
+        and all(_valid_node(x) for x in value[2])
+        and type(value[3]) is bool
+    )
+
+
+def _norm_parinfo(value: Any) -> ParInfoT:
+    return (int(value[0]), _norm_seq(value[1]), tuple(int(x) for x in value[2]), bool(value[3]))
+
+
+def _renumber(message: Message, sid: int, n: int) -> Message:
+    """``message`` with the session's sid and frame number."""
+    import dataclasses
+
+    changed: Message = dataclasses.replace(message, sid=sid, n=n)  # type: ignore[call-arg]
+    return changed
+
+
+def create(ctx: NodeContext) -> StackNode:
+    return BrokerTreeNode(ctx)

@@ -1,0 +1,44 @@
+"""The ``brokertree`` stack's spec: δ-fault-tolerant content-based publish/subscribe over a
+broker tree with exactly-once, per-publisher in-order delivery (papers/001, Kazemzadeh &
+Jacobsen), built to specs/brokertree.md. The protocol lives in :mod:`pubmesh.proto.brokertree`.
+
+Brokers are nodes 0 … B−1 (``[stack.brokertree] brokers``, or a fifth of the nodes): the
+stack's infrastructure, and the well-known nodes every node is started with, from which each
+computes the same tree (spec §2). The workload's nodes are the clients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pubmesh.proto.brokertree.node import create
+from pubmesh.proto.brokertree.params import BrokerTreeParams, broker_count
+from pubmesh.proto.core import NodeId
+from pubmesh.stacks.base import StackSpec, register
+
+
+def infrastructure(n: int, params: Any) -> dict[NodeId, str]:
+    """Brokers 0 … B−1 (spec §2)."""
+    return {b: "broker" for b in range(broker_count(n, params))}
+
+
+def contacts(n: int, params: Any) -> tuple[NodeId, ...]:
+    """Every node is told the brokers, in ordinal order: the generator's input (spec §2)."""
+    return tuple(range(broker_count(n, params)))
+
+
+SPEC = register(
+    StackSpec(
+        name="brokertree",
+        params_type=BrokerTreeParams,
+        create=create,
+        infrastructure=infrastructure,
+        contacts=contacts,
+        content_based=True,
+        description=(
+            "δ-fault-tolerant content-based broker tree (papers/001): topology maps to δ+1 "
+            "hops, bypass of failed brokers, sequence vectors, exactly-once in-order delivery"
+        ),
+        repair_layers=(),
+    )
+)
