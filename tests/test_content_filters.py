@@ -23,7 +23,9 @@ from pubmesh.proto.content import (
     inc,
     is_satisfiable,
     matches,
+    matches_prepared,
     perfect_merge,
+    prepare,
     publication_attributes,
     reduce,
     to_filter,
@@ -388,6 +390,15 @@ def test_normal_form_agrees_with_literal_matching(f: dict[str, Any]) -> None:
         assert matches(conj, v) == matches(f, v), (conj, v)
     assert validate(to_filter(conj)) == conj
     assert all(matches(to_filter(conj), v) == matches(conj, v) for v in SINGLES)
+
+
+@SETTINGS
+@given(conjunctions)
+def test_prepared_matching_agrees_with_matches(conj: Conjunction) -> None:
+    """matches_prepared over prepare(v) is matches(conj, v), for the grid's values of every
+    kind (numbers, numeric text, other text, booleans, NaN and missing attributes)."""
+    for v in (*SINGLES, *GRID):
+        assert matches_prepared(conj, prepare(v)) == matches(conj, v), (conj, v)
 
 
 @SETTINGS

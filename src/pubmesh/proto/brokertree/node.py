@@ -253,21 +253,17 @@ def _norm_origin(value: Any) -> OriginT:
 
 
 def _norm_vect(vect: Any) -> Vect | None:
-    """The vector with plain tuples, or None if an entry is malformed."""
-    if type(vect) is not tuple:
+    """The vector if every entry names a node (an id ≥ 0) and a finite number or ⊥, else None.
+    Types are the codec's business (it checks every field against its annotation) and the
+    simulator passes our own objects; this checks the values."""
+    try:
+        for node, seq in vect:
+            if node < 0 or (seq is not None and not -math.inf < seq[0] < math.inf):
+                return None
+    except (TypeError, ValueError, IndexError):
         return None
-    out: list[tuple[int, SeqT | None]] = []
-    for item in vect:
-        if type(item) is not tuple or len(item) != 2 or not _valid_node(item[0]):
-            return None
-        seq = item[1]
-        if seq is None:
-            out.append((item[0], None))
-        elif _valid_seq(seq):
-            out.append((item[0], _norm_seq(seq)))
-        else:
-            return None
-    return tuple(out)
+    result: Vect = vect
+    return result
 
 
 class BrokerTreeNode(StackNode):
@@ -471,12 +467,13 @@ class BrokerTreeNode(StackNode):
                 self._changed()
             case Down(peer=peer, reason=reason):
                 self.links.pop(peer, None)
-                self.down.add(peer)
                 self._summaries_from.discard(peer)
                 for entry in self.queue.entries():
                     entry.out.discard(peer)
-                self._count(f"down_{reason}")
-                out.append(TraceRecord("brokertree.suspect", {"peer": peer, "reason": reason}))
+                if peer not in self.down:  # a failed probe of a failed node says nothing new
+                    self._count(f"down_{reason}")
+                    out.append(TraceRecord("brokertree.suspect", {"peer": peer, "reason": reason}))
+                self.down.add(peer)
                 self._changed()
                 self._ensure(now, out)
 
@@ -761,16 +758,11 @@ class BrokerTreeNode(StackNode):
             if origin in self.table or origin in self.tombstones:
                 self._conf(src, origin)
                 return
-            try:
-                pred = with_topic(validate(dict(message.filter)), message.topic)
-            except (FilterError, TypeError, ValueError):
+            pred = _predicate(message.topic, message.filter)
+            if pred is None:
                 out.append(TraceRecord("brokertree.bad_filter", {"origin": repr(origin)}))
                 self._conf(src, origin)
                 return
-            if message.topic.startswith("$"):
-                self._conf(src, origin)
-                return
-            del pred
         else:
             assert isinstance(message, Unsub)
             if not _valid_origin(message.target):
@@ -778,7 +770,7 @@ class BrokerTreeNode(StackNode):
             if _norm_origin(message.target) in self.tombstones:
                 self._conf(src, origin)
                 return
-        rcpt = self.view.frontier_except(self._upstream_branches({src}))  # type: ignore[union-attr]
+        rcpt = view.frontier_except(self._upstream_branches({src}))
         self._enqueue(kind, origin, message, vin, rcpt, {src}, now)
 
     def _upstream_branches(self, senders: Iterable[NodeId]) -> set[NodeId]:
@@ -1053,9 +1045,8 @@ class BrokerTreeNode(StackNode):
                 return
             if not self.is_broker:
                 return
-            try:
-                pred = with_topic(validate(dict(message.filter)), message.topic)
-            except (FilterError, TypeError, ValueError):
+            pred = _predicate(message.topic, message.filter)
+            if pred is None:
                 return
             frm = from_node(entry.vin, entry.origin[0], self.delta)
             if view.dist(frm) > view.reach:
@@ -1519,6 +1510,40 @@ class BrokerTreeNode(StackNode):
             received_by_type=dict(self.received),
             counters=dict(self.counters),
         )
+
+
+_PREDICATES: dict[tuple[str, str], Conjunction | None] = {}
+#: the last filter objects seen, by id (the simulator hands one object along every hop)
+_BY_OBJECT: dict[int, tuple[Any, str, Conjunction | None]] = {}
+
+
+def _predicate(topic: str, filter: Any) -> Conjunction | None:
+    """A subscription's predicate: its filter with the topic as ``$topic`` (spec §6.1); None
+    for a topic or filter that is not valid. Cached by (topic, filter text): every broker
+    reads every subscription, most of them several times."""
+    if type(topic) is not str or topic.startswith("$"):
+        return None
+    seen = _BY_OBJECT.get(id(filter))
+    if seen is not None and seen[0] is filter and seen[1] == topic:
+        return seen[2]
+    try:
+        key = (topic, json.dumps(filter, sort_keys=True, allow_nan=True))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if key in _PREDICATES:
+        pred = _PREDICATES[key]
+    else:
+        try:
+            pred = with_topic(validate(dict(filter)), topic)
+        except (FilterError, TypeError, ValueError, RecursionError):
+            pred = None
+        if len(_PREDICATES) > 65536:
+            _PREDICATES.clear()
+        _PREDICATES[key] = pred
+    if len(_BY_OBJECT) > 65536:
+        _BY_OBJECT.clear()
+    _BY_OBJECT[id(filter)] = (filter, topic, pred)
+    return pred
 
 
 def _plain(attributes: Any) -> dict[str, Any]:

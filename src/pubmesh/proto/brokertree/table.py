@@ -25,7 +25,7 @@ from typing import Any
 
 from pubmesh.proto.brokertree.seqvect import Entry, Seq
 from pubmesh.proto.brokertree.topology import TopologyMap
-from pubmesh.proto.content.filters import Conjunction, matches
+from pubmesh.proto.content.filters import Conjunction, matches_prepared, prepare
 from pubmesh.proto.core import NodeId
 
 #: a subscription's identity: its subscriber and the subscriber's sequence number for it
@@ -92,8 +92,13 @@ class SubscriptionTable:
         return gone
 
     def matching(self, topic: str, attributes: Mapping[str, Any]) -> list[SubTuple]:
-        """Tuples whose predicate matches a publication (attributes with ``$topic``)."""
-        return [t for t in self._by_topic.get(topic, {}).values() if matches(t.pred, attributes)]
+        """Tuples whose predicate matches a publication (attributes with ``$topic``), each
+        attribute read once for all of them."""
+        tuples = self._by_topic.get(topic)
+        if not tuples:
+            return []
+        prepared = prepare(attributes)
+        return [t for t in tuples.values() if matches_prepared(t.pred, prepared)]
 
     def rcpt(
         self,

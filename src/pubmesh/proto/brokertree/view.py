@@ -36,6 +36,7 @@ class View:
     clients of a failed broker only if it knows them)."""
 
     __slots__ = (
+        "_attach",
         "_frontier",
         "_path_cache",
         "anchor",
@@ -61,6 +62,7 @@ class View:
         self.reach = params.delta + 1
         self.me = me
         self.known_clients: set[NodeId] = set()
+        self._attach: dict[NodeId, NodeId] = {}
         #: the broker the owner's paths start from: itself, or a client's broker
         self.anchor = me if me in self.ordinal else self.attach(me)
         #: BFS parent of every broker towards the anchor (the whole broker tree: B ≤ 10³)
@@ -84,7 +86,12 @@ class View:
 
     def attach(self, client: NodeId) -> NodeId:
         """The broker a client hangs off (spec §2: a pure function of topology_seed and id)."""
-        return self.brokers[self.tree.broker_for(client)]
+        broker = self._attach.get(client)
+        if broker is None:
+            if len(self._attach) > 100_000:
+                self._attach.clear()
+            broker = self._attach[client] = self.brokers[self.tree.broker_for(client)]
+        return broker
 
     def broker_neighbours(self, broker: NodeId) -> list[NodeId]:
         return [self.brokers[k] for k in self.tree.adj[self.ordinal[broker]]]
