@@ -40,8 +40,6 @@ class Entry:
     out: set[NodeId] = field(default_factory=set)
     #: partition information gathered from partial confirmations (papers/001 §3.5)
     parinfo: set[ParInfoT] = field(default_factory=set)
-    #: relay recipients (clients past a bypassed broker) and where their vector starts
-    relay: dict[NodeId, int] = field(default_factory=dict)
     #: links that stalled at this entry (reported once each)
     stalled: set[NodeId] = field(default_factory=set)
     index: int = -1

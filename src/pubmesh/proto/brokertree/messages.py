@@ -222,3 +222,21 @@ register_message(Dack, 412, layer=CTL)
 
 #: the messages a node checks out of its queue (spec §4)
 QUEUED = (Pub, Sub, Unsub)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopoSummary(Message):
+    """Part of the receiver's topology map (spec §3, §10): ``edges`` (client, broker) of the
+    subscriber clients within δ + 1 hops of it. A broker tells each client that connects to
+    it, and each time a new subscriber appears, so that a publisher client can route to the
+    subscribers around its broker when that broker fails (papers/001 §13: a client connects
+    to the failed broker's farther neighbours, "which may include both brokers and other
+    clients"). Brokers compute the tree themselves (:mod:`.view`) and need none."""
+
+    sid: int
+    n: int
+    edges: tuple[tuple[int, int], ...]
+    last: bool
+
+
+register_message(TopoSummary, 415, layer=CTL)

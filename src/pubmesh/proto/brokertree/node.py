@@ -107,12 +107,13 @@ from pubmesh.proto.brokertree.messages import (
     SeqT,
     Sub,
     SubSummary,
+    TopoSummary,
     TupleT,
     Unsub,
     Vect,
 )
 from pubmesh.proto.brokertree.params import BrokerTreeParams
-from pubmesh.proto.brokertree.seqvect import HighSeq, from_node, legitimate, shifted
+from pubmesh.proto.brokertree.seqvect import HighSeq, legitimate, shifted
 from pubmesh.proto.brokertree.session import Down, Sessions, Up
 from pubmesh.proto.brokertree.table import SubscriptionTable, SubTuple
 from pubmesh.proto.brokertree.view import View
@@ -156,7 +157,20 @@ INACTIVE, ACTIVATING, ACTIVE = "inactive", "activating", "active"
 #: route states of a recipient's path
 PENDING, LARGE = "pending", "large"
 
-_FRAMES = (Hello, HelloAck, Reset, Heartbeat, LSeq, Pub, Sub, Unsub, Conf, SubSummary, Dack)
+_FRAMES = (
+    Hello,
+    HelloAck,
+    Reset,
+    Heartbeat,
+    LSeq,
+    Pub,
+    Sub,
+    Unsub,
+    Conf,
+    SubSummary,
+    Dack,
+    TopoSummary,
+)
 #: tuples per SubSummary frame
 _CHUNK = 256
 
@@ -296,6 +310,12 @@ class BrokerTreeNode(StackNode):
         self.sub_high: dict[NodeId, SeqT] = {}
         #: a client's own subscriptions by topic
         self.own: dict[str, OwnSub] = {}
+        #: a client's subscriber clients within δ + 1 hops (TopoSummary), recipients of its
+        #: publications beside the broker frontier
+        self.targets: set[NodeId] = set()
+        #: a broker's subscriber clients, and those not yet announced to its client peers
+        self._subscribers: set[NodeId] = set()
+        self._announce: set[NodeId] = set()
         #: safety net (spec §6.5): highest pseq delivered per publisher
         self.last: dict[NodeId, SeqT] = {}
         #: partition table (papers/001 §3.5): π key (lead, seq) -> π
@@ -407,7 +427,7 @@ class BrokerTreeNode(StackNode):
                 continue
             result.add(y)
             if y in self.down:
-                todo.extend(z for z in view.far_side(y) if self.is_broker or view.is_broker(z))
+                todo.extend(view.far_side(y))
         result.discard(self.node_id)
         return result
 
@@ -558,6 +578,8 @@ class BrokerTreeNode(StackNode):
                 self._on_summary(src, message, now, out)
             case Dack():
                 self._on_dack(src, message)
+            case TopoSummary():
+                self._on_topo(message)
 
     # ----------------------------------------------------------------- handshake, §7.1–7.2
     def _on_lseq(self, src: NodeId, message: LSeq, now: float, out: list[Output]) -> None:
@@ -568,7 +590,7 @@ class BrokerTreeNode(StackNode):
         if message.request:
             reply = self._lseq_message(src, request=False, gen=message.gen)
             if self._send(src, now, out, reply):
-                self._send_summary(src, peer_sub, now, out)
+                self._send_summary(src, now, out)
             return
         link = self.links.get(src)
         if link is None or link.state != ACTIVATING or message.gen != link.gen:
@@ -576,34 +598,41 @@ class BrokerTreeNode(StackNode):
         link.state = ACTIVE
         link.pointer = self.queue.head
         link.peer_lseq_sub = peer_sub
-        self._send_summary(src, peer_sub, now, out)
+        self._send_summary(src, now, out)
         self._send_dack_state(src, now, out)
         self._all_dirty = True
 
-    def _summary_tuples(self, peer: NodeId, after: SeqT | None) -> list[TupleT]:
-        """bypassedSubSet [P §4.2.1]: tuples numbered after ``after`` whose subscriber is not
-        beyond ``peer`` (a client's: its own subscriptions)."""
+    def _summary_tuples(self, peer: NodeId) -> list[TupleT]:
+        """bypassedSubSet [P §4.2.1]: the tuples whose subscriber is not beyond ``peer`` (a
+        client's: its own confirmed subscriptions). All of them, not only those numbered
+        after the peer's lSeq: that filter is sound only if every tuple reached the peer in
+        the order we numbered them, and a summary forwarded while a session was down, or a
+        false suspicion, breaks that order (module essay, "Deviations")."""
         view = self.view
         assert view is not None
         rows: list[TupleT] = []
         if not self.is_broker:
             # confirmed ones only: an unconfirmed Sub is still queued and is resent in order
             for own in sorted(self.own.values(), key=lambda o: o.origin):
-                if own.confirmed and (after is None or own.origin[1] > after):
+                if own.confirmed:
                     rows.append((own.origin, own.topic, own.pred.text, (), own.origin[1]))
             return rows
         for t in self.table:
-            if after is not None and t.lseq <= after:
-                continue
-            if peer in view.path(t.origin[0]):
-                continue
-            rows.append((t.origin, t.topic, t.pred.text, t.vect, t.lseq))
+            if peer not in view.path(t.origin[0]):
+                rows.append((t.origin, t.topic, t.pred.text, t.vect, t.lseq))
         return rows
 
-    def _send_summary(
-        self, peer: NodeId, after: SeqT | None, now: float, out: list[Output]
-    ) -> None:
-        rows = self._summary_tuples(peer, after)
+    def _send_summary(self, peer: NodeId, now: float, out: list[Output]) -> None:
+        view = self.view
+        assert view is not None
+        if self.is_broker and not view.is_broker(peer):
+            edges = tuple(
+                (c, view.attach(c))
+                for c in sorted(self._subscribers)
+                if c != peer and view.distance(peer, c) <= view.reach
+            )
+            self._send(peer, now, out, TopoSummary(sid=0, n=0, edges=edges, last=True))
+        rows = self._summary_tuples(peer)
         tombstones = tuple(sorted(self.tombstones))
         self._count("summaries")
         for start in range(0, max(len(rows), 1), _CHUNK):
@@ -646,10 +675,13 @@ class BrokerTreeNode(StackNode):
                 link = self.links[peer]
                 if peer == src or link.state != ACTIVE:
                     continue
+                # onwards only, away from the subscriber: around a failed node the peers
+                # beside it are on the subscriber's side too
+                branch = view.branch(peer)
                 rows = [
                     (t.origin, t.topic, t.pred.text, t.vect, t.lseq)
                     for t in added
-                    if peer not in view.path(t.origin[0])
+                    if branch != view.branch(t.origin[0])
                 ]
                 if rows or gone:
                     for start in range(0, max(len(rows), 1), _CHUNK):
@@ -693,9 +725,9 @@ class BrokerTreeNode(StackNode):
         if any(attr == "$topic" for attr, _ in pred.items):
             pred = with_topic(pred, topic)
         vect_here = shifted(vin, src, _norm_seq(lseq), bypassed, self.delta)
-        frm = from_node(vect_here, origin[0], self.delta)
-        if view.dist(frm) > view.reach or frm == self.node_id:
+        if origin[0] == self.node_id:
             return None
+        frm = view.from_of(origin[0])
         return SubTuple(origin, topic, pred, frm, vect_here, self._next_seq())
 
     def _add_tuple(self, entry: SubTuple) -> bool:
@@ -704,7 +736,11 @@ class BrokerTreeNode(StackNode):
             return False
         view = self.view
         assert view is not None
-        view.learn_client(entry.origin[0])
+        subscriber = entry.origin[0]
+        view.learn_client(subscriber)
+        if not view.is_broker(subscriber) and subscriber not in self._subscribers:
+            self._subscribers.add(subscriber)
+            self._announce.add(subscriber)
         for node, seq in entry.vect:
             if seq is not None and (self.sub_high.get(node) is None or seq > self.sub_high[node]):
                 self.sub_high[node] = seq
@@ -728,8 +764,6 @@ class BrokerTreeNode(StackNode):
         if vin is None:
             return
         kind = PUB if isinstance(message, Pub) else SUB if isinstance(message, Sub) else UNSUB
-        if not view.is_broker(origin[0]):
-            view.learn_client(origin[0])
         before = {node for node, seq in vin[: 2 * self.delta + 1] if seq is not None}
         duplicate = self.high.is_duplicate(vin)
         for node in before:
@@ -755,9 +789,12 @@ class BrokerTreeNode(StackNode):
             return
         if kind == SUB:
             assert isinstance(message, Sub)
-            if origin in self.table or origin in self.tombstones:
-                self._conf(src, origin)
+            if origin in self.tombstones:
+                self._conf(src, origin)  # unsubscribed since: nothing to propagate
                 return
+            # a subscription already in the table is propagated again all the same [P §5.6.1]
+            # (spec §5 "Duplicates"): its Conf must mean the nodes beyond have it too, and a
+            # summary may have brought the tuple here without them
             pred = _predicate(message.topic, message.filter)
             if pred is None:
                 out.append(TraceRecord("brokertree.bad_filter", {"origin": repr(origin)}))
@@ -766,9 +803,6 @@ class BrokerTreeNode(StackNode):
         else:
             assert isinstance(message, Unsub)
             if not _valid_origin(message.target):
-                return
-            if _norm_origin(message.target) in self.tombstones:
-                self._conf(src, origin)
                 return
         rcpt = view.frontier_except(self._upstream_branches({src}))
         self._enqueue(kind, origin, message, vin, rcpt, {src}, now)
@@ -793,46 +827,23 @@ class BrokerTreeNode(StackNode):
             if self.params.ack == "conf":
                 self._conf(src, origin)
             return
-        rcpt, relay = self._pub_rcpt(message.topic, attributes, {src}, vin)
-        entry = self._enqueue(PUB, origin, message, vin, rcpt, {src}, now)
-        entry.relay = relay
+        rcpt = self._pub_rcpt(message.topic, attributes, {src})
+        self._enqueue(PUB, origin, message, vin, rcpt, {src}, now)
 
     def _pub_rcpt(
-        self, topic: str, attributes: Mapping[str, Any], senders: set[NodeId], vin: Vect
-    ) -> tuple[frozenset[NodeId], dict[NodeId, int]]:
+        self, topic: str, attributes: Mapping[str, Any], senders: set[NodeId]
+    ) -> frozenset[NodeId]:
         """RCPT_N^p [P §2.2]: ``from`` of every matching tuple downstream of N, i.e. not in the
-        branch of a sender; and the *relays* (module essay, "Deviations"): matching clients
-        in a sender's branch whose broker this copy bypassed (a ⊥ entry of its vector, at
-        the index returned), other than the publisher. A publisher client sends only to the
-        broker frontier of its map (spec §6.2), so nobody upstream reaches them past their
-        failed broker; the nodes the copy reached around the failure hand it on. Only past
-        nodes the publisher itself bypassed (no broker visited since, which would have served
-        them itself)."""
+        branch of a sender."""
         view = self.view
         assert view is not None
         branches = self._upstream_branches(senders)
-        publisher = vin[-1][0] if vin else None
-        bypassed: dict[NodeId, int] = {}
-        for i in range(len(vin) - 2, -1, -1):
-            node, seq = vin[i]
-            if seq is not None:
-                break
-            bypassed[node] = i
         out: set[NodeId] = set()
-        relay: dict[NodeId, int] = {}
         for t in self.table.matching(topic, attributes):
             frm = t.frm
-            if frm == self.node_id or frm in senders:
-                continue
-            if view.branch(frm) in branches:
-                if view.is_broker(frm) or frm == publisher:
-                    continue
-                index = bypassed.get(view.attach(frm))
-                if index is None:
-                    continue
-                relay[frm] = index
-            out.add(frm)
-        return frozenset(out), relay
+            if frm != self.node_id and frm not in senders and view.branch(frm) not in branches:
+                out.add(frm)
+        return frozenset(out)
 
     def _enqueue(
         self,
@@ -886,9 +897,7 @@ class BrokerTreeNode(StackNode):
         does not lead towards a sender (spec §4)."""
         view = self.view
         assert view is not None
-        if peer in entry.relay:
-            return True  # a relay copy goes straight to its client (_pub_rcpt)
-        if not any(self._candidate(r)[0] == peer for r in entry.rcpt if r not in entry.relay):
+        if not any(self._candidate(r)[0] == peer for r in entry.rcpt):
             return False
         path = view.path(peer)
         return not any(s == peer or s in path or peer in view.path(s) for s in entry.senders)
@@ -908,12 +917,7 @@ class BrokerTreeNode(StackNode):
                 if entry is not None:
                     self._dirty.add(entry)
                 continue
-            if peer in entry.relay:
-                # as if from the failed broker's place on the tree path (_pub_rcpt)
-                start = entry.relay[peer]
-                vect = shifted(entry.vin[start:], self.node_id, entry.lseq, (), self.delta)
-            else:
-                vect = shifted(entry.vin, self.node_id, entry.lseq, bypassed, self.delta)
+            vect = shifted(entry.vin, self.node_id, entry.lseq, bypassed, self.delta)
             if not legitimate(vect, self.delta):
                 if peer not in entry.stalled:
                     entry.stalled.add(peer)
@@ -1048,9 +1052,7 @@ class BrokerTreeNode(StackNode):
             pred = _predicate(message.topic, message.filter)
             if pred is None:
                 return
-            frm = from_node(entry.vin, entry.origin[0], self.delta)
-            if view.dist(frm) > view.reach:
-                return
+            frm = view.from_of(entry.origin[0])
             tuple_ = SubTuple(entry.origin, message.topic, pred, frm, entry.vin, entry.lseq)
             if self._add_tuple(tuple_):
                 self._step_three(tuple_, entry.senders, now, out)
@@ -1107,9 +1109,45 @@ class BrokerTreeNode(StackNode):
             keys = tuple(self._confs[peer])
             self._send(peer, now, out, Conf(sid=0, n=0, keys=keys, parinfo=()))
         self._confs.clear()
+        if self._announce:
+            self._announce_subscribers(now, out)
         self._report_recovered(out)
         if self.state == LEAVING and not any(e.kind != PUB for e in self.queue.entries()):
             self._finish_leave(out)
+
+    def _announce_subscribers(self, now: float, out: list[Output]) -> None:
+        """TopoSummary of new subscribers to the client peers within δ + 1 hops of them."""
+        view = self.view
+        assert view is not None
+        new = sorted(self._announce)
+        self._announce.clear()
+        for peer in sorted(self.links):
+            if view.is_broker(peer) or self.links[peer].state != ACTIVE:
+                continue
+            edges = tuple(
+                (c, view.attach(c))
+                for c in new
+                if c != peer and view.distance(peer, c) <= view.reach
+            )
+            if edges:
+                self._send(peer, now, out, TopoSummary(sid=0, n=0, edges=edges, last=True))
+
+    def _on_topo(self, message: TopoSummary) -> None:
+        """A client learns the subscribers around it (spec §3)."""
+        view = self.view
+        if view is None or self.is_broker:
+            return
+        for edge in message.edges:
+            if type(edge) is not tuple or len(edge) != 2:
+                continue
+            client, broker = edge
+            if not (_valid_node(client) and _valid_node(broker)) or view.is_broker(client):
+                continue
+            if client == self.node_id or view.attach(client) != broker:
+                continue
+            if view.dist(client) <= view.reach:
+                view.learn_client(client)
+                self.targets.add(client)
 
     def _report_recovered(self, out: list[Output]) -> None:
         """spec §7.4: a node reports ``recovered`` once every active session has finished its
@@ -1186,7 +1224,9 @@ class BrokerTreeNode(StackNode):
             tags=(),
         )
         self._deliver(origin, message, publication_attributes(attributes, command.topic), out)
-        rcpt = self.view.frontier_except(())
+        # the broker frontier filters for everyone beyond; the subscriber clients around us go
+        # through our broker too while it is up, and straight to them while it is down
+        rcpt = self.view.frontier_except(()) | frozenset(self.targets)
         self._enqueue(PUB, origin, message, (), rcpt, set(), now, lseq=origin[1])
 
     def _deliver(

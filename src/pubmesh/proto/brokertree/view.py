@@ -144,6 +144,27 @@ class View:
         """Within δ + 1 hops (spec §3)."""
         return 0 < self.dist(node) <= self.reach
 
+    def distance(self, a: NodeId, b: NodeId) -> int:
+        """Hops between two nodes."""
+        if a == b:
+            return 0
+        pa, pb = self.path(a), self.path(b)
+        common = 0
+        for x, y in zip(pa, pb, strict=False):
+            if x != y:
+                break
+            common += 1
+        return len(pa) + len(pb) - 2 * common
+
+    def from_of(self, subscriber: NodeId) -> NodeId:
+        """``from`` of a subscription tuple here [P §2.2]: the subscriber if it is at most
+        δ + 1 hops away, else the node on the path to it δ + 1 hops away. papers/001 reads it
+        off the seqVect (spec §5 STEP-II: ``vect[δ]``), which is the same node when the
+        subscription travelled the tree path (the spec's [D1]); read off the tree it is also
+        right for a tuple that reached us by a summary around a failed node."""
+        path = self.path(subscriber)
+        return subscriber if len(path) <= self.reach else path[self.reach - 1]
+
     def branch(self, node: NodeId) -> NodeId:
         """The owner's neighbour on the path to ``node``."""
         return self.path(node)[0]
