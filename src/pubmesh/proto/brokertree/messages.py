@@ -111,6 +111,11 @@ class LSeq(Message):
     gen: int
     lseq_sub: SeqT | None
     lseq_msg: SeqT | None
+    #: ours [R]: the sender knew an older incarnation of the receiver (so the receiver is a
+    #: restarted node that lost its table), and the sender is itself such a node, still
+    #: recovering (so it wants a whole table, not [P §4.2.1]'s share of one)
+    knew: bool
+    recovering: bool
 
 
 register_message(LSeq, 404, layer=CTL)
@@ -200,6 +205,9 @@ class SubSummary(Message):
     tombstones: tuple[OriginT, ...]
     parinfo: tuple[ParInfoT, ...]
     last: bool
+    #: ours [R]: with ``last``, the transfer was the sender's whole table and the sender had
+    #: lost nothing (a recovering receiver is complete once it has one such transfer)
+    complete: bool
 
 
 register_message(SubSummary, 409, layer=CTL)

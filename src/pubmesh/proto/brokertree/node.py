@@ -299,8 +299,10 @@ class BrokerTreeNode(StackNode):
         #: nodes suspected or failed: beingReplaced (spec §4)
         self.down: set[NodeId] = set()
         self.links: dict[NodeId, Link] = {}
-        #: last incarnation epoch seen of each peer (spec §7.5 client restart)
+        #: last incarnation epoch seen of each peer (spec §7.5 client restart), and whether
+        #: the current one is a restart of one we knew
         self.peer_epochs: dict[NodeId, float] = {}
+        self._knew: dict[NodeId, bool] = {}
         self.queue = CheckoutQueue()
         self.high = HighSeq(self.delta)
         self.table = SubscriptionTable()
@@ -333,8 +335,17 @@ class BrokerTreeNode(StackNode):
         self._all_dirty = False
         self._routes: dict[NodeId, tuple[NodeId | None, str]] = {}
         self._topology_changed = True
-        self._recovered_reported = False
-        self._summaries_from: set[NodeId] = set()
+        #: recovery (spec §7): None until the node knows whether it lost a table (a peer
+        #: knew an older incarnation of it: True, recovering), False once its table is whole
+        #: (it never had one to lose, or a complete peer sent it a whole one)
+        self.recovering: bool | None = None
+        #: peers that answered the activation handshake, and whether each knew us before
+        self._answered: dict[NodeId, bool] = {}
+        #: recovering peers that asked for a whole table, owed once ours is whole
+        self._owed: set[NodeId] = set()
+        self._peer_recovering: set[NodeId] = set()
+        #: publications received before the table was whole, in arrival order
+        self._early: list[tuple[NodeId, Pub]] = []
         self.delivered = 0
         self.counters: dict[str, int] = {}
         self.received: dict[str, int] = {}
@@ -390,6 +401,8 @@ class BrokerTreeNode(StackNode):
             out.append(TraceRecord("brokertree.no_tree", {"error": str(error)}))
             return
         self.kind = BROKER if self.view.is_me_broker() else CLIENT
+        if self.kind == CLIENT:
+            self.recovering = False  # a client holds no table to lose (papers/001 fn. 7)
         self.epoch = float(now)
         p = self.params
         self.sessions = Sessions(
@@ -479,6 +492,7 @@ class BrokerTreeNode(StackNode):
                 self.down.discard(peer)
                 known = self.peer_epochs.get(peer)
                 self.peer_epochs[peer] = epoch
+                self._knew[peer] = known is not None and epoch > known
                 if not view.is_broker(peer):
                     view.learn_client(peer)
                     if known is not None and epoch > known:
@@ -487,7 +501,8 @@ class BrokerTreeNode(StackNode):
                 self._changed()
             case Down(peer=peer, reason=reason):
                 self.links.pop(peer, None)
-                self._summaries_from.discard(peer)
+                self._answered.pop(peer, None)
+                self._peer_recovering.discard(peer)
                 for entry in self.queue.entries():
                     entry.out.discard(peer)
                 if peer not in self.down:  # a failed probe of a failed node says nothing new
@@ -523,6 +538,8 @@ class BrokerTreeNode(StackNode):
             gen=gen,
             lseq_sub=self.sub_high.get(peer),
             lseq_msg=self.high.get(peer),
+            knew=self._knew.get(peer, False),
+            recovering=self.recovering is not False,
         )
 
     def _send(self, peer: NodeId, now: float, out: list[Output], message: Message) -> bool:
@@ -585,29 +602,63 @@ class BrokerTreeNode(StackNode):
     def _on_lseq(self, src: NodeId, message: LSeq, now: float, out: list[Output]) -> None:
         """[P §4.2.1]: the activating side asks; the other answers with what it holds of the
         asker, and each sends the other the tuples it may lack (spec §7.2: "either side may
-        lack")."""
-        peer_sub = message.lseq_sub if _valid_seq(message.lseq_sub) else None
+        lack"). A restarted node asks for, and gets, a whole table (ours: the share of
+        [P §4.2.1] assumes the receiver kept what it had)."""
+        self._answered[src] = bool(message.knew)
+        if message.recovering:
+            self._peer_recovering.add(src)
+        else:
+            self._peer_recovering.discard(src)
         if message.request:
             reply = self._lseq_message(src, request=False, gen=message.gen)
             if self._send(src, now, out, reply):
                 self._send_summary(src, now, out)
-            return
-        link = self.links.get(src)
-        if link is None or link.state != ACTIVATING or message.gen != link.gen:
-            return  # an answer to an activation since replaced
-        link.state = ACTIVE
-        link.pointer = self.queue.head
-        link.peer_lseq_sub = peer_sub
-        self._send_summary(src, now, out)
-        self._send_dack_state(src, now, out)
-        self._all_dirty = True
+        else:
+            link = self.links.get(src)
+            if link is None or link.state != ACTIVATING or message.gen != link.gen:
+                return  # an answer to an activation since replaced
+            link.state = ACTIVE
+            link.pointer = self.queue.head
+            self._send_summary(src, now, out)
+            self._send_dack_state(src, now, out)
+            self._all_dirty = True
+        self._update_recovering(now, out)
 
-    def _summary_tuples(self, peer: NodeId) -> list[TupleT]:
-        """bypassedSubSet [P §4.2.1]: the tuples whose subscriber is not beyond ``peer`` (a
-        client's: its own confirmed subscriptions). All of them, not only those numbered
-        after the peer's lSeq: that filter is sound only if every tuple reached the peer in
-        the order we numbered them, and a summary forwarded while a session was down, or a
-        false suspicion, breaks that order (module essay, "Deviations")."""
+    def _update_recovering(self, now: float, out: list[Output]) -> None:
+        """None → True when a peer knew an older us (we lost a table). None → False after a
+        probe period with nobody who did and no whole table offered: a first start, when
+        every broker starts empty at once (ours [R]: a restarted node does not know it is
+        one until someone tells it, and its own neighbours may have restarted with it)."""
+        if self.recovering is not None or not self.is_broker:
+            return
+        if any(self._answered.values()):
+            self.recovering = True
+            self._count("restarts")
+        elif now - self.epoch >= self.params.probe_period:
+            self._set_whole(now, out, transfer=False)
+
+    def _set_whole(self, now: float, out: list[Output], *, transfer: bool) -> None:
+        """The table is whole (a complete peer's ``transfer``, or a first start): pay the
+        whole tables owed, handle the publications held (spec §7.4 ``recovered``)."""
+        restarted = self.recovering is True
+        self.recovering = False
+        if transfer:
+            detail = {"tuples": len(self.table), "held": len(self._early), "restart": restarted}
+            out.append(TraceRecord("brokertree.recovered", detail))
+        for peer in sorted(self._owed):
+            if self.sessions is not None and self.sessions.is_open(peer):
+                self._send_summary(peer, now, out)
+        self._owed.clear()
+        early, self._early = self._early, []
+        for src, message in early:
+            self._on_data(src, message, now, out)
+
+    def _summary_tuples(self, peer: NodeId, whole: bool) -> list[TupleT]:
+        """bypassedSubSet [P §4.2.1]: the tuples whose subscriber is not beyond ``peer``, or
+        every tuple for a ``whole`` transfer (a client's: its own confirmed subscriptions).
+        Not only those numbered after the peer's lSeq: that filter is sound only if every
+        tuple reached the peer in the order we numbered them, and a summary forwarded while a
+        session was down, or a false suspicion, breaks that order (module essay)."""
         view = self.view
         assert view is not None
         rows: list[TupleT] = []
@@ -618,7 +669,7 @@ class BrokerTreeNode(StackNode):
                     rows.append((own.origin, own.topic, own.pred.text, (), own.origin[1]))
             return rows
         for t in self.table:
-            if peer not in view.path(t.origin[0]):
+            if whole or peer not in view.path(t.origin[0]):
                 rows.append((t.origin, t.topic, t.pred.text, t.vect, t.lseq))
         return rows
 
@@ -632,19 +683,38 @@ class BrokerTreeNode(StackNode):
                 if c != peer and view.distance(peer, c) <= view.reach
             )
             self._send(peer, now, out, TopoSummary(sid=0, n=0, edges=edges, last=True))
-        rows = self._summary_tuples(peer)
+        whole = peer in self._peer_recovering
+        if whole and self.recovering is not False:
+            self._owed.add(peer)  # a whole table once ours is whole
+        rows = self._summary_tuples(peer, whole)
         tombstones = tuple(sorted(self.tombstones))
+        complete = whole and self.recovering is False
         self._count("summaries")
+        self._send_rows(peer, rows, tombstones, now, out, last=True, complete=complete)
+
+    def _send_rows(
+        self,
+        peer: NodeId,
+        rows: list[TupleT],
+        tombstones: tuple[OriginT, ...],
+        now: float,
+        out: list[Output],
+        *,
+        last: bool,
+        complete: bool = False,
+    ) -> None:
+        """``rows`` in SubSummary chunks; the tombstones, ``last`` and ``complete`` ride on the
+        final one."""
         for start in range(0, max(len(rows), 1), _CHUNK):
-            chunk = tuple(rows[start : start + _CHUNK])
-            last = start + _CHUNK >= len(rows)
+            final = start + _CHUNK >= len(rows)
             message = SubSummary(
                 sid=0,
                 n=0,
-                tuples=chunk,
-                tombstones=tombstones if last else (),
+                tuples=tuple(rows[start : start + _CHUNK]),
+                tombstones=tombstones if final else (),
                 parinfo=(),
-                last=last,
+                last=last and final,
+                complete=complete and final,
             )
             self._send(peer, now, out, message)
 
@@ -652,8 +722,6 @@ class BrokerTreeNode(StackNode):
         """Merge tuples the node lacks and pass them on [P §4.2.1] (spec §7.2)."""
         view = self.view
         assert view is not None
-        if message.last:
-            self._summaries_from.add(src)
         if not self.is_broker:
             return
         added: list[SubTuple] = []
@@ -684,21 +752,9 @@ class BrokerTreeNode(StackNode):
                     if branch != view.branch(t.origin[0])
                 ]
                 if rows or gone:
-                    for start in range(0, max(len(rows), 1), _CHUNK):
-                        last = start + _CHUNK >= len(rows)
-                        self._send(
-                            peer,
-                            now,
-                            out,
-                            SubSummary(
-                                sid=0,
-                                n=0,
-                                tuples=tuple(rows[start : start + _CHUNK]),
-                                tombstones=tuple(gone) if last else (),
-                                parinfo=(),
-                                last=False,
-                            ),
-                        )
+                    self._send_rows(peer, rows, tuple(gone), now, out, last=False)
+        if message.last and message.complete and self.recovering is not False:
+            self._set_whole(now, out, transfer=True)
 
     def _tuple_from_row(
         self, src: NodeId, row: Any, bypassed: tuple[NodeId, ...]
@@ -764,6 +820,14 @@ class BrokerTreeNode(StackNode):
         if vin is None:
             return
         kind = PUB if isinstance(message, Pub) else SUB if isinstance(message, Sub) else UNSUB
+        if kind == PUB and self.is_broker and self.recovering is not False:
+            # a (re)started broker routes nothing before every active session has sent its
+            # tuples: a publication it matched against a partial table would be dropped for
+            # the subscribers it does not know yet (papers/001 Lemma 2: the recovery
+            # transfer comes "before any publication"); it is handled, in order, then
+            assert isinstance(message, Pub)
+            self._early.append((src, message))
+            return
         before = {node for node, seq in vin[: 2 * self.delta + 1] if seq is not None}
         duplicate = self.high.is_duplicate(vin)
         for node in before:
@@ -1076,7 +1140,15 @@ class BrokerTreeNode(StackNode):
                     hop,
                     now,
                     out,
-                    SubSummary(sid=0, n=0, tuples=(row,), tombstones=(), parinfo=(), last=False),
+                    SubSummary(
+                        sid=0,
+                        n=0,
+                        tuples=(row,),
+                        tombstones=(),
+                        parinfo=(),
+                        last=False,
+                        complete=False,
+                    ),
                 )
                 return
 
@@ -1094,6 +1166,8 @@ class BrokerTreeNode(StackNode):
         """After every event: (de)activate links, check out, confirm, send the batched Confs."""
         if self.sessions is None:
             return
+        if self.recovering is None:
+            self._update_recovering(now, out)
         for _ in range(8):
             if self._topology_changed:
                 self._topology_changed = False
@@ -1111,7 +1185,6 @@ class BrokerTreeNode(StackNode):
         self._confs.clear()
         if self._announce:
             self._announce_subscribers(now, out)
-        self._report_recovered(out)
         if self.state == LEAVING and not any(e.kind != PUB for e in self.queue.entries()):
             self._finish_leave(out)
 
@@ -1148,17 +1221,6 @@ class BrokerTreeNode(StackNode):
             if view.dist(client) <= view.reach:
                 view.learn_client(client)
                 self.targets.add(client)
-
-    def _report_recovered(self, out: list[Output]) -> None:
-        """spec §7.4: a node reports ``recovered`` once every active session has finished its
-        transfer."""
-        if self._recovered_reported or not self.is_broker:
-            return
-        active = [p for p, link in self.links.items() if link.state == ACTIVE]
-        if not active or any(p not in self._summaries_from for p in active):
-            return
-        self._recovered_reported = True
-        out.append(TraceRecord("brokertree.recovered", {"tuples": len(self.table)}))
 
     # ------------------------------------------------------------------------ commands
     def _subscribe(

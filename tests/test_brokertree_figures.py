@@ -1,0 +1,195 @@
+"""The brokertree stack's claims in simulation (specs/brokertree.md §11; papers/001 §2-§8).
+
+Runs of scenarios/brokertree_base.toml (the spec's base scenario: 86 nodes, 20 brokers, δ = 3,
+2,640 content subscriptions, publications at 20/s from 30 s) cut to 600 publications and 75 s
+so that the suite can afford several seeds, with topology_seed = seed:
+
+* (a) δ = 3 brokers crash at 40 s, chosen three ways: adjacent on a longest path of the tree,
+  at random, and at a busy publisher's and a busy subscriber's brokers. Every pair published
+  after the subscriptions were confirmed is delivered; no duplicate, no order violation, no
+  wrong delivery, nothing dropped by the safety net, no stall.
+* (a) with false suspicions: lognormal latency (σ = 1) and fd_timeout 0.2 s (hb 0.05 s), on
+  a 30-node cut of the scenario: thousands of suspicions of live peers a minute, with and
+  without δ − 1 crashes. Reliability 1.0 and the same safety figures; stalls happen (more
+  than δ nodes are suspected at once, beyond the δ the legitimacy rule is built for) and are
+  reported in BENCHMARKS.md.
+* (b) more than δ failures (δ + 1 and 2δ + 2 adjacent brokers, 17% of the brokers at random):
+  never a duplicate, an order violation or a wrong delivery; reliability and stalls reported.
+* (c) δ, then δ + 2, adjacent brokers crash at 40 s and restart with fresh state at 55 s:
+  every restarted broker's table holds exactly the subscriptions of a fault-free run; with δ,
+  reliability 1.0 over everything; with δ + 2, over what is published once every restarted
+  broker has reported ``recovered`` (plus a second).
+
+A failure prints the seed and the command that replays the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from btfigures import (
+    BrokerFigures,
+    adjacent_brokers,
+    busiest,
+    busy_brokers,
+    measure,
+    random_brokers,
+    table_of,
+    view_of,
+)
+from figures import replay
+from pubmesh.sim.engine import Simulation
+from pubmesh.sim.scenario import load_scenario
+from pubmesh.workload import plan
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = "scenarios/brokertree_base.toml"
+SEEDS = [1, 2, 3]
+DELTA = 3
+#: the base scenario cut for the suite: 600 publications from 30 s to 60 s, the crash at 40 s
+CUT = ("run.duration=75.0", "workload.publications=600")
+#: the false-suspicion runs: 30 nodes (10 brokers), 10 subscriptions each, 300 publications
+STORM = (
+    "run.nodes=30",
+    "stack.brokertree.brokers=10",
+    "workload.subscriptions_per_node=10",
+    "run.duration=60.0",
+    "workload.publications=300",
+    'network.latency={dist="lognormal",median=0.02,sigma=1.0}',
+    "stack.brokertree.fd_timeout=0.2",
+    "stack.brokertree.hb_period=0.05",
+)
+
+
+def _run(
+    tmp_path: Path, seed: int, *sets: str, scenario_file: str = SCENARIO, since: float = 0.0
+) -> tuple[Simulation, BrokerFigures, str]:
+    sets = (*sets, f"stack.brokertree.topology_seed={seed}")
+    scenario = load_scenario(ROOT / scenario_file, [*sets, f"run.seed={seed}"])
+    run_dir = tmp_path / "run"
+    sim = Simulation(scenario, run_dir)
+    sim.run()
+    sim.close()
+    figures = measure(sim, run_dir, since=max(since, scenario.workload.publish_start))
+    return sim, figures, replay(scenario_file, seed, *sets)
+
+
+def _victims(how: str, seed: int, k: int) -> list[int]:
+    scenario = load_scenario(ROOT / SCENARIO, [*CUT, f"stack.brokertree.topology_seed={seed}"])
+    view = view_of(scenario)
+    if how == "adjacent":
+        return adjacent_brokers(view, k)
+    if how == "random":
+        return random_brokers(view, k, seed)
+    workload = plan(load_scenario(ROOT / SCENARIO, [*CUT, f"run.seed={seed}"]))
+    publisher = busiest([p.publisher for p in workload.publications])
+    subscriber = busiest([s.node for s in workload.subscriptions])
+    return busy_brokers(view, publisher, subscriber, k)
+
+
+def _nodes(victims: list[int], fault: int = 0) -> str:
+    return f"faults.{fault}.nodes=[" + ",".join(map(str, victims)) + "]"
+
+
+def _assert_safe(figures: BrokerFigures, hint: str) -> None:
+    assert figures.duplicates == 0, f"{figures.duplicates} duplicates; {hint}"
+    assert figures.order_violations == 0, f"{figures.order_violations} out of order; {hint}"
+    assert figures.wrong == 0, f"{figures.wrong} wrong deliveries; {hint}"
+
+
+def _assert_no_loss(figures: BrokerFigures, hint: str) -> None:
+    assert figures.expected > 1000, (figures.expected, hint)
+    assert figures.reliability == 1.0, (
+        f"reliability {figures.reliability:.5f}, first missing (pub_id, subscriber) "
+        f"{figures.missing[:5]}; {hint}"
+    )
+    assert figures.events["brokertree.late"] == 0, hint
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["adjacent", "random", "busy"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_delta_crashed_brokers_lose_nothing(seed: int, how: str, tmp_path: Path) -> None:
+    """(a): δ brokers crash at 40 s; everything published after the confirmations arrives
+    exactly once, in order, with no stall."""
+    victims = _victims(how, seed, DELTA)
+    sim, figures, hint = _run(tmp_path, seed, *CUT, _nodes(victims))
+    assert set(victims) <= sim.crashed, (victims, hint)
+    assert figures.confirmed_by < 30.0 and figures.partial == 0, hint
+    _assert_safe(figures, hint)
+    _assert_no_loss(figures, hint)
+    assert figures.events["brokertree.stalled"] == 0, hint
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("crashes", [0, DELTA - 1])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_false_suspicions_lose_nothing(seed: int, crashes: int, tmp_path: Path) -> None:
+    """(a) with forced false suspicions: lognormal latency and a 0.2 s timeout suspect live
+    peers thousands of times; with or without δ − 1 crashed brokers nothing is lost,
+    duplicated or reordered."""
+    victims = [2, 3][:crashes] if crashes else []
+    fault = _nodes(victims) if victims else "faults.0.at=1000.0"
+    _, figures, hint = _run(tmp_path, seed, *STORM, fault)
+    assert figures.events["brokertree.suspect"] > 500, (figures.events, hint)
+    _assert_safe(figures, hint)
+    assert figures.expected > 300, (figures.expected, hint)
+    assert figures.reliability == 1.0, (
+        f"reliability {figures.reliability:.5f}, missing {figures.missing[:5]}; {hint}"
+    )
+    assert figures.events["brokertree.late"] == 0, hint
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["delta+1", "2delta+2", "17%"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_more_than_delta_failures_stay_safe(seed: int, case: str, tmp_path: Path) -> None:
+    """(b): beyond δ, liveness may go but safety never does (papers/001 §3.4: illegitimate
+    copies stall rather than risk a duplicate)."""
+    if case == "delta+1":
+        victims = _victims("adjacent", seed, DELTA + 1)
+    elif case == "2delta+2":
+        victims = _victims("adjacent", seed, 2 * DELTA + 2)
+    else:
+        scenario = load_scenario(ROOT / SCENARIO, [f"stack.brokertree.topology_seed={seed}"])
+        victims = random_brokers(view_of(scenario), round(0.17 * 20), seed)
+    sim, figures, hint = _run(tmp_path, seed, *CUT, _nodes(victims))
+    assert set(victims) <= sim.crashed, (victims, hint)
+    _assert_safe(figures, hint)
+    assert figures.expected > 1000, hint
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [DELTA, DELTA + 2])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_restarted_brokers_get_their_tables_back(seed: int, k: int, tmp_path: Path) -> None:
+    """(c): k adjacent brokers crash at 40 s and restart with fresh state at 55 s
+    (scenarios/brokertree_recover.toml). Each gets back exactly the table of a broker that
+    never crashed, which holds every subscription of the run; with δ nothing is lost at all,
+    with δ + 2 nothing published a second after the last restarted broker recovered."""
+    victims = _victims("adjacent", seed, k)
+    first = load_scenario(ROOT / "scenarios/brokertree_recover.toml").faults[1].at
+    sim, figures, hint = _run(
+        tmp_path,
+        seed,
+        _nodes(victims, 0),
+        _nodes(victims, 1),
+        scenario_file="scenarios/brokertree_recover.toml",
+    )
+    survivor = min(set(range(20)) - set(victims))
+    reference = table_of(sim.nodes[survivor])
+    assert len(reference) == 66 * 40, (len(reference), hint)
+    for broker in victims:
+        assert sim.incarnation[broker] == 1, (broker, hint)  # it did restart
+        assert table_of(sim.nodes[broker]) == reference, (broker, hint)
+    recovered = sorted(t for t, node in figures.recovered if node in victims and t >= first)
+    assert len(recovered) == k, (figures.recovered, hint)
+    _assert_safe(figures, hint)
+    if k == DELTA:
+        _assert_no_loss(figures, hint)
+        return
+    after = measure(sim, tmp_path / "run", since=recovered[-1] + 1.0)
+    assert after.expected > 100, (after.expected, hint)
+    assert after.reliability == 1.0, (after.reliability, after.missing[:5], hint)
