@@ -461,3 +461,36 @@ MODEL_SETTINGS = settings(
 )
 TestBrokerTreeModel = BrokerTreeMachine.TestCase
 TestBrokerTreeModel.settings = MODEL_SETTINGS
+
+
+# ---------------------------------------------------------------- found by the state machine
+# found by the state machine (shrunk further by hand): a broker restarted with fresh state
+# routed a publication before it had the subscription tables of all its neighbours. Six
+# brokers (tree 0-1, 0-2, 1-3, 1-4, 1-5), δ = 1, ack "conf"; client 6 hangs off broker 2,
+# client 7 off broker 0. Broker 2 crashes at 0 s and restarts at 0.5 s (that only moves its
+# probe timer); broker 0 crashes at 0.5 s and restarts at 5.0 s; client 6 then
+# subscribes, and since broker 2 still holds 0 as failed (its next probe is at 6.5 s) the Sub
+# goes 2 → 1 around 0 and is fully confirmed without 0. At 6.0 s broker 1 and client 7
+# re-activate their sessions with 0; 1's summary leaves out the tuple (its subscriber lies
+# beyond 0, spec §7.2), so 0 reports ``recovered`` with an empty table, and client 7's
+# publication on t1 (price 19, matching 6's filter price < 20) reaches 0, matches nothing
+# and is confirmed and dropped. Broker 2 sends 0 the tuple at 6.5 s, too late: 6 never gets
+# the publication, though it was issued with every broker up, after the subscription's full
+# confirmation, with one crash at a time under δ = 1 (spec §11(a), §11(c): "With δ:
+# reliability 1 over everything").
+def test_a_restarted_broker_routes_nothing_before_its_table_is_whole() -> None:
+    state = BrokerTreeMachine()
+    state.setup(brokers=6, delta=1, ack="conf", clients=2, seed=8503)
+    state.crash(pick=2)
+    state.fire_timer()
+    state.recover(pick=0)
+    state.crash(pick=0)
+    state.run_for(horizon=3.0)
+    state.run_for(horizon=1.0)
+    state.recover(pick=7)
+    state.subscribe(flt={"price": {"lt": 20}}, pick=4, topic="t1")
+    state.fire_timer()
+    state.run_for(horizon=1.0)
+    state.publish_to_a_subscriber(pick=3, which=12)
+    state.no_bad_delivery()
+    state.teardown()

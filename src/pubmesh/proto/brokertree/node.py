@@ -690,7 +690,34 @@ class BrokerTreeNode(StackNode):
         tombstones = tuple(sorted(self.tombstones))
         complete = whole and self.recovering is False
         self._count("summaries")
-        self._send_rows(peer, rows, tombstones, now, out, last=True, complete=complete)
+        parinfo = tuple(
+            sorted(
+                pi for pi in self.pt.values() if view.distance(pi[0], peer) <= 2 * self.delta + 1
+            )
+        )
+        self._send_rows(
+            peer, rows, tombstones, now, out, last=True, complete=complete, parinfo=parinfo
+        )
+        self._fragment_recovered(peer, now, out)
+
+    def _fragment_recovered(self, peer: NodeId, now: float, out: list[Output]) -> None:
+        """[P §4.2.2]: the lead of a large fragment reached a node of it, which now has the
+        partially confirmed subscriptions (the summary just sent): π becomes π̄, and goes to
+        the active peers within 2δ + 1 of the lead, so that later publications carry π̄."""
+        view = self.view
+        assert view is not None
+        done = [
+            pi for pi in self.pt.values() if pi[0] == self.node_id and not pi[3] and peer in pi[2]
+        ]
+        if not done:
+            return
+        recovered = tuple((pi[0], pi[1], pi[2], True) for pi in done)
+        for pi in recovered:
+            self.pt[(pi[0], pi[1])] = pi
+        self._count("fragments_recovered", len(recovered))
+        for other in sorted(self.links):
+            if self.links[other].state == ACTIVE and view.dist(other) <= 2 * self.delta + 1:
+                self._send_rows(other, [], (), now, out, last=False, parinfo=recovered)
 
     def _send_rows(
         self,
@@ -702,9 +729,10 @@ class BrokerTreeNode(StackNode):
         *,
         last: bool,
         complete: bool = False,
+        parinfo: tuple[ParInfoT, ...] = (),
     ) -> None:
-        """``rows`` in SubSummary chunks; the tombstones, ``last`` and ``complete`` ride on the
-        final one."""
+        """``rows`` in SubSummary chunks; the tombstones, partition entries, ``last`` and
+        ``complete`` ride on the final one."""
         for start in range(0, max(len(rows), 1), _CHUNK):
             final = start + _CHUNK >= len(rows)
             message = SubSummary(
@@ -712,7 +740,7 @@ class BrokerTreeNode(StackNode):
                 n=0,
                 tuples=tuple(rows[start : start + _CHUNK]),
                 tombstones=tombstones if final else (),
-                parinfo=(),
+                parinfo=parinfo if final else (),
                 last=last and final,
                 complete=complete and final,
             )
@@ -724,6 +752,7 @@ class BrokerTreeNode(StackNode):
         assert view is not None
         if not self.is_broker:
             return
+        self._merge_parinfo(src, message.parinfo, now, out)
         added: list[SubTuple] = []
         bypassed = tuple(reversed(view.between(src)))
         for row in message.tuples:
@@ -756,6 +785,38 @@ class BrokerTreeNode(StackNode):
         if message.last and message.complete and self.recovering is not False:
             self._set_whole(now, out, transfer=True)
 
+    def _merge_parinfo(
+        self, src: NodeId, parinfo: tuple[ParInfoT, ...], now: float, out: list[Output]
+    ) -> None:
+        """[P §4.2]: partition entries whose lead is within 2δ + 1 are added if unknown (by
+        seq) and passed on; π̄ replaces π (spec §7.2, §7.3)."""
+        view = self.view
+        assert view is not None
+        changed: list[ParInfoT] = []
+        for raw in parinfo:
+            if not _valid_parinfo(raw):
+                continue
+            pi = _norm_parinfo(raw)
+            lead = pi[0]
+            if lead != self.node_id and view.dist(lead) > 2 * self.delta + 1:
+                continue
+            key = (lead, pi[1])
+            known = self.pt.get(key)
+            if known is None or (pi[3] and not known[3]):
+                self.pt[key] = pi
+                changed.append(pi)
+        if not changed:
+            return
+        for other in sorted(self.links):
+            link = self.links[other]
+            if other == src or link.state != ACTIVE:
+                continue
+            onward = tuple(
+                pi for pi in changed if view.distance(pi[0], other) <= 2 * self.delta + 1
+            )
+            if onward:
+                self._send_rows(other, [], (), now, out, last=False, parinfo=onward)
+
     def _tuple_from_row(
         self, src: NodeId, row: Any, bypassed: tuple[NodeId, ...]
     ) -> SubTuple | None:
@@ -766,6 +827,11 @@ class BrokerTreeNode(StackNode):
         if type(row) is not tuple or len(row) != 5:
             return None
         origin, topic, text, vect, lseq = row
+        try:
+            if origin in self.table or origin in self.tombstones:
+                return None  # the common case: a summary repeats what we have
+        except TypeError:  # an unhashable origin: malformed
+            return None
         if not _valid_origin(origin) or type(topic) is not str or not _valid_seq(lseq):
             return None
         origin = _norm_origin(origin)
@@ -774,12 +840,9 @@ class BrokerTreeNode(StackNode):
         vin = _norm_vect(vect)
         if vin is None or type(text) is not str:
             return None
-        try:
-            pred = validate(json.loads(text), allow_reserved=True)
-        except (FilterError, ValueError, TypeError, RecursionError):
+        pred = _predicate_text(text, topic)
+        if pred is None:
             return None
-        if any(attr == "$topic" for attr, _ in pred.items):
-            pred = with_topic(pred, topic)
         vect_here = shifted(vin, src, _norm_seq(lseq), bypassed, self.delta)
         if origin[0] == self.node_id:
             return None
@@ -1006,7 +1069,7 @@ class BrokerTreeNode(StackNode):
                     payload=message.payload,
                     vect=vect,
                     hops=message.hops + 1,
-                    tags=message.tags,
+                    tags=self._tags(entry, message.tags),
                 )
                 if self.params.ack == "conf":
                     entry.out.add(peer)
@@ -1152,6 +1215,23 @@ class BrokerTreeNode(StackNode):
                 )
                 return
 
+    def _tags(self, entry: Entry, tags: tuple[ParInfoT, ...]) -> tuple[ParInfoT, ...]:
+        """Tagging (papers/001 §3.5 "Publication Tagging", §7; spec §6.6): a node holding π
+        tags π on a publication that comes from the fragment's side (a node of its vector,
+        visited or ⊥, lies in π.lFrag), or π̄ once the fragment recovered."""
+        if not self.pt:
+            return tags
+        nodes = {node for node, _ in entry.vin}
+        merged = {(pi[0], pi[1]): pi for pi in tags}
+        for key, pi in self.pt.items():
+            if nodes.intersection(pi[2]):
+                known = merged.get(key)
+                if known is None or (pi[3] and not known[3]):
+                    merged[key] = pi
+        if len(merged) == len(tags) and all(merged[(t[0], t[1])] == t for t in tags):
+            return tags
+        return tuple(sorted(merged.values()))
+
     def _keep_parinfo(self, parinfo: Iterable[ParInfoT]) -> None:
         """Keep π if its lead is within 2δ + 1 hops [P §3.5]."""
         view = self.view
@@ -1172,11 +1252,14 @@ class BrokerTreeNode(StackNode):
             if self._topology_changed:
                 self._topology_changed = False
                 self._refresh_links(now, out)
-            for peer in sorted(self.links):
-                link = self.links[peer]
-                if link.state == ACTIVE:
-                    self._pump(link, now, out)
-            self._check_confirmations(now, out)
+            end = self.queue.end
+            pending = [link for link in self.links.values() if link.pointer < end]
+            if pending:
+                for link in sorted(pending, key=lambda link: link.peer):
+                    if link.state == ACTIVE:
+                        self._pump(link, now, out)
+            if self._dirty or self._all_dirty:
+                self._check_confirmations(now, out)
             if not self._topology_changed:
                 break
         for peer in sorted(self._confs):
@@ -1303,6 +1386,7 @@ class BrokerTreeNode(StackNode):
                 self._count("unmatched")
             return
         publisher, pseq = origin
+        tagged = self._read_tags(own, message)
         last = self.last.get(publisher)
         if last is not None and pseq <= last:
             self._count("late")
@@ -1312,6 +1396,12 @@ class BrokerTreeNode(StackNode):
             return
         self.last[publisher] = pseq
         self.delivered += 1
+        if tagged:
+            # delivered through an overlap with other subscriptions while this one is
+            # partial: earlier matching publications may be missing (papers/001 §7)
+            self._count("tagged")
+            detail = {"pub_id": message.pub_id, "parinfo": [repr(pi) for pi in tagged]}
+            out.append(TraceRecord("brokertree.tagged", detail))
         out.append(
             Deliver(
                 message.topic,
@@ -1321,6 +1411,26 @@ class BrokerTreeNode(StackNode):
                 dict(message.attributes),
             )
         )
+
+    def _read_tags(self, own: OwnSub, message: Pub) -> list[ParInfoT]:
+        """Lemma 3: a tag π matching a partial subscription's π marks the publication; the
+        first π̄ clears π for good."""
+        if not own.parinfo or not message.tags:
+            return []
+        pending = {(pi[0], pi[1]): pi for pi in own.parinfo}
+        tagged: list[ParInfoT] = []
+        for tag in message.tags:
+            if not _valid_parinfo(tag):
+                continue
+            key = (tag[0], _norm_seq(tag[1]))
+            if key not in pending:
+                continue
+            if tag[3]:
+                del pending[key]
+            else:
+                tagged.append(pending[key])
+        own.parinfo = frozenset(pending.values())
+        return tagged
 
     def _leave(self, now: float, out: list[Output]) -> None:
         """spec §9: a client unsubscribes everything, awaits the Confs, then closes its
@@ -1645,6 +1755,28 @@ def _predicate(topic: str, filter: Any) -> Conjunction | None:
     if len(_BY_OBJECT) > 65536:
         _BY_OBJECT.clear()
     _BY_OBJECT[id(filter)] = (filter, topic, pred)
+    return pred
+
+
+_BY_TEXT: dict[tuple[str, str], Conjunction | None] = {}
+
+
+def _predicate_text(text: str, topic: str) -> Conjunction | None:
+    """A summary row's predicate (the canonical JSON text of a tuple's conjunction), held to
+    the row's topic; None if it does not parse. Cached: a whole table crosses every link of a
+    restarted broker."""
+    key = (text, topic)
+    if key in _BY_TEXT:
+        return _BY_TEXT[key]
+    try:
+        pred: Conjunction | None = with_topic(
+            validate(json.loads(text), allow_reserved=True), topic
+        )
+    except (FilterError, ValueError, TypeError, RecursionError):
+        pred = None
+    if len(_BY_TEXT) > 65536:
+        _BY_TEXT.clear()
+    _BY_TEXT[key] = pred
     return pred
 
 
