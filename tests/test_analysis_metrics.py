@@ -362,6 +362,24 @@ def test_supervisor_messages_and_config_requests(spark: Any) -> None:
     )
 
 
+def test_event_counts_per_run(spark: Any) -> None:
+    """brokertree's stalls, tags and safety-net drops, counted from the events table."""
+    events = [
+        {"t": 1.0, "node": 3, "kind": "brokertree.stalled", "detail": "{}"},
+        {"t": 1.5, "node": 4, "kind": "brokertree.stalled", "detail": "{}"},
+        {"t": 2.0, "node": 9, "kind": "brokertree.tagged", "detail": "{}"},
+        {"t": 2.5, "node": 9, "kind": "brokertree.suspect", "detail": "{}"},
+    ]
+    t = trace(spark, events=events)
+    assertDataFrameEqual(
+        metrics.event_counts(t.events),
+        spark.createDataFrame(
+            [("r1", 2, 1, 0)], "run_id string, stalls long, tagged long, safety_drops long"
+        ),
+    )
+    assert metrics.event_counts(trace(spark, events=events[3:]).events).count() == 0
+
+
 def test_counts_mode_traces_give_node_totals_but_no_rmr(spark: Any) -> None:
     runs = [{"stack": "gossip", "runtime": "sim", "nodes": 2, "seed": 1, "scenario": "",
              "schema_version": 1, "duration": 10.0, "messages_mode": "counts"}]  # fmt: skip

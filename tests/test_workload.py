@@ -714,3 +714,50 @@ def test_own_and_top_values() -> None:
     w2 = plan(load_scenario(SCENARIOS / "chord_w2.toml", overrides=["run.nodes=50"]))
     assert all(set(s.filter or ()) == {"price"} for s in w2.subscriptions)
     assert len({s.filter["price"]["lt"] for s in w2.subscriptions if s.filter}) == 50
+
+
+# ------------------------------------------------------------------------------ fault roles
+ROLE_SCENARIO = """
+[run]
+stack = "brokertree"
+nodes = 40
+seed = 3
+[workload]
+topics = 2
+subscriptions_per_node = 1
+[[faults]]
+at = 5.0
+kind = "crash"
+fraction = 0.5
+role = "broker"
+[stack.brokertree]
+brokers = 10
+"""
+
+
+def test_a_fault_fraction_with_a_role_picks_among_the_nodes_of_that_role() -> None:
+    """[[faults]] role = "broker": the fraction is of the live brokers (infrastructure), which
+    a plain fraction never touches; the same plan for the same seed."""
+    plan_ = plan(parse_scenario(ROLE_SCENARIO))
+    (fault,) = plan_.faults
+    assert len(fault.nodes) == 5 and all(v < 10 for v in fault.nodes), fault
+    assert plan(parse_scenario(ROLE_SCENARIO)).faults == plan_.faults
+    plain = plan(parse_scenario(ROLE_SCENARIO.replace('role = "broker"\n', "")))
+    assert len(plain.faults[0].nodes) == 15 and all(v >= 10 for v in plain.faults[0].nodes)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ('role = "broker"', 'unknown role "supervisor"'),
+        ("fraction = 0.5", "only a crash or leave fraction picks by role"),
+    ],
+)
+def test_a_fault_role_is_checked(change: str, message: str) -> None:
+    text = ROLE_SCENARIO
+    if change.startswith("role"):
+        text = text.replace(change, 'role = "supervisor"')
+    else:
+        text = text.replace(change, "nodes = [1, 2]")
+    with pytest.raises(ScenarioError, match=message.replace('"', "'")):
+        parse_scenario(text)

@@ -64,8 +64,9 @@ What the rules are
 * Unsubscriptions: ``unsubscribe_fraction`` of the workload nodes that hold a subscription at
   ``unsubscribe_at`` each drop one of their subscriptions.
 * Fault fractions (crash, leave) pick among the live workload nodes that have not left, other
-  than the contact nodes (the contacts run the experiment, papers/004 §3.1); a recover
-  fraction picks among the crashed nodes.
+  than the contact nodes (the contacts run the experiment, papers/004 §3.1); with ``role``,
+  among the live nodes of that role that have not left, infrastructure included (brokertree
+  crashes brokers so); a recover fraction picks among the crashed nodes.
 * Named nodes (``nodes = [...]``): **the simulator's rule, for both runtimes.** Named nodes may
   be any node, contacts and infrastructure included; the fault acts on those of them it can act
   on at that instant (crash: live nodes, left ones included; leave: live nodes that have not
@@ -681,8 +682,15 @@ class _Planner:
         fault = self.scenario.faults[index]
         contacts = set(self.contacts)
         if fault.kind in ("crash", "leave"):
-            live_workload = [n for n in self.members if n not in contacts]
-            picked = set(self.pick(fault, live_workload))
+            if fault.role:
+                pool = [
+                    n
+                    for n in sorted(self.alive - self.left)
+                    if self.roles.get(n, "peer") == fault.role
+                ]
+            else:
+                pool = [n for n in self.members if n not in contacts]
+            picked = set(self.pick(fault, pool))
             if fault.kind == "crash":
                 victims = sorted(n for n in picked if n in self.alive)
                 self.crash(victims)

@@ -657,6 +657,32 @@ def supervisor_messages(events: DataFrame) -> DataFrame:
     )
 
 
+#: protocol events counted per run (brokertree's, papers/001; specs/brokertree.md §11): copies
+#: held back because they would break legitimacy, publications tagged as delivered through an
+#: overlap while a subscription was partial, and copies the per-publisher safety net dropped
+EVENT_COUNTS = (
+    ("stalls", "brokertree.stalled"),
+    ("tagged", "brokertree.tagged"),
+    ("safety_drops", "brokertree.late"),
+)
+
+
+def event_counts(events: DataFrame) -> DataFrame:
+    """(run_id, stalls, tagged, safety_drops): how many trace events of each kind of
+    :data:`EVENT_COUNTS` a run has, for runs with at least one of them."""
+    kinds = [kind for _, kind in EVENT_COUNTS]
+    return (
+        events.where(F.col("kind").isin(kinds))
+        .groupBy("run_id")
+        .agg(
+            *(
+                F.sum(F.when(F.col("kind") == kind, 1).otherwise(0)).cast("long").alias(name)
+                for name, kind in EVENT_COUNTS
+            )
+        )
+    )
+
+
 def config_requests(
     trace: Trace, convergence: DataFrame, timeout_intervals: DataFrame
 ) -> DataFrame:
@@ -770,6 +796,7 @@ def per_run(
         .join(supervisor_messages(trace.events), ["run_id"], "left")
         .join(config, ["run_id"], "left")
         .join(edge_filters(trace.snapshots), ["run_id"], "left")
+        .join(event_counts(trace.events), ["run_id"], "left")
         .fillna(0, ["publications", "expected", "delivered", "duplicates", "order_violations"])
         .withColumn(
             "reliability",
@@ -788,5 +815,5 @@ RUN_COLUMNS = (
     "control_overhead", "load_max", "load_mean", "load_gini", "degree_max", "degree_mean",
     "diameter", "convergence_time", "supervisor_messages_per_subscribe",
     "supervisor_messages_per_unsubscribe", "config_requests", "filter_conjunctions_mean",
-    "filter_conjunctions_max",
+    "filter_conjunctions_max", "stalls", "tagged", "safety_drops",
 )  # fmt: skip

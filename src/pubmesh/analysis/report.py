@@ -39,6 +39,9 @@ RUN_TABLE: list[tuple[str, str, str]] = [
     ("config_requests", "cfg req", "{:.3f}"),
     ("filter_conjunctions_mean", "conj/edge", "{:.1f}"),
     ("filter_conjunctions_max", "conj/edge max", "{}"),
+    ("stalls", "stalls", "{:,}"),
+    ("tagged", "tagged", "{:,}"),
+    ("safety_drops", "safety drops", "{:,}"),
 ]
 
 

@@ -74,6 +74,10 @@ COMPARED = (
     "config_requests",
     "filter_conjunctions_mean",
     "filter_conjunctions_max",
+    "order_violations",
+    "stalls",
+    "tagged",
+    "safety_drops",
 )
 
 

@@ -51,6 +51,9 @@ Run one pubmesh node in this process, speaking TCP to the other nodes of its clu
 
 The node listens on HOST:PORT, which is also its id (ip << 16 | port), and joins the
 cluster through --contact (the contact node of papers/004, or the skipring supervisor).
+brokertree computes its broker tree from the list of brokers: every node, broker or client,
+names every broker with --contact, in the same order (a broker names itself too), and
+clients are placed on brokers by their address.
 Every connection is authenticated with the cluster key (--key FILE or $PUBMESH_KEY):
 nodes without it are refused.
 
@@ -90,6 +93,10 @@ examples:
   pubmesh node --stack chord --listen 127.0.0.1:7201 --contact 127.0.0.1:7200
       pubmesh> publish quotes cheap {"symbol": "s3", "price": 99.5}     (delivered)
       pubmesh> publish quotes dear {"symbol": "s3", "price": 120}       (filtered out)
+  B="--contact 127.0.0.1:7300 --contact 127.0.0.1:7301"     (brokertree: the brokers)
+  pubmesh node --stack brokertree --role broker --listen 127.0.0.1:7300 $B
+  pubmesh node --stack brokertree --role broker --listen 127.0.0.1:7301 $B
+  pubmesh node --stack brokertree --listen 127.0.0.1:7310 $B
 """
 
 SHELL_HELP = """\
@@ -238,8 +245,8 @@ def stack_params(spec: StackSpec, settings: list[str], *, where: str = "--set") 
         if not sep or not key.strip():
             raise UserError(f"{where} {setting!r}: write KEY=VALUE, e.g. --set fanout=3")
         overrides.append(f"stack.{spec.name}.{key.strip()}={value}")
-    infrastructure = len(spec.infrastructure(2, spec.params_type()))
-    text = f'[run]\nstack = "{spec.name}"\nnodes = {infrastructure + 2}\n'
+    # a run larger than any infrastructure the settings may ask for (brokertree's brokers)
+    text = f'[run]\nstack = "{spec.name}"\nnodes = {1 << 16}\n'
     scenario = parse_scenario(text, source=where, overrides=overrides)
     return scenario.stack_params
 

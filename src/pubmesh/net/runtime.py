@@ -224,7 +224,7 @@ class NodeRuntime:
         self.booted = True
         if contacts is not None:
             self.contacts = tuple(contacts)
-        self.dispatch(Start(self.contacts))
+        self.dispatch(Start(self.contacts, wall=self.wall(0.0)))
         early, self._early = self._early, []
         for event in early:
             self.dispatch(event)

@@ -59,7 +59,9 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
     ``at`` (seconds) and ``kind``:
     ``crash`` / ``leave`` (``fraction`` of live workload nodes other than the stack's contact
     nodes, which run the experiment as in papers/004 §3.1, or ``nodes = [ids]``, which may name
-    any node; a leave runs the stack's leave protocol), ``recover`` (``fraction`` of crashed
+    any node; a leave runs the stack's leave protocol; with ``role = "broker"`` (any role of
+    the stack, "peer" for workload nodes) the fraction is of the live nodes of that role,
+    infrastructure included), ``recover`` (``fraction`` of crashed
     nodes or ``nodes``; they restart with fresh state and resubscribe). Named nodes that the
     fault cannot act on at that time (not started, already down, already left) are skipped,
     and the trace lists the nodes it did act on. ``partition``
@@ -251,6 +253,10 @@ class Fault:
     until: float | None = None
     join_fraction: float = 0.5
     graceful: bool = False
+    #: with a fraction, pick among the live nodes of this role ("peer": the workload nodes,
+    #: or an infrastructure role of the stack, such as brokertree's "broker") instead of the
+    #: workload nodes other than the contacts
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -645,6 +651,18 @@ def _check_values(
                 has_fraction != bool(f.nodes),
                 f"{key}",
                 f"a {f.kind} fault needs exactly one of fraction or nodes",
+            )
+        if f.role:
+            roles = {"peer", *dict(infrastructure).values()}
+            need(
+                f.role in roles,
+                f"{key} role",
+                f"unknown role {f.role!r} for stack {r.stack} (roles: {', '.join(sorted(roles))})",
+            )
+            need(
+                f.kind in ("crash", "leave") and has_fraction,
+                f"{key} role",
+                "only a crash or leave fraction picks by role",
             )
         if f.kind == "partition":
             ways = sum([has_fraction, f.parts > 0, bool(f.groups)])

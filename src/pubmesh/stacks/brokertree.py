@@ -35,6 +35,8 @@ SPEC = register(
         infrastructure=infrastructure,
         contacts=contacts,
         content_based=True,
+        demo_scenario="brokertree_demo.toml",
+        extra_metrics=("stalls", "tagged", "safety_drops"),
         description=(
             "δ-fault-tolerant content-based broker tree (papers/001): topology maps to δ+1 "
             "hops, bypass of failed brokers, sequence vectors, exactly-once in-order delivery"

@@ -89,9 +89,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--kill",
         action="append",
         default=[],
-        metavar="FRACTION@SECONDS",
-        help="SIGKILL that fraction of the live workload nodes at that time, e.g. 0.25@6 "
-        "(repeatable)",
+        metavar="FRACTION@SECONDS[:ROLE]",
+        help="SIGKILL that fraction of the live workload nodes at that time, e.g. 0.25@6, or "
+        "of the live nodes of a role of the stack, e.g. 0.15@6:broker (repeatable)",
     )
     parser.add_argument("--duration", type=float, metavar="S", help="seconds the run lasts")
     parser.add_argument("--seed", type=int, help="seed of the workload and the nodes")
@@ -166,29 +166,37 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class Kill:
-    """``--kill FRACTION@SECONDS``: SIGKILL that fraction of the live workload nodes then."""
+    """``--kill FRACTION@SECONDS[:ROLE]``: SIGKILL that fraction of the live workload nodes
+    then, or of the live nodes of ``role``."""
 
     fraction: float
     at: float
+    role: str = ""
 
     def as_fault(self) -> dict[str, Any]:
         """The ``[[faults]]`` table it stands for."""
-        return {"at": self.at, "kind": "crash", "fraction": self.fraction}
+        fault: dict[str, Any] = {"at": self.at, "kind": "crash", "fraction": self.fraction}
+        if self.role:
+            fault["role"] = self.role
+        return fault
 
 
 def parse_kill(text: str) -> Kill:
-    fraction_text, sep, at_text = text.partition("@")
+    fraction_text, sep, rest = text.partition("@")
+    at_text, _, role = rest.partition(":")
     try:
         if not sep:
             raise ValueError
         fraction, at = float(fraction_text), float(at_text)
     except ValueError:
-        raise UserError(f"--kill {text!r}: write FRACTION@SECONDS, e.g. 0.25@6") from None
+        raise UserError(
+            f"--kill {text!r}: write FRACTION@SECONDS[:ROLE], e.g. 0.25@6 or 0.15@6:broker"
+        ) from None
     if not 0 <= fraction <= 1:
         raise UserError(f"--kill {text!r}: the fraction must be in [0, 1]")
     if at < 0:
         raise UserError(f"--kill {text!r}: the time must be ≥ 0 seconds")
-    return Kill(fraction, at)
+    return Kill(fraction, at, role.strip())
 
 
 def _read_workload(workload_file: str | None) -> tuple[dict[str, Any], str, str]:

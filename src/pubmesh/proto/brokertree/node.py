@@ -294,6 +294,7 @@ class BrokerTreeNode(StackNode):
         self.view: View | None = None
         self.sessions: Sessions | None = None
         self.epoch = 0.0
+        self.started = 0.0
         self.k = 0
         self.life = 0
         #: nodes suspected or failed: beingReplaced (spec §4)
@@ -374,8 +375,10 @@ class BrokerTreeNode(StackNode):
                 if self.sessions is not None and self.state in (RUNNING, LEAVING):
                     for ev in self.sessions.peer_down(peer):
                         self._session_event(ev, now, out)
-            case Start(contacts=contacts):
-                self._start(contacts, now, out)
+            case Start(contacts=contacts, wall=wall):
+                # epochs must grow across incarnations (spec §2, §12.6): the run's clock in
+                # the simulator, the wall clock over TCP, where now restarts with the process
+                self._start(contacts, now, wall if wall is not None else now, out)
             case Subscribe(topic=topic, filter=filter):
                 self._subscribe(topic, filter, now, out)
             case Unsubscribe(topic=topic):
@@ -389,7 +392,9 @@ class BrokerTreeNode(StackNode):
         return out
 
     # ------------------------------------------------------------------------------ start
-    def _start(self, contacts: tuple[NodeId, ...], now: float, out: list[Output]) -> None:
+    def _start(
+        self, contacts: tuple[NodeId, ...], now: float, epoch: float, out: list[Output]
+    ) -> None:
         """Start: the brokers are the contacts (spec §2: every node computes the same tree
         from the parameters and them); dial the tree neighbours."""
         if self.state != IDLE:
@@ -403,7 +408,8 @@ class BrokerTreeNode(StackNode):
         self.kind = BROKER if self.view.is_me_broker() else CLIENT
         if self.kind == CLIENT:
             self.recovering = False  # a client holds no table to lose (papers/001 fn. 7)
-        self.epoch = float(now)
+        self.epoch = float(epoch)
+        self.started = now
         p = self.params
         self.sessions = Sessions(
             self.node_id,
@@ -634,7 +640,7 @@ class BrokerTreeNode(StackNode):
         if any(self._answered.values()):
             self.recovering = True
             self._count("restarts")
-        elif now - self.epoch >= self.params.probe_period:
+        elif now - self.started >= self.params.probe_period:
             self._set_whole(now, out, transfer=False)
 
     def _set_whole(self, now: float, out: list[Output], *, transfer: bool) -> None:
