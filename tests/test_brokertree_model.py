@@ -455,9 +455,14 @@ class BrokerTreeMachine(RuleBasedStateMachine):
 
 
 # Derandomized (a fixed example sequence every run), so that `make test` decides the same way
-# on every machine.
+# on every machine. 200 examples rather than 100: the fixed sequence of 100 misses the replay
+# below (a restarted broker's window before its table is whole) on the stack that has it, the
+# sequence of 200 finds it. Measured on the shared 2-core machine: the file about 14 s CPU,
+# 17 s wall while it passes (a failure adds Hypothesis's shrinking, up to five minutes).
+# Random hunts (`derandomize=False`, 3,000 examples of 40 steps) found no other failure on
+# the stack with that fix; without it, 1 in about 80 examples misses an owed publication.
 MODEL_SETTINGS = settings(
-    deadline=None, max_examples=100, stateful_step_count=40, derandomize=True, database=None
+    deadline=None, max_examples=200, stateful_step_count=40, derandomize=True, database=None
 )
 TestBrokerTreeModel = BrokerTreeMachine.TestCase
 TestBrokerTreeModel.settings = MODEL_SETTINGS
