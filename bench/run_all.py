@@ -18,6 +18,7 @@ BENCHES = [
     "bench_chord_scaling.py",
     "bench_chord_q.py",
     "bench_chord_joins.py",
+    "bench_brokertree.py",
 ]
 
 

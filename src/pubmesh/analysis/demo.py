@@ -18,6 +18,7 @@ plus mean latency, RMR and LDH.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,27 @@ def demo_scenarios() -> dict[str, str]:
 
     specs = [get_stack(name) for name in available_stacks()]
     return {spec.name: spec.demo_scenario for spec in specs if spec.demo_scenario}
+
+
+def failure_note() -> str:
+    """What "failed" means per stack: the share of the workload nodes crashed, or, where a
+    stack's demo scenario gives its fault a ``role``, the share of the nodes of that role
+    (brokertree crashes brokers: its clients are leaves that fail alone)."""
+    from pubmesh.sim.scenario import load_scenario
+
+    directory = scenarios_dir()
+    roles = []
+    for stack, name in sorted(demo_scenarios().items()):
+        path = directory / name
+        if not path.exists():
+            continue
+        faults = load_scenario(path).faults
+        if faults and faults[0].role:
+            roles.append(f'{stack}: of its {faults[0].role}s (role = "{faults[0].role}" in {name})')
+    note = "failed = the share of the nodes crashed before publishing starts"
+    if roles:
+        note += "; " + "; ".join(roles) + "; the others: of the workload nodes"
+    return note
 
 
 def message_roles(spark: Any) -> Any:
@@ -161,6 +183,7 @@ def print_paper_table(rows: list[dict[str, Any]], seeds: list[int], console: Con
             "–" if r["ldh"] is None else f"{r['ldh']:.2f}",
         )
     console.print(table)
+    console.print(failure_note())
 
 
 def paper_table_html(rows: list[dict[str, Any]]) -> str:
@@ -186,7 +209,7 @@ def paper_table_html(rows: list[dict[str, Any]]) -> str:
         ("rmr", "RMR", "{:.2f}"),
         ("ldh", "LDH", "{:.2f}"),
     ]
-    return html_table(shaped, columns, first="stack")
+    return html_table(shaped, columns, first="stack") + f"<p>{html.escape(failure_note())}</p>"
 
 
 def run_demo(

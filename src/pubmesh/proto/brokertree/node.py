@@ -48,9 +48,10 @@ some do. A subscriber runs Fig. 5's duplicate detector and delivers the first co
 per-publisher high-water mark is the safety net of spec §6.5.
 
 **Recovery** (papers/001 §4; spec §7). Every activation performs the handshake and the LSeq
-exchange [P §4.2.1]; each side then sends the other the subscription tuples it may lack (those
-it numbered after the peer's last known number), and the receiver adds the ones it lacks and
-passes them on (so a restarted broker gets its table back, spec §11(c)). The activated
+exchange [P §4.2.1]; each side then sends the other the subscription tuples it may lack (a
+restarted broker: the whole table), and the receiver adds the ones it lacks and passes them
+on, away from their subscribers (so a restarted broker gets its table back, spec §11(c)). The
+activated
 session's pointer restarts at the head of the queue, so every unconfirmed message is resent in
 order through it [P §4.3].
 
@@ -69,18 +70,37 @@ from the head on every activation and head-of-line stalls give the first; the le
 gives the second; together they are Lemma 1's hypotheses, under which Fig. 5 catches every
 duplicate and nothing arrives out of per-publisher order.
 
-Deviations (each also where it is implemented)
-==============================================
-* No Join/Depart/TopoSummary messages (spec §3, "for TCP and churn"): the tree is a pure
-  function of the parameters and the broker list, and a client's broker of its id, so every
-  node places any node it hears of; a client that comes just dials its broker.
-* Duplicate subscription tuples are recognised by origin (the table is keyed by origin, with
-  tombstones for unsubscriptions), not by [P §4.2.1]'s lSeq test, which is exact only over
-  FIFO paths; the lSeq exchange still limits what a summary carries.
-* A sibling client of a publisher (one hanging off the same broker) is a recipient of the
-  brokers next to that broker while it is bypassed: with ``client_tables = "broker"`` the
-  publisher knows no subscription, and without this rule a subscriber next to a publisher
-  would miss its publications while their broker is down.
+Deviations from the spec (each also where it is implemented), found by tracing lost
+publications in simulation; every one is covered by a test
+================================================================================
+* **No Join/Depart** (spec §3, "for TCP and churn"): the tree is a pure function of the
+  parameters and the broker list, and a client's broker of its id, so every node places any
+  node it hears of; a client that comes just dials its broker. ``TopoSummary`` remains, for
+  one job: a broker tells each client peer the subscriber clients within δ + 1 hops of it.
+* **A publisher client routes to the subscribers around it** (those TopoSummary names),
+  through its broker while it is up and straight to them while it is down (papers/001 §13:
+  a client connects to the failed broker's farther neighbours, "which may include both
+  brokers and other clients"). With ``client_tables = "broker"`` a client holds no table,
+  and the brokers beyond its failed broker see its siblings as upstream: without this, a
+  subscriber next to a publisher misses everything while their broker is down.
+* **from is read off the tree** [P §2.2's definition] rather than off ``vect[δ]`` (spec §5):
+  equal on tree paths (the spec's [D1]), but a summary forwarded around a failed node can
+  carry a vector of a path that is not the tree's.
+* **Duplicate tuples by origin** (the table is keyed by origin, with tombstones for
+  unsubscriptions) instead of [P §4.2.1]'s lSeq test, and a summary carries every tuple whose
+  subscriber is not beyond the peer, not only those numbered after the peer's lSeq: both lSeq
+  rules are exact only if every tuple reached the peer in the order it was numbered, which a
+  false suspicion or a summary forwarded while a session was down breaks.
+* **A subscription already in the table is propagated again** [P §5.6.1], not confirmed at
+  once: a summary may have brought the tuple here without the nodes beyond having it, and a
+  Conf must mean they do.
+* **Recovery is a whole table from a complete peer** (spec §7 has each side send the share
+  the other may lack): a peer that knew an older incarnation says so in LSeq, the restarted
+  broker asks for whole tables, is whole once a peer that lost nothing has sent one, and
+  holds the publications it receives until then (Lemma 2: the transfer comes "before any
+  publication"). A broker nobody knew (a first start) is whole after a probe period.
+* ``client_tables = "full"`` is refused: clients holding tables would need every broker to
+  enumerate the clients of its map, which a join-free tree does not give.
 """
 
 from __future__ import annotations
@@ -321,8 +341,9 @@ class BrokerTreeNode(StackNode):
         self._announce: set[NodeId] = set()
         #: safety net (spec §6.5): highest pseq delivered per publisher
         self.last: dict[NodeId, SeqT] = {}
-        #: partition table (papers/001 §3.5): π key (lead, seq) -> π
+        #: partition table (papers/001 §3.5): π key (lead, seq) -> π, and when each π̄ goes
         self.pt: dict[tuple[NodeId, SeqT], ParInfoT] = {}
+        self._pt_until: dict[tuple[NodeId, SeqT], float] = {}
         #: dack state (spec §8): reports ⟨A, B:seq⟩ received, and what changed since sent
         self.rep_arrived: dict[NodeId, dict[NodeId, SeqT]] = {}
         self.rep_discarded: dict[NodeId, dict[NodeId, SeqT]] = {}
@@ -799,7 +820,13 @@ class BrokerTreeNode(StackNode):
         view = self.view
         assert view is not None
         changed: list[ParInfoT] = []
+        pt = self.pt
         for raw in parinfo:
+            try:
+                if pt.get((raw[0], raw[1])) == raw:
+                    continue  # the common case: an entry we hold as it is
+            except (TypeError, IndexError):
+                continue
             if not _valid_parinfo(raw):
                 continue
             pi = _norm_parinfo(raw)
@@ -907,6 +934,12 @@ class BrokerTreeNode(StackNode):
             entry.senders.add(src)
             self._dirty.add(entry)
             self._count("duplicates_queued")
+            if entry.stalled and _bypassed(vin, self.delta) < _bypassed(entry.vin, self.delta):
+                # [P §5.5]: a retransmission over a path that skipped fewer nodes makes the
+                # propagation legitimate again; the stalled copies go on with its vector
+                # (they keep our own number, so a receiver of both still sees one message)
+                entry.vin = vin
+                self._count("relegitimized")
             return
         if kind == PUB:
             assert isinstance(message, Pub)
@@ -1505,6 +1538,14 @@ class BrokerTreeNode(StackNode):
                 out.append(SetTimer(p.hb_period, Tick(self.life)))
             case Probe(life=life) if life == self.life:
                 self._ensure(now, out, probe=True)
+                # π̄ has done its work once every later publication carries it (Lemma 3):
+                # kept for tombstone_ttl, then forgotten, like a tombstone
+                for key, pi in list(self.pt.items()):
+                    if pi[3]:
+                        until = self._pt_until.setdefault(key, now + p.tombstone_ttl)
+                        if until <= now:
+                            del self.pt[key]
+                            del self._pt_until[key]
                 out.append(SetTimer(p.probe_period, Probe(self.life)))
             case DackTick(life=life) if life == self.life:
                 self._send_dacks(now, out)
@@ -1784,6 +1825,11 @@ def _predicate_text(text: str, topic: str) -> Conjunction | None:
         _BY_TEXT.clear()
     _BY_TEXT[key] = pred
     return pred
+
+
+def _bypassed(vin: Vect, delta: int) -> int:
+    """⊥ entries among the newest 2δ + 1 of a received vector."""
+    return sum(1 for _, seq in vin[: 2 * delta + 1] if seq is None)
 
 
 def _plain(attributes: Any) -> dict[str, Any]:

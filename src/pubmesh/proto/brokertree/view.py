@@ -37,6 +37,7 @@ class View:
 
     __slots__ = (
         "_attach",
+        "_distance",
         "_frontier",
         "_path_cache",
         "anchor",
@@ -63,6 +64,7 @@ class View:
         self.me = me
         self.known_clients: set[NodeId] = set()
         self._attach: dict[NodeId, NodeId] = {}
+        self._distance: dict[tuple[NodeId, NodeId], int] = {}
         #: the broker the owner's paths start from: itself, or a client's broker
         self.anchor = me if me in self.ordinal else self.attach(me)
         #: BFS parent of every broker towards the anchor (the whole broker tree: B ≤ 10³)
@@ -148,13 +150,21 @@ class View:
         """Hops between two nodes."""
         if a == b:
             return 0
+        key = (a, b) if a < b else (b, a)
+        known = self._distance.get(key)
+        if known is not None:
+            return known
         pa, pb = self.path(a), self.path(b)
         common = 0
         for x, y in zip(pa, pb, strict=False):
             if x != y:
                 break
             common += 1
-        return len(pa) + len(pb) - 2 * common
+        hops = len(pa) + len(pb) - 2 * common
+        if len(self._distance) > 100_000:
+            self._distance.clear()
+        self._distance[key] = hops
+        return hops
 
     def from_of(self, subscriber: NodeId) -> NodeId:
         """``from`` of a subscription tuple here [P §2.2]: the subscriber if it is at most

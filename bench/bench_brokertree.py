@@ -1,0 +1,109 @@
+"""brokertree benchmarks (issue 12): the SRDS'11 anchor and the failure curve.
+
+* **Anchor** (Kazemzadeh & Jacobsen, SRDS'11): 500 brokers, δ = 3, 97% of publications
+  delivered with up to 17% of the brokers failed. ``scenarios/brokertree_srds11.toml``: 500
+  brokers + 500 clients, 17% of the brokers (85) crash at 40 s; reliability over the pairs
+  published after every subscription was confirmed, printed beside 97%.
+* **Curve**: reliability against the share of brokers crashed for δ = 1, 2, 3 on the base
+  scenario (``scenarios/brokertree_fail.toml``), with duplicates, order violations and stalls.
+  The same grid runs through Spark with ``pubmesh sweep scenarios/grids/brokertree_failures.toml``.
+
+Run: ``python bench/bench_brokertree.py [--seeds 1,2] [--skip-anchor] [--skip-curve]``.
+Figures go into BENCHMARKS.md with the machine and the date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from btfigures import measure  # noqa: E402
+
+from pubmesh.sim.engine import Simulation  # noqa: E402
+from pubmesh.sim.scenario import load_scenario  # noqa: E402
+
+
+def run(scenario_file: str, sets: list[str]) -> tuple[dict[str, float], float]:
+    scenario = load_scenario(ROOT / scenario_file, sets)
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.process_time()
+        sim = Simulation(scenario, Path(tmp) / "run")
+        sim.run()
+        sim.close()
+        cpu = time.process_time() - started
+        figures = measure(sim, Path(tmp) / "run", since=scenario.workload.publish_start)
+    crashed = sum(1 for n in sim.crashed if n < scenario.stack_params.brokers)
+    return {
+        "reliability": figures.reliability,
+        "expected": figures.expected,
+        "duplicates": figures.duplicates,
+        "order": figures.order_violations,
+        "wrong": figures.wrong,
+        "stalls": figures.events["brokertree.stalled"],
+        "tagged": figures.events["brokertree.tagged"],
+        "partial": figures.partial,
+        "crashed": crashed,
+        "confirmed_by": figures.confirmed_by,
+    }, cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="1,2", help="seeds, comma-separated")
+    parser.add_argument("--skip-anchor", action="store_true")
+    parser.add_argument("--skip-curve", action="store_true")
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    console = Console(width=140)
+    if not args.skip_anchor:
+        table = Table(title="SRDS'11 anchor: 500 brokers + 500 clients, δ = 3, 17% crashed")
+        for column in ("seed", "crashed", "reliability", "SRDS'11", "dups", "order", "wrong",
+                       "stalls", "CPU s"):  # fmt: skip
+            table.add_column(column, justify="right")
+        for seed in seeds:
+            sets = [f"run.seed={seed}", f"stack.brokertree.topology_seed={seed}"]
+            got, cpu = run("scenarios/brokertree_srds11.toml", sets)
+            table.add_row(
+                str(seed), str(got["crashed"]), f"{got['reliability']:.4f}", "0.97",
+                str(got["duplicates"]), str(got["order"]), str(got["wrong"]),
+                str(got["stalls"]), f"{cpu:.0f}",
+            )  # fmt: skip
+            console.print(table)
+    if not args.skip_curve:
+        table = Table(title="Reliability against brokers crashed (20 brokers, 66 clients)")
+        for column in ("δ", "fraction", "crashed", "seed", "reliability", "dups", "order",
+                       "stalls", "tagged", "CPU s"):  # fmt: skip
+            table.add_column(column, justify="right")
+        for delta in (1, 2, 3):
+            for fraction in (0.0, 0.1, 0.17, 0.25, 0.35, 0.5):
+                for seed in seeds:
+                    sets = [
+                        f"run.seed={seed}",
+                        f"stack.brokertree.topology_seed={seed}",
+                        f"stack.brokertree.delta={delta}",
+                        f"faults.0.fraction={fraction}",
+                    ]
+                    got, cpu = run("scenarios/brokertree_fail.toml", sets)
+                    table.add_row(
+                        str(delta), f"{fraction:.2f}", str(got["crashed"]), str(seed),
+                        f"{got['reliability']:.4f}", str(got["duplicates"]), str(got["order"]),
+                        str(got["stalls"]), str(got["tagged"]), f"{cpu:.1f}",
+                    )  # fmt: skip
+        console.print(table)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    console.print(f"peak memory {peak:.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
