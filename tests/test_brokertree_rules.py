@@ -387,3 +387,32 @@ def test_a_leaving_client_unsubscribes_then_closes_its_sessions() -> None:
     assert leaver.sessions.peers() == []
     for b in range(8):
         assert len(_node(cluster, b).table) == 0, b
+
+
+def test_a_restarted_client_starts_over() -> None:
+    """spec §7.5: a broker that sees a client come back as a new incarnation drops the old
+    one's tuples everywhere (an Unsub from the broker) and queues nothing for it; the new
+    incarnation's own subscriptions then take their place."""
+    cluster, rec = _cluster(1)
+    cluster.command(18, Subscribe("t"))
+    cluster.command(9, Subscribe("t"))
+    cluster.quiesce(5.0)
+    cluster.command(12, Publish("t", 1, b""))
+    cluster.quiesce(3.0)
+    old = {t.origin for t in _node(cluster, 0).table if t.origin[0] == 18}
+    assert len(old) == 1 and rec.delivered[18] == [1]
+    cluster.crash(18)
+    cluster.quiesce(5.0)
+    cluster.add_node(18)  # fresh state, a later epoch
+    cluster.quiesce(5.0)
+    for b in range(8):
+        assert not any(t.origin[0] == 18 for t in _node(cluster, b).table), b
+        assert old <= set(_node(cluster, b).tombstones), b
+    cluster.command(18, Subscribe("t"))
+    cluster.quiesce(5.0)
+    for b in range(8):
+        mine = [t.origin for t in _node(cluster, b).table if t.origin[0] == 18]
+        assert len(mine) == 1 and mine[0] not in old, (b, mine)
+    cluster.command(12, Publish("t", 2, b""))
+    cluster.quiesce(3.0)
+    assert rec.delivered[18] == [1, 2] and rec.delivered[9] == [1, 2]

@@ -232,8 +232,6 @@ class Link:
     state: str = INACTIVE
     pointer: int = -1
     gen: int = 0
-    #: the peer's reported lseq_sub: its highest number of ours in its tuples (§7.2)
-    peer_lseq_sub: SeqT | None = None
 
 
 @dataclass(slots=True)
@@ -1565,19 +1563,9 @@ class BrokerTreeNode(StackNode):
         path_b = view.path(b)
         if b != peer and peer not in path_b:
             return False
-        if a != self.node_id:
-            path_a = view.path(a)
-            if peer in path_a or a in view.between(peer):
-                return False
-            common = 0
-            for x, y in zip(path_a, path_b, strict=False):
-                if x != y:
-                    break
-                common += 1
-            hops = len(path_a) + len(path_b) - 2 * common
-        else:
-            hops = len(path_b)
-        return hops <= view.reach
+        if a != self.node_id and (peer in view.path(a) or a in view.between(peer)):
+            return False
+        return view.distance(a, b) <= view.reach
 
     def _report(self, a: NodeId, b: NodeId) -> tuple[SeqT | None, SeqT | None]:
         if a == self.node_id:
