@@ -416,3 +416,34 @@ def test_a_restarted_client_starts_over() -> None:
     cluster.command(12, Publish("t", 2, b""))
     cluster.quiesce(3.0)
     assert rec.delivered[18] == [1, 2] and rec.delivered[9] == [1, 2]
+
+
+@pytest.mark.parametrize("timeout", [0.0, 2.0])
+def test_a_stalled_session_waits_or_skips_after_stall_timeout(timeout: float) -> None:
+    """spec §4: a session stalls at a copy that would break legitimacy and passes nothing
+    until it is re-activated; with stall_timeout (ours) it gives such copies up after that
+    long and goes on. Here δ = 1, and brokers 1 and 3 are gone for good: 12's publications
+    reach 0 past 1 (one ⊥), and 0's copy to 18 past 3 would carry two ⊥ in three entries.
+    Without a timeout 0's session with 18 never moves again; with one, it skips them all.
+    Nobody gets a duplicate or a reordering either way."""
+    params = BrokerTreeParams(**{**CHAIN.__dict__, "stall_timeout": timeout})
+    cluster, rec = _cluster(2, params)
+    cluster.command(18, Subscribe("t"))
+    cluster.quiesce(5.0)
+    cluster.crash(1)
+    cluster.crash(3)
+    cluster.quiesce(5.0)
+    for i in range(5):
+        cluster.command(12, Publish("t", i, b""))
+    cluster.quiesce(10.0)
+    zero = _node(cluster, 0)
+    link = zero.links[18]
+    assert link.state == "active"
+    skipped = rec.kinds("brokertree.stall_skipped")
+    stalled = rec.kinds("brokertree.stalled")
+    assert stalled and all(node == 0 for node, _ in stalled), stalled
+    if timeout:
+        assert link.pointer == zero.queue.end and len(skipped) == 5, (link, skipped)
+    else:
+        assert link.pointer < zero.queue.end and not skipped, link
+    assert rec.delivered[18] == []

@@ -232,6 +232,9 @@ class Link:
     state: str = INACTIVE
     pointer: int = -1
     gen: int = 0
+    #: since when the session has been stalled (spec §4 head of line; -1: not since its
+    #: activation): past ``stall_timeout`` it skips copies that would break legitimacy
+    stalled_since: float = -1.0
 
 
 @dataclass(slots=True)
@@ -644,6 +647,7 @@ class BrokerTreeNode(StackNode):
                 return  # an answer to an activation since replaced
             link.state = ACTIVE
             link.pointer = self.queue.head
+            link.stalled_since = -1.0
             self._send_summary(src, now, out)
             self._send_dack_state(src, now, out)
             self._all_dirty = True
@@ -1083,6 +1087,21 @@ class BrokerTreeNode(StackNode):
                 continue
             vect = shifted(entry.vin, self.node_id, entry.lseq, bypassed, self.delta)
             if not legitimate(vect, self.delta):
+                if link.stalled_since < 0:
+                    link.stalled_since = now
+                timeout = self.params.stall_timeout
+                if timeout > 0 and now - link.stalled_since >= timeout:
+                    # ours (params.stall_timeout): give up on this copy for this session
+                    self._count("stall_skips")
+                    out.append(
+                        TraceRecord(
+                            "brokertree.stall_skipped",
+                            {"peer": peer, "kind": entry.kind, "origin": repr(entry.origin)},
+                        )
+                    )
+                    link.pointer += 1
+                    self._dirty.add(entry)
+                    continue
                 if peer not in entry.stalled:
                     entry.stalled.add(peer)
                     self._count("stalls")

@@ -64,6 +64,12 @@ class BrokerTreeParams:
     tombstone_ttl: float = 60.0
     #: With ``hb = false``, partitions are seen through explicit notices (spec §2).
     partition_notices: bool = False
+    #: Seconds a session may stay stalled at a copy that would break legitimacy before it
+    #: skips that copy and goes on (ours). 0, the spec's rule (§4): it waits until the
+    #: session is re-activated, which never happens if a bypassed node is gone for good, and
+    #: then nothing more goes over it. A skipped copy is lost for the nodes behind the session,
+    #: as if dropped; safety does not depend on it (a later resend of it is a duplicate).
+    stall_timeout: float = 0.0
 
     def check(self) -> str | None:
         """Refuse impossible values (called by the scenario loader; spec §12.8)."""
@@ -104,6 +110,10 @@ class BrokerTreeParams:
             value = getattr(self, name)
             if not value > 0:
                 return f"{name} must be > 0, got {value}"
+        if self.stall_timeout < 0:
+            return (
+                f"stall_timeout must be >= 0 (0: wait until re-activated), got {self.stall_timeout}"
+            )
         if self.hb and not self.fd_timeout > self.hb_period:
             return (
                 f"fd_timeout ({self.fd_timeout}) must exceed hb_period ({self.hb_period}), "
