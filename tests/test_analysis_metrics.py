@@ -442,3 +442,23 @@ def test_edge_filters_are_read_from_the_last_snapshot(spark: Any) -> None:
             "run_id string, filter_conjunctions_mean double, filter_conjunctions_max long",
         ),
     )
+
+
+def test_reliability_plot_skips_time_buckets_nobody_expected(spark: Any) -> None:
+    """A content-based run can publish for a while nothing any subscriber's filter matches:
+    that bucket has no reliability (it was a division by zero under ANSI SQL and failed the
+    whole report, found by `pubmesh sweep scenarios/grids/brokertree_acks.toml`)."""
+    from pubmesh.analysis.job import compute, make_plots
+
+    t = trace(
+        spark,
+        subscriptions=[{"node": 1, "topic": "a", "t_start": 0.0, "filter": '{"x": 1}'}],
+        publications=[
+            {"pub_id": 1, "publisher": 2, "topic": "a", "t": 1.0, "attributes": '{"x": 1}'},
+            {"pub_id": 2, "publisher": 2, "topic": "a", "t": 9.0, "attributes": '{"x": 2}'},
+        ],
+        deliveries=[{"pub_id": 1, "node": 1, "t": 1.1, "hops": 1}],
+        nodes=[{"node": n, "t": 0.0, "event": "up", "role": "peer"} for n in (1, 2)],
+    )
+    figures = make_plots(t, compute(spark, t))
+    assert "Reliability by publish time" in figures

@@ -181,7 +181,13 @@ def make_plots(trace: Trace, result: Metrics) -> dict[str, bytes]:
         buckets = (
             result.publications.withColumn("bucket_t", F.floor(F.col("t") / bucket) * bucket)
             .groupBy("run_id", "bucket_t")
-            .agg((F.sum("delivered") / F.sum("expected")).alias("reliability"))
+            .agg(
+                # a bucket whose publications nobody expected (content filters that match no
+                # one) has no reliability, rather than a division by zero under ANSI SQL
+                F.when(F.sum("expected") > 0, F.sum("delivered") / F.sum("expected")).alias(
+                    "reliability"
+                )
+            )
             .where(F.col("reliability").isNotNull())
             .toPandas()
         )
