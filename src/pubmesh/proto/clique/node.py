@@ -1,0 +1,730 @@
+"""The clique node: self-stabilizing topic groups in the relay model (papers/002, Scheideler's
+lecture chapter 9: the relay model, Build-Clique with Join / Leave / Search; specs/relay.md).
+
+How it works
+============
+Every node has one relay layer (:mod:`pubmesh.proto.relay.layer`) and, per subscribed topic, a
+**Build-Clique instance**: its IN relay ``in``, the set ``N`` of direct OUT relays it keeps, the
+set ``D`` of relays it means to get rid of, and for leaving ``leaving``, ``a_out`` and
+``a_in`` (papers/002 §9.2; spec §3). Every ``timeout`` seconds the instance runs Timeout:
+
+* relays that are not direct, or redundant (another relay in N reaches the same sink and is
+  preferred: direct, then older), move from N to D;
+* it picks u in N and w in N ∪ {in} at random and asks w to introduce itself to u
+  (``w ← AskForIntro(u)``): w then sends u a reference to its own ``in``, so u gets a direct
+  relay to w (``Introduce``);
+* every relay in D that nothing points at any more is delegated: its sink gets a reference to
+  our ``in`` and the relay is deleted. (A relay still pointed at waits: deleting it would cut
+  a path the relay graph's weak connectivity may depend on, papers/002 Theorem 9.3.)
+
+From any weakly connected relay graph this converges to a clique of direct relays
+(Theorem 9.3) and stays one (Theorem 9.4); a joiner is known by everyone within
+O(n log n) rounds (Theorem 9.5).
+
+**Leave** (papers/002, spec §3): a leaving instance moves N into D and asks the sinks of its D
+relays to reverse them (``AskToReverse(in)``): they drop their relays to it and answer with a
+relay back, which the leaver files in D again and delegates, until nothing points at it; then
+it stops. Phase 2 is the spec's repair (``leave_phase2 = "anchor"``): once nobody holds ``in``
+the leaver hands its remaining out-neighbours its *anchor* ``a_out``, so that the last links
+through it are replaced by links around it before it stops (the slides as written can leave
+a path A–L–Y with Y isolated; ``leave_phase2 = "slides"`` keeps that behaviour).
+
+**Pub/sub** (spec §7). Node 0 is the *contact*: a non-delivering member of every group, which
+newcomers Join through a bootstrap relay to its PORT (every node's rid-0 IN relay). A
+publication is delivered at its publisher (if a member) and flooded: to one relay per sink in
+N ∪ D ∪ {a_out}, with the set of members already sent a copy, so that in a clique every member
+gets it once, in one hop (n − 1 messages). A non-member publishes through the contact.
+
+The rule that keeps it correct
+==============================
+**Nothing is deleted while something points at it, and every introduction is safe** (a node
+only ever hands out its own ``in``, or a relay that keeps pointing where it did): the relay
+graph stays weakly connected, which is all the convergence proof needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pubmesh.proto.clique.messages import (
+    AskForIntro,
+    AskToReverse,
+    Introduce,
+    Join,
+    Pub,
+    Reverse,
+    Search,
+)
+from pubmesh.proto.clique.params import CliqueParams
+from pubmesh.proto.core import (
+    Deliver,
+    Input,
+    Leave,
+    Message,
+    NodeContext,
+    NodeId,
+    NodeStatistics,
+    Output,
+    PeerDown,
+    Publish,
+    Receive,
+    SetTimer,
+    SnapshotRow,
+    StackNode,
+    Start,
+    Subscribe,
+    Timer,
+    TimerFired,
+    TraceRecord,
+    Unsubscribe,
+)
+from pubmesh.proto.relay.layer import IN, PORT, ROUTED, Delivery, Outcome, Relay, RelayLayer
+from pubmesh.proto.relay.messages import HoldCount, Probe, RelayGone, Release, SinkFix
+
+CONTACT = "contact"
+_LAYER_MESSAGES = (Release, Probe, HoldCount, RelayGone, SinkFix)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTick(Timer):
+    """Timeout of the instance of ``topic`` whose ``in`` is ``key`` (spec §8)."""
+
+    topic: str
+    key: int
+
+
+@dataclass(slots=True)
+class Instance:
+    """One Build-Clique instance (spec §3 state)."""
+
+    topic: str
+    in_: Relay
+    #: N and D by rid (N in the order relays entered it)
+    n: dict[int, Relay] = field(default_factory=dict)
+    d: dict[int, Relay] = field(default_factory=dict)
+    leaving: bool = False
+    a_out: Relay | None = None
+    a_in: Relay | None = None
+    stopped: bool = False
+    #: delivering to the application (False at the contact and once leaving)
+    delivering: bool = True
+    #: since when N ∪ D has been empty (rejoin, spec §7)
+    empty_since: float | None = None
+    #: publication ids seen and when they expire
+    seen: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> int:
+        return self.in_.rid
+
+    def relays(self) -> list[Relay]:
+        """Every relay of the instance (spec §3 "no relay of the instance has holders")."""
+        out = [self.in_, *self.n.values(), *self.d.values()]
+        out.extend(r for r in (self.a_out, self.a_in) if r is not None)
+        return out
+
+    def holds(self, relay: Relay) -> bool:
+        return (
+            relay.rid in self.n
+            or relay.rid in self.d
+            or relay is self.a_out
+            or relay is self.a_in
+            or relay is self.in_
+        )
+
+
+def redundant(relay: Relay, group: Iterable[Relay]) -> bool:
+    """spec §2.2: another relay of ``group`` reaches the same sink and comes first (direct,
+    then older, then by rid)."""
+    mine = relay.key_order()
+    return any(x is not relay and x.sink == relay.sink and x.key_order() < mine for x in group)
+
+
+class CliqueNode(StackNode):
+    """A node of the clique stack (module essay)."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.params: CliqueParams = (
+            ctx.params if isinstance(ctx.params, CliqueParams) else CliqueParams()
+        )
+        p = self.params
+        self.layer = RelayLayer(
+            self.node_id, self.rng, probe_after=p.probe_after * p.timeout, grace=p.grace * p.timeout
+        )
+        self.is_contact = ctx.role == CONTACT
+        self.contact: NodeId | None = None
+        self.bootstrap: Relay | None = None
+        self.instances: dict[str, Instance] = {}
+        self.started = False
+        self.delivered = 0
+        self.counters: dict[str, int] = {}
+        self.received: dict[str, int] = {}
+
+    def _count(self, name: str, by: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + by
+
+    # ------------------------------------------------------------------------------ handle
+    def handle(self, event: Input, now: float) -> list[Output]:
+        out: list[Output] = []
+        match event:
+            case Receive(src=src, message=message):
+                self._receive(src, message, now, out)
+            case TimerFired(timer=timer):
+                if isinstance(timer, GroupTick):
+                    self._tick(timer, now, out)
+            case PeerDown(peer=peer):
+                if peer != self.node_id:
+                    outcome = Outcome()
+                    self.layer.peer_down(peer, outcome)
+                    self._apply(outcome, now, out)
+            case Start(contacts=contacts):
+                self._start(contacts, now)
+            case Subscribe(topic=topic):
+                self._subscribe(topic, now, out)
+            case Unsubscribe(topic=topic):
+                instance = self.instances.get(topic)
+                if instance is not None and not instance.leaving and not self.is_contact:
+                    self._leave(instance, now)
+            case Publish():
+                self._publish(event, now, out)
+            case Leave():
+                for topic in sorted(self.instances):
+                    instance = self.instances[topic]
+                    if not instance.leaving:
+                        self._leave(instance, now)
+        return out
+
+    def _start(self, contacts: tuple[NodeId, ...], now: float) -> None:
+        if self.started:
+            return
+        self.started = True
+        valid = [c for c in contacts if type(c) is int and c >= 0]
+        self.contact = valid[0] if valid else None
+        if self.contact is not None and self.contact != self.node_id:
+            self.bootstrap = self.layer.new_out(None, (self.contact, PORT), self.contact, True, now)
+        if self.contact is None or self.contact == self.node_id:
+            self.is_contact = True
+
+    # ------------------------------------------------------------------------ instances
+    def _new_instance(self, topic: str, now: float, out: list[Output]) -> Instance:
+        instance = Instance(topic, self.layer.new_in(topic, now))
+        instance.delivering = not self.is_contact
+        self.instances[topic] = instance
+        first = self.params.timeout * self.rng.uniform(0.0, 1.0)
+        out.append(SetTimer(first, GroupTick(topic, instance.key)))
+        return instance
+
+    def _subscribe(self, topic: str, now: float, out: list[Output]) -> None:
+        """spec §7: an instance, then Join(in) through the bootstrap relay to the contact."""
+        if not self.started or type(topic) is not str:
+            return
+        instance = self.instances.get(topic)
+        if instance is not None and not instance.leaving:
+            instance.delivering = not self.is_contact
+            return
+        if instance is not None:
+            return  # still leaving the old one: a fresh one after it stops (spec §7 rejoin)
+        instance = self._new_instance(topic, now, out)
+        self._join(instance, now, out)
+
+    def _join(self, instance: Instance, now: float, out: list[Output]) -> None:
+        if self.bootstrap is None:
+            return
+        message = Join(
+            topic=instance.topic,
+            rid=0,
+            prev=0,
+            sink=0,
+            direct=False,
+            hop=0,
+            node=self.layer.ref(instance.in_),
+        )
+        self._send(self.bootstrap, message, now, out)
+        self._count("joins")
+
+    def _send(self, relay: Relay, message: Message, now: float, out: list[Output]) -> None:
+        """``relay ← message``; to one of our own IN relays it is a local call (papers/002:
+        "w ← … with w = in is a local call, run immediately")."""
+        if relay.kind == IN:
+            return
+        send = self.layer.send(relay, message, now)
+        if send is not None:
+            out.append(send)
+
+    def _delete(self, relay: Relay, now: float, out: list[Output]) -> None:
+        outcome = Outcome()
+        self.layer.delete(relay, outcome)
+        self._apply(outcome, now, out)
+
+    # ------------------------------------------------------------------------- receiving
+    def _receive(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
+        name = type(message).__name__
+        self.received[name] = self.received.get(name, 0) + 1
+        if not self.started or src == self.node_id or type(src) is not int or src < 0:
+            return
+        if type(message) not in ROUTED and not isinstance(message, _LAYER_MESSAGES):
+            return
+        outcome = Outcome()
+        self.layer.receive(src, message, now, outcome)
+        self._apply(outcome, now, out)
+
+    def _apply(self, outcome: Outcome, now: float, out: list[Output]) -> None:
+        out.extend(outcome.sends)
+        for relay in outcome.killed:
+            for instance in self.instances.values():
+                self._forget(instance, relay)
+            if relay is self.bootstrap and self.contact is not None:
+                self.bootstrap = self.layer.new_out(
+                    None, (self.contact, PORT), self.contact, True, now
+                )
+        for delivery in outcome.deliveries:
+            self._deliver_frame(delivery, now, out)
+
+    @staticmethod
+    def _forget(instance: Instance, relay: Relay) -> None:
+        instance.n.pop(relay.rid, None)
+        instance.d.pop(relay.rid, None)
+        if instance.a_out is relay:
+            instance.a_out = None
+
+    def _deliver_frame(self, delivery: Delivery, now: float, out: list[Output]) -> None:
+        """A group frame reached one of our IN relays: the PORT (Join, a non-member's Pub) or
+        an instance's ``in`` / ``a_in``."""
+        message, refs = delivery.message, delivery.refs
+        topic = getattr(message, "topic", None)
+        instance = None
+        if delivery.relay.rid == PORT:
+            if type(topic) is str and (self.is_contact or topic in self.instances):
+                instance = self.instances.get(topic)
+                if instance is None and isinstance(message, Join) and self.is_contact:
+                    instance = self._new_instance(topic, now, out)
+        elif type(topic) is str:
+            candidate = self.instances.get(topic)
+            if candidate is not None and delivery.relay.key == topic and not candidate.stopped:
+                instance = candidate
+        if instance is None:
+            for relay in refs.values():
+                self._delete(relay, now, out)
+            return
+        self._dispatch(instance, message, refs, now, out)
+        for relay in refs.values():
+            if not instance.holds(relay):
+                self._delete(relay, now, out)
+
+    def _dispatch(
+        self,
+        instance: Instance,
+        message: Message,
+        refs: dict[str, Relay],
+        now: float,
+        out: list[Output],
+    ) -> None:
+        match message:
+            case Join():
+                u = refs.get("node")
+                if u is not None:
+                    self._on_join(instance, u, now, out)
+            case AskForIntro():
+                u = refs.get("u")
+                if u is not None:
+                    self._on_ask_for_intro(instance, u, now, out)
+            case Introduce():
+                w = refs.get("w")
+                if w is not None:
+                    self._on_introduce(instance, w, now, out)
+            case AskToReverse():
+                relay = refs.get("out")
+                if relay is not None:
+                    self._on_ask_to_reverse(instance, relay, now, out)
+            case Reverse():
+                relay = refs.get("out")
+                if relay is not None:
+                    self._on_reverse(instance, relay, now, out)
+            case Pub():
+                self._on_pub(instance, message, now, out)
+            case Search():
+                self._on_search(instance, message, now, out)
+
+    # --------------------------------------------------------------------- Build-Clique
+    def _on_join(self, instance: Instance, u: Relay, now: float, out: list[Output]) -> None:
+        """Join(u) [P]: N += u; with join_intro (spec §3 [R]) also u ← Introduce(in)."""
+        if u.sink == self.node_id:
+            return
+        if self.params.join_intro and not instance.leaving:
+            self._send(u, self._introduce(instance, instance.in_), now, out)
+        if instance.leaving:
+            instance.d[u.rid] = u
+        else:
+            instance.n[u.rid] = u
+
+    def _introduce(self, instance: Instance, relay: Relay) -> Introduce:
+        return Introduce(
+            topic=instance.topic,
+            rid=0,
+            prev=0,
+            sink=0,
+            direct=False,
+            hop=0,
+            w=self.layer.ref(relay),
+            introducer=self.node_id,
+        )
+
+    def _on_ask_for_intro(
+        self, instance: Instance, u: Relay, now: float, out: list[Output]
+    ) -> None:
+        """AskForIntro(u) [P]: if u.sink = self: delete u; elif leaving: N += u (kept for the
+        reversal); else u ← Introduce(in); delete u."""
+        if u.sink == self.node_id:
+            return  # deleted by the caller (not held)
+        if instance.leaving:
+            instance.n[u.rid] = u
+            return
+        self._send(u, self._introduce(instance, instance.in_), now, out)
+
+    def _on_introduce(self, instance: Instance, w: Relay, now: float, out: list[Output]) -> None:
+        """Introduce(w) [P]: keep w if it is not to ourselves and not redundant in N; direct
+        relays go to N, indirect ones to D (to be delegated)."""
+        if w.sink == self.node_id:
+            return
+        same = [x for x in instance.n.values() if x.sink == w.sink]
+        if same and not (w.direct and not any(x.direct for x in same)):
+            return
+        if w.direct:
+            instance.n[w.rid] = w
+        else:
+            instance.d[w.rid] = w
+
+    def _timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
+        """Timeout [P] (papers/002 §9.2 Build-Clique)."""
+        group = list(instance.n.values())
+        for relay in sorted(group, key=lambda r: r.rid):
+            if not relay.direct or redundant(relay, instance.n.values()):
+                del instance.n[relay.rid]
+                instance.d[relay.rid] = relay
+        if instance.leaving:
+            self._leave_timeout(instance, now, out)
+            return
+        # [R] garbage anchors while not leaving (spec §3)
+        if instance.a_out is not None:
+            instance.d[instance.a_out.rid] = instance.a_out
+            instance.a_out = None
+        if instance.a_in is not None:
+            self._delete(instance.a_in, now, out)
+            instance.a_in = None
+        members = sorted(instance.n)
+        if members:
+            u = instance.n[members[self.rng.randrange(len(members))]]
+            choices = [*members, 0]
+            pick = choices[self.rng.randrange(len(choices))]
+            ask = AskForIntro(
+                topic=instance.topic,
+                rid=0,
+                prev=0,
+                sink=0,
+                direct=False,
+                hop=0,
+                u=self.layer.ref(u),
+                introducer=self.node_id,
+            )
+            if pick == 0:
+                # w = in: a local call; its effect is u ← Introduce(in)
+                self._send(u, self._introduce(instance, instance.in_), now, out)
+            else:
+                self._send(instance.n[pick], ask, now, out)
+        for rid in sorted(instance.d):
+            relay = instance.d[rid]
+            if not relay.incoming:
+                self._send(relay, self._introduce(instance, instance.in_), now, out)
+                del instance.d[rid]
+                self._delete(relay, now, out)
+
+    # -------------------------------------------------------------------------- leaving
+    def _leave(self, instance: Instance, now: float) -> None:
+        """Leave() [P]: leaving := true; a_in := a new IN relay (spec §3 [R]: the slides
+        never assign it). Delivery stops at once."""
+        instance.leaving = True
+        instance.delivering = False
+        if instance.a_in is None:
+            instance.a_in = self.layer.new_in(instance.topic, now)
+        self._count("leaves")
+
+    def _reverse_ask(self, instance: Instance, relay: Relay) -> AskToReverse:
+        return AskToReverse(
+            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+            out=self.layer.ref(relay),
+        )  # fmt: skip
+
+    def _reverse(self, instance: Instance, relay: Relay) -> Reverse:
+        return Reverse(
+            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+            out=self.layer.ref(relay),
+        )  # fmt: skip
+
+    def _leave_timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
+        """LeaveTimeout (spec §3; phase 1 [P], phase 2 the anchor repair [R])."""
+        if not instance.n and not instance.d and not any(r.incoming for r in instance.relays()):
+            self._stop(instance, now, out)
+            return
+        for rid in sorted(instance.n):
+            instance.d[rid] = instance.n.pop(rid)
+        if instance.a_out is not None and not instance.a_out.direct:
+            instance.d[instance.a_out.rid] = instance.a_out
+            instance.a_out = None
+        anchor = instance.a_out
+        slides = self.params.leave_phase2 == "slides"
+        for rid in sorted(instance.d):
+            relay = instance.d[rid]
+            if relay.incoming:
+                continue
+            if anchor is not None and relay.sink == anchor.sink:
+                # spec §3 skips these; every anchor probe brings one more (the anchor answers
+                # Reverse(in), filed in D), so skipped they pile up and N = D = ∅ never holds.
+                # The anchor link itself is a_out: a second relay to it is redundant (ours)
+                del instance.d[rid]
+                self._delete(relay, now, out)
+                continue
+            if anchor is None or instance.in_.incoming or slides:
+                self._send(relay, self._reverse_ask(instance, instance.in_), now, out)
+            else:
+                self._send(relay, self._reverse(instance, anchor), now, out)
+            del instance.d[rid]
+            self._delete(relay, now, out)
+        if instance.a_out is not None and instance.a_in is not None and not instance.a_in.incoming:
+            self._send(instance.a_out, self._reverse_ask(instance, instance.a_in), now, out)
+
+    def _on_ask_to_reverse(
+        self, instance: Instance, relay: Relay, now: float, out: list[Output]
+    ) -> None:
+        """AskToReverse(out) [P]."""
+        for rid in sorted(instance.n):
+            if instance.n[rid].sink == relay.sink:
+                instance.d[rid] = instance.n.pop(rid)
+        if not instance.leaving:
+            self._send(relay, self._reverse(instance, instance.in_), now, out)
+        elif instance.a_out is None:
+            # [P] answers at once with out ← AskToReverse(in); two leavers would then bounce
+            # it between them with no pause at all. Filed in D, it is asked at the next
+            # LeaveTimeout instead: the same message, once per round (ours)
+            instance.d[relay.rid] = relay
+        elif relay.sink == instance.a_out.sink:
+            instance.d[instance.a_out.rid] = instance.a_out
+            instance.a_out = None
+        else:
+            self._send(relay, self._reverse(instance, instance.a_out), now, out)
+
+    def _on_reverse(self, instance: Instance, relay: Relay, now: float, out: list[Output]) -> None:
+        """Reverse(out) [P]."""
+        if relay.sink == self.node_id:
+            return
+        if not instance.leaving:
+            instance.n[relay.rid] = relay
+        elif instance.a_out is not None:
+            if relay.sink != instance.a_out.sink:
+                instance.d[relay.rid] = relay
+            # else: the anchor's answer to our probe, redundant with a_out: not kept (ours,
+            # see _leave_timeout), so that N = D = ∅ can hold and the leaver stops
+        elif relay.direct:
+            instance.a_out = relay
+        else:
+            instance.d[relay.rid] = relay  # asked at the next LeaveTimeout, as above
+
+    def _stop(self, instance: Instance, now: float, out: list[Output]) -> None:
+        """stop (spec §3): every relay of the instance goes, then the instance."""
+        instance.stopped = True
+        for relay in instance.relays():
+            self._delete(relay, now, out)
+        instance.n.clear()
+        instance.d.clear()
+        instance.a_out = instance.a_in = None
+        if self.instances.get(instance.topic) is instance:
+            del self.instances[instance.topic]
+        out.append(TraceRecord("clique.stopped", {"topic": instance.topic}))
+
+    # -------------------------------------------------------------------------- search
+    def _on_search(
+        self, instance: Instance, message: Search, now: float, out: list[Output]
+    ) -> None:
+        """Search [P, R] (spec §3): found, or forwarded to a relay to the target, or at random
+        at most d times."""
+        sid = message.sid
+        if sid == self.node_id:
+            out.append(
+                TraceRecord(
+                    "clique.search",
+                    {"origin": message.origin, "sid": sid, "found": True, "hops": message.hops},
+                )
+            )
+            return
+        target = next((r for r in instance.n.values() if r.sink == sid), None)
+        if target is not None:
+            self._send(target, _search(message, message.d_left, message.hops + 1), now, out)
+        elif message.d_left > 0 and instance.n:
+            rids = sorted(instance.n)
+            relay = instance.n[rids[self.rng.randrange(len(rids))]]
+            self._send(relay, _search(message, message.d_left - 1, message.hops + 1), now, out)
+        else:
+            out.append(
+                TraceRecord(
+                    "clique.search",
+                    {"origin": message.origin, "sid": sid, "found": False, "hops": message.hops},
+                )
+            )
+
+    # ------------------------------------------------------------------------- pub/sub
+    def _publish(self, command: Publish, now: float, out: list[Output]) -> None:
+        """spec §7: a member delivers and floods; a non-member publishes through the contact."""
+        if not self.started or type(command.topic) is not str:
+            return
+        instance = self.instances.get(command.topic)
+        if instance is None or instance.leaving:
+            if self.bootstrap is not None:
+                message = Pub(
+                    topic=command.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+                    pub_id=command.pub_id, payload=command.payload, seen=frozenset(), hops=0,
+                )  # fmt: skip
+                self._send(self.bootstrap, message, now, out)
+            elif instance is not None:
+                self._flood(instance, command.pub_id, command.payload, frozenset(), 0, now, out)
+            return
+        instance.seen[command.pub_id] = now + self.params.dedup_ttl
+        if instance.delivering:
+            self.delivered += 1
+            out.append(Deliver(command.topic, command.pub_id, command.payload, 0))
+        self._flood(instance, command.pub_id, command.payload, frozenset(), 0, now, out)
+
+    def _on_pub(self, instance: Instance, message: Pub, now: float, out: list[Output]) -> None:
+        if type(message.pub_id) is not int or message.pub_id in instance.seen:
+            self._count("duplicates")
+            return
+        instance.seen[message.pub_id] = now + self.params.dedup_ttl
+        hops = message.hops + message.hop
+        if instance.delivering:
+            self.delivered += 1
+            out.append(Deliver(instance.topic, message.pub_id, message.payload, hops))
+        seen = message.seen if isinstance(message.seen, frozenset) else frozenset()
+        self._flood(instance, message.pub_id, message.payload, seen, hops, now, out)
+
+    def _flood(
+        self,
+        instance: Instance,
+        pub_id: int,
+        payload: bytes,
+        seen: frozenset[int],
+        hops: int,
+        now: float,
+        out: list[Output],
+    ) -> None:
+        """spec §7: one relay per sink in N ∪ D ∪ {a_out} (direct preferred) not yet sent a
+        copy; the copies name everyone sent one so far."""
+        best: dict[NodeId, Relay] = {}
+        candidates = [*instance.n.values(), *instance.d.values()]
+        if instance.a_out is not None:
+            candidates.append(instance.a_out)
+        for relay in candidates:
+            if relay.sink == self.node_id or relay.sink in seen:
+                continue
+            known = best.get(relay.sink)
+            if known is None or relay.key_order() < known.key_order():
+                best[relay.sink] = relay
+        if not best:
+            return
+        reach = seen | {self.node_id} | set(best)
+        if len(reach) > self.params.seen_cap:
+            reach = frozenset()
+        for sink in sorted(best):
+            message = Pub(
+                topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+                pub_id=pub_id, payload=payload, seen=frozenset(reach), hops=hops,
+            )  # fmt: skip
+            self._send(best[sink], message, now, out)
+
+    # --------------------------------------------------------------------------- timers
+    def _tick(self, timer: GroupTick, now: float, out: list[Output]) -> None:
+        instance = self.instances.get(timer.topic)
+        if instance is None or instance.key != timer.key or instance.stopped:
+            return
+        self._timeout(instance, now, out)
+        if instance.stopped:
+            return
+        out.append(SetTimer(self.params.timeout, GroupTick(instance.topic, instance.key)))
+        for pub_id in [p for p, until in instance.seen.items() if until <= now]:
+            del instance.seen[pub_id]
+        # relay GC: ask the holders of relays that should go (spec §2.3)
+        outcome = Outcome()
+        due = [*instance.d.values(), *self.layer.zombies()]
+        if instance.leaving:
+            due.extend(instance.relays())
+        self.layer.probe(due, now, outcome)
+        self._apply(outcome, now, out)
+        # rejoin through the contact (spec §7)
+        if self.is_contact or instance.leaving:
+            return
+        if instance.n or instance.d:
+            instance.empty_since = None
+        elif instance.empty_since is None:
+            instance.empty_since = now
+        elif now - instance.empty_since >= self.params.rejoin_after * self.params.timeout:
+            instance.empty_since = now
+            self._join(instance, now, out)
+
+    # -------------------------------------------------------------------------- queries
+    def monitored_peers(self) -> Iterable[NodeId]:
+        return sorted(self.layer.peers())
+
+    def subscriptions(self) -> Iterable[str]:
+        return sorted(t for t, i in self.instances.items() if i.delivering and not i.leaving)
+
+    def snapshot(self) -> Iterable[SnapshotRow]:
+        """spec §10.7: (topic, layer, N's sinks, {|N|, |D|, leaving, a_out sink, indeg})."""
+        rows = []
+        for topic in sorted(self.instances):
+            instance = self.instances[topic]
+            sinks = tuple(sorted({r.sink for r in instance.n.values()}))
+            state: dict[str, Any] = {
+                "n": len(instance.n),
+                "d": len(instance.d),
+                "leaving": instance.leaving,
+                "a_out": instance.a_out.sink if instance.a_out is not None else None,
+                "indeg": sum(instance.in_.holders.values()),
+            }
+            rows.append(SnapshotRow(topic, "clique", sinks, state))
+        return rows
+
+    def statistics(self) -> NodeStatistics:
+        return NodeStatistics(
+            role=self.ctx.role,
+            topics=tuple(self.subscriptions()),
+            delivered=self.delivered,
+            neighbors={
+                t: tuple(sorted({r.sink for r in i.n.values()}))
+                for t, i in sorted(self.instances.items())
+            },
+            received_by_type=dict(self.received),
+            counters={**self.counters, **self.layer.counters},
+        )
+
+
+def _search(message: Search, d_left: int, hops: int) -> Search:
+    return Search(
+        topic=message.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+        sid=message.sid, origin=message.origin, d_left=d_left, hops=hops,
+    )  # fmt: skip
+
+
+def infrastructure(n: int, params: Any) -> dict[NodeId, str]:
+    """Node 0 is the contact (spec §7)."""
+    return {0: CONTACT}
+
+
+def contacts(n: int, params: Any) -> tuple[NodeId, ...]:
+    return (0,)
+
+
+def create(ctx: NodeContext) -> StackNode:
+    return CliqueNode(ctx)
+
+
+__all__ = ["CliqueNode", "GroupTick", "Instance", "contacts", "create", "infrastructure"]

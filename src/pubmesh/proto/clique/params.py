@@ -1,0 +1,47 @@
+"""Parameters of the ``clique`` stack: the ``[stack.clique]`` table (specs/relay.md §8)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Leave's second phase (spec §3): "anchor" (the repair: the leaver hands its remaining
+#: out-neighbours its anchor), "slides" (papers/002 as written, which can disconnect)
+LEAVE_PHASE2 = ("anchor", "slides")
+
+
+@dataclass(frozen=True)
+class CliqueParams:
+    #: T, seconds between Timeouts of an instance (spec §8: 0.25 s; at least 5× a 3-hop chain)
+    timeout: float = 0.25
+    #: Search forwards a request at random at most this many times (papers/002 §9.2)
+    search_d: int = 3
+    #: a Join is answered with the member's own relay too (spec §3 [R]: else the joiner has no
+    #: out-link for Θ(n) rounds)
+    join_intro: bool = True
+    leave_phase2: str = "anchor"
+    #: relay GC (spec §2.3), in multiples of T: ask holders after this long, skip a holder
+    #: counted within grace
+    probe_after: float = 3.0
+    grace: float = 2.0
+    #: rejoin through the contact after this many T with no relay (spec §7)
+    rejoin_after: float = 5.0
+    #: flooding (spec §7): seen sets above this size go as empty (plain flooding)
+    seen_cap: int = 4096
+    #: seconds a publication id is remembered against duplicates
+    dedup_ttl: float = 60.0
+
+    def check(self) -> str | None:
+        if not self.timeout > 0:
+            return f"timeout must be > 0, got {self.timeout}"
+        if self.search_d < 0:
+            return f"search_d must be >= 0, got {self.search_d}"
+        if self.leave_phase2 not in LEAVE_PHASE2:
+            return (
+                f"leave_phase2 must be one of {', '.join(LEAVE_PHASE2)}, got {self.leave_phase2!r}"
+            )
+        for name in ("probe_after", "grace", "rejoin_after", "dedup_ttl"):
+            if not getattr(self, name) > 0:
+                return f"{name} must be > 0, got {getattr(self, name)}"
+        if self.seen_cap < 0:
+            return f"seen_cap must be >= 0, got {self.seen_cap}"
+        return None

@@ -1,0 +1,398 @@
+"""The relay layer (papers/002 ch. 9 "relay model"; specs/relay.md §2): one per node, below
+the ``clique`` and ``d2g`` stacks and shared by all their topic instances.
+
+How it works
+============
+A *relay* is held by exactly one process, its owner. An IN relay's ``next`` is the owner
+itself; an OUT relay's ``next`` is another relay, (node, rid). Following ``next`` ends at the
+relay's *sink*. ``r ← M`` sends M along the chain: every hop is one message, so a chain of k
+relays costs k messages, each with its own latency in the simulator (spec §2.4). An OUT relay
+whose next is an IN relay is *direct* (one hop); the protocols above want only direct links
+and delegate the others away.
+
+**Passing a reference** (a :class:`Ref` inside a group message) never hands out the relay
+itself: the receiver gets a fresh OUT relay pointing at it (spec §2.1, the slides' "u is newly
+created, so no incoming links"). So a node reaches v directly only if v handed out its own IN
+relay (safe introduction), and forwarding someone else's reference lengthens the chain.
+
+**Incoming links** are what makes deletion safe (papers/002 Theorem 9.3 needs the relay graph
+to stay weakly connected). Every relay counts its *holders*: each Ref to it that is sent
+counts one for the sink it is sent towards (that is E_M, a reference in transit), and a
+holder that drops its relay sends ``Release`` (E_L gone). A relay the protocol deletes while
+something still points at it stays as a forwarding *zombie* until its holders reach zero.
+Counts are never below the truth (spec §6): a Release is applied only once every frame the
+holder sent through its relay has arrived (its ``sent`` against our ``recv``), so it never
+overtakes data; a frame for an unknown relay is answered with ``RelayGone`` and its Refs
+released; a holder that is gone (``PeerDown``) is forgotten; an owner whose relay should go but
+still shows holders asks them (``Probe`` / ``HoldCount``), skipping a holder it counted a
+reference towards within ``grace`` (that reference may still be in flight).
+
+The rule that keeps it correct
+==============================
+**A relay's holder count is never below the number of relays and in-transit references
+pointing at it**; so a relay is never collected while something can still reach it, and the
+relay graph stays weakly connected through every delete (spec §2.2, §6).
+
+Every node also has an IN relay PORT (rid 0, never counted, never deleted): ``Start(contacts)``
+gives each node a bootstrap OUT relay to its contact's PORT (spec §2.4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pubmesh.proto.core import Message, NodeId, Send
+from pubmesh.proto.relay.messages import HoldCount, Probe, Ref, RelayGone, Release, SinkFix
+
+IN, OUT = "in", "out"
+#: the rid of every node's PORT, the bootstrap IN relay (spec §2.4)
+PORT = 0
+#: group messages (the ones routed along relays) carry these header fields (spec §8)
+HEADER = ("rid", "prev", "sink", "direct", "hop")
+#: message classes routed along relays, registered by the stacks that define them
+ROUTED: set[type[Message]] = set()
+
+
+def routed(cls: type[Any]) -> type[Any]:
+    """Mark a group message class (it has the :data:`HEADER` fields and may carry Refs)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    missing = [h for h in HEADER if h not in names]
+    if missing:
+        raise TypeError(f"{cls.__name__} lacks the relay header fields {missing}")
+    ROUTED.add(cls)
+    _REF_FIELDS[cls] = tuple(
+        f.name for f in dataclasses.fields(cls) if "Ref" in str(f.type) and f.name not in HEADER
+    )
+    return cls
+
+
+_REF_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def refs_of(message: Message) -> list[tuple[str, Ref]]:
+    """The Refs a group message carries, by field name (spec §10.1: by walking the fields)."""
+    out = []
+    for name in _REF_FIELDS.get(type(message), ()):
+        value = getattr(message, name)
+        if isinstance(value, Ref):
+            out.append((name, value))
+    return out
+
+
+@dataclass(slots=True, eq=False)
+class Relay:
+    """One relay (spec §2.3 state)."""
+
+    rid: int
+    kind: str
+    #: the topic instance it belongs to (None: the node's PORT and bootstrap relays)
+    key: Hashable | None
+    #: an OUT relay's next relay (node, rid); None for an IN relay
+    next: tuple[NodeId, int] | None
+    sink: NodeId
+    direct: bool
+    born: float = 0.0
+    #: holder node -> relays and references pointing here (never below the truth)
+    holders: dict[NodeId, int] = field(default_factory=dict)
+    #: when a reference towards each holder was last counted (Probe grace)
+    counted: dict[NodeId, float] = field(default_factory=dict)
+    zombie: bool = False
+    #: frames sent through it (an OUT relay's Release says how many to wait for)
+    sent: int = 0
+    #: when it was first found to be due for collection with holders left (Probe)
+    due_since: float | None = None
+
+    @property
+    def incoming(self) -> bool:
+        """Something points at this relay (papers/002: r.incoming)."""
+        return any(self.holders.values())
+
+    def key_order(self) -> tuple[bool, float, int]:
+        """spec §2.2 redundant(): direct first, then older, then by rid."""
+        return (not self.direct, self.born, self.rid)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A group frame arrived at one of our IN relays: the relay, the frame and the OUT relays
+    materialized from its Refs (by field name)."""
+
+    relay: Relay
+    message: Message
+    refs: dict[str, Relay]
+
+
+@dataclass
+class Outcome:
+    """What one call into the layer produced: frames to send, frames for the instances,
+    relays killed (their instances must drop them)."""
+
+    sends: list[Send] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    killed: list[Relay] = field(default_factory=list)
+
+
+class RelayLayer:
+    """The relays of one node (module doc)."""
+
+    def __init__(self, me: NodeId, rng: Any, *, probe_after: float, grace: float) -> None:
+        self.me = me
+        self.rng = rng
+        self.probe_after = probe_after
+        self.grace = grace
+        self.relays: dict[int, Relay] = {}
+        #: frames received per (our relay, sender, sender's relay): Release waits for them
+        self.recv: dict[tuple[int, NodeId, int], int] = {}
+        #: Releases waiting for their frames: (rid, src, prev, sent)
+        self.waiting: list[tuple[int, NodeId, int, int]] = []
+        self.port = Relay(PORT, IN, None, None, me, True)
+        self.relays[PORT] = self.port
+        self.counters: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ making relays
+    def _rid(self) -> int:
+        while True:
+            rid = self.rng.getrandbits(63)
+            if rid and rid not in self.relays:
+                return int(rid)
+
+    def new_in(self, key: Hashable, now: float) -> Relay:
+        relay = Relay(self._rid(), IN, key, None, self.me, True, born=now)
+        self.relays[relay.rid] = relay
+        return relay
+
+    def new_out(
+        self,
+        key: Hashable | None,
+        target: tuple[NodeId, int],
+        sink: NodeId,
+        direct: bool,
+        now: float,
+    ) -> Relay:
+        relay = Relay(self._rid(), OUT, key, target, sink, direct, born=now)
+        self.relays[relay.rid] = relay
+        return relay
+
+    def ref(self, relay: Relay) -> Ref:
+        """A reference to one of our relays, to pass in a group message."""
+        return Ref(owner=self.me, rid=relay.rid, sink=relay.sink, is_in=relay.kind == IN)
+
+    def get(self, rid: int) -> Relay | None:
+        return self.relays.get(rid)
+
+    # ------------------------------------------------------------------ sending
+    def send(self, relay: Relay, message: Message, now: float) -> Send | None:
+        """``relay ← message`` (spec §2.3 Send): the first hop of the chain, with our relays'
+        holders counted for the references it carries. None for a relay that is not an OUT
+        relay of ours (an IN relay is a local call, the caller's business)."""
+        if relay.kind != OUT or relay.next is None or self.relays.get(relay.rid) is not relay:
+            return None
+        node, rid = relay.next
+        header: dict[str, Any] = {
+            "rid": rid, "prev": relay.rid, "sink": relay.sink, "direct": relay.direct, "hop": 1
+        }  # fmt: skip
+        frame: Message = dataclasses.replace(message, **header)
+        for _, ref in refs_of(message):
+            if ref.owner == self.me:
+                mine = self.relays.get(ref.rid)
+                if mine is not None and mine is not self.port:
+                    mine.holders[relay.sink] = mine.holders.get(relay.sink, 0) + 1
+                    mine.counted[relay.sink] = now
+        relay.sent += 1
+        return Send(node, frame)
+
+    # ------------------------------------------------------------------ deleting
+    def delete(self, relay: Relay, out: Outcome) -> None:
+        """The protocol forgets ``relay`` (papers/002 "delete r"): collected at once if
+        nothing points at it, else kept as a forwarding zombie (spec §2.2)."""
+        if relay is self.port or self.relays.get(relay.rid) is not relay:
+            return
+        if relay.incoming:
+            relay.zombie = True
+            relay.key = None
+            return
+        self._collect(relay, out)
+
+    def _collect(self, relay: Relay, out: Outcome) -> None:
+        del self.relays[relay.rid]
+        if relay.kind == OUT and relay.next is not None:
+            node, rid = relay.next
+            out.sends.append(Send(node, Release(rid=rid, prev=relay.rid, sent=relay.sent)))
+        self._count("collected")
+
+    def _count(self, name: str) -> None:
+        self.counters[name] = self.counters.get(name, 0) + 1
+
+    # ------------------------------------------------------------------ receiving
+    def receive(self, src: NodeId, message: Message, now: float, out: Outcome) -> None:
+        """A frame from ``src`` (spec §2.3 Receive and the bookkeeping messages)."""
+        match message:
+            case Release(rid=rid, prev=prev, sent=sent):
+                self.waiting.append((rid, src, prev, sent))
+                self._apply_releases(out)
+            case RelayGone(rid=rid):
+                relay = self.relays.get(rid)
+                if (
+                    relay is not None
+                    and relay.kind == OUT
+                    and relay.next is not None
+                    and (relay.next[0] == src)
+                ):
+                    self._kill(relay, out)
+            case SinkFix(rid=rid, sink=sink, direct=direct):
+                relay = self.relays.get(rid)
+                if (
+                    relay is not None
+                    and relay.kind == OUT
+                    and relay.next is not None
+                    and relay.next[0] == src
+                    and type(sink) is int
+                    and sink >= 0
+                ):
+                    relay.sink, relay.direct = sink, bool(direct) and relay.next[0] == sink
+            case Probe(rids=rids):
+                pairs = []
+                for rid in rids:
+                    if type(rid) is int:
+                        held = sum(
+                            1
+                            for r in self.relays.values()
+                            if r.kind == OUT and r.next == (src, rid)
+                        )
+                        pairs.append((rid, held))
+                out.sends.append(Send(src, HoldCount(pairs=tuple(pairs))))
+            case HoldCount(pairs=pairs):
+                for pair in pairs:
+                    if type(pair) is not tuple or len(pair) != 2:
+                        continue
+                    rid, held = pair
+                    relay = self.relays.get(rid) if type(rid) is int else None
+                    if relay is None or type(held) is not int or held < 0:
+                        continue
+                    relay.holders[src] = held
+                    self._maybe_collect(relay, out)
+            case _ if type(message) in ROUTED:
+                self._frame(src, message, now, out)
+
+    def _frame(self, src: NodeId, message: Any, now: float, out: Outcome) -> None:
+        rid, prev, hop = message.rid, message.prev, message.hop
+        if type(rid) is not int or type(prev) is not int or type(hop) is not int:
+            return
+        relay = self.relays.get(rid)
+        if relay is None:
+            # spec §2.3: the relay is gone; the sender kills its own, and the references the
+            # frame carried for us are released (only those counted with us as the holder)
+            out.sends.append(Send(src, RelayGone(rid=prev)))
+            if message.sink == self.me:
+                for _, ref in refs_of(message):
+                    if ref.owner >= 0:
+                        out.sends.append(Send(ref.owner, Release(rid=ref.rid, prev=0, sent=0)))
+            self._count("relay_gone")
+            return
+        key = (rid, src, prev)
+        self.recv[key] = self.recv.get(key, 0) + 1
+        if relay.kind == OUT:
+            assert relay.next is not None
+            if message.sink != relay.sink or message.direct:
+                out.sends.append(Send(src, SinkFix(rid=prev, sink=relay.sink, direct=False)))
+            node, nxt = relay.next
+            frame = dataclasses.replace(
+                message, rid=nxt, prev=relay.rid, sink=relay.sink, direct=relay.direct, hop=hop + 1
+            )
+            relay.sent += 1
+            out.sends.append(Send(node, frame))
+            self._count("forwarded")
+        else:
+            # the header's direct claim is the last relay's, which points at this IN relay,
+            # so it is direct whatever the chain before it (the spec's §2.3 test
+            # "direct ≠ (hop = 1)" would mark a direct relay that forwarded a longer chain
+            # indirect, and the next frame would flip it back: found in the first runs)
+            if message.sink != self.me or not message.direct:
+                out.sends.append(Send(src, SinkFix(rid=prev, sink=self.me, direct=True)))
+            refs: dict[str, Relay] = {}
+            for name, ref in refs_of(message):
+                if ref.owner < 0 or ref.sink < 0:
+                    continue
+                made = self.new_out(relay.key, (ref.owner, ref.rid), ref.sink, ref.is_in, now)
+                refs[name] = made
+            if relay.zombie:
+                for made in refs.values():
+                    self.delete(made, out)
+                return
+            out.deliveries.append(Delivery(relay, message, refs))
+        self._apply_releases(out)
+
+    def _apply_releases(self, out: Outcome) -> None:
+        """Releases whose frames have all arrived (spec §2.3: never overtaking data)."""
+        still = []
+        for rid, src, prev, sent in self.waiting:
+            key = (rid, src, prev)
+            if type(sent) is int and self.recv.get(key, 0) < sent:
+                still.append((rid, src, prev, sent))
+                continue
+            self.recv.pop(key, None)
+            relay = self.relays.get(rid)
+            if relay is None or relay is self.port:
+                continue
+            if relay.holders.get(src, 0) > 0:
+                relay.holders[src] -= 1
+                if not relay.holders[src]:
+                    del relay.holders[src]
+            self._maybe_collect(relay, out)
+        self.waiting = still
+
+    def _maybe_collect(self, relay: Relay, out: Outcome) -> None:
+        if relay.zombie and not relay.incoming and self.relays.get(relay.rid) is relay:
+            self._collect(relay, out)
+
+    def _kill(self, relay: Relay, out: Outcome) -> None:
+        """The relay's next is gone: drop it without a Release (nothing to release)."""
+        self.relays.pop(relay.rid, None)
+        out.killed.append(relay)
+        self._count("killed")
+
+    # ------------------------------------------------------------------ failures
+    def peer_down(self, peer: NodeId, out: Outcome) -> None:
+        """``peer`` is gone (spec §2.3): relays whose next is there die, and it holds nothing."""
+        for relay in sorted(self.relays.values(), key=lambda r: r.rid):
+            if relay.kind == OUT and relay.next is not None and relay.next[0] == peer:
+                self._kill(relay, out)
+            elif peer in relay.holders:
+                del relay.holders[peer]
+                self._maybe_collect(relay, out)
+        self.waiting = [w for w in self.waiting if w[1] != peer]
+
+    def probe(self, due: Iterable[Relay], now: float, out: Outcome) -> None:
+        """Ask the holders of relays that should go (spec §2.3 Probe) once they have shown
+        holders for ``probe_after``; a holder counted within ``grace`` is skipped."""
+        asks: dict[NodeId, list[int]] = {}
+        for relay in due:
+            if not relay.incoming:
+                relay.due_since = None
+                continue
+            if relay.due_since is None:
+                relay.due_since = now
+            if now - relay.due_since < self.probe_after:
+                continue
+            for holder in sorted(relay.holders):
+                if now - relay.counted.get(holder, -1e18) >= self.grace:
+                    asks.setdefault(holder, []).append(relay.rid)
+        for holder in sorted(asks):
+            out.sends.append(Send(holder, Probe(rids=tuple(sorted(asks[holder])))))
+            self._count("probes")
+
+    def zombies(self) -> list[Relay]:
+        return [r for r in self.relays.values() if r.zombie]
+
+    def peers(self) -> set[NodeId]:
+        """Next-hop owners and holder nodes (spec §2.3 monitored peers)."""
+        out: set[NodeId] = set()
+        for relay in self.relays.values():
+            if relay.next is not None:
+                out.add(relay.next[0])
+            out.update(h for h, k in relay.holders.items() if k)
+        out.discard(self.me)
+        return out

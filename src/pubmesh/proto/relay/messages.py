@@ -1,0 +1,88 @@
+"""Wire messages of the relay layer (specs/relay.md §2.3, §8; tags 500–509).
+
+A :class:`Ref` travels inside group messages: a reference to one of the sender's relays (or,
+forwarded, to someone else's). The receiver never keeps the Ref itself; the relay layer turns
+it into a fresh OUT relay pointing at the referenced one (papers/002, "u is newly created, so
+no incoming links"; spec §2.1). The other messages are the layer's own bookkeeping: Release
+(a holder dropped its relay), Probe / HoldCount (an owner asks its holders how many relays
+they still have pointing at its relays), RelayGone (the relay a frame was sent to does not
+exist) and SinkFix (a relay's cached sink or ``direct`` claim was wrong).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pubmesh.proto.core import Message, register_message
+
+RELAY = "relay"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ref(Message):
+    """A reference to relay ``rid`` held by ``owner``, whose chain ends at ``sink``;
+    ``is_in``: it is ``owner``'s own IN relay, so a relay materialized from it is direct."""
+
+    owner: int
+    rid: int
+    sink: int
+    is_in: bool
+
+
+register_message(Ref, 500, layer=RELAY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Release(Message):
+    """The sender dropped its relay ``prev`` that pointed at our relay ``rid``, after sending
+    ``sent`` frames through it: one holder fewer once those frames have all arrived (so a
+    Release never overtakes data, spec §2.3)."""
+
+    rid: int
+    prev: int
+    sent: int
+
+
+register_message(Release, 501, layer=RELAY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Probe(Message):
+    """How many relays do you hold that point at these relays of mine? (spec §2.3)"""
+
+    rids: tuple[int, ...]
+
+
+register_message(Probe, 502, layer=RELAY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HoldCount(Message):
+    """The answer to a Probe: (rid, relays pointing at it) for each probed rid."""
+
+    pairs: tuple[tuple[int, int], ...]
+
+
+register_message(HoldCount, 503, layer=RELAY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RelayGone(Message):
+    """The frame sent through your relay ``rid`` hit a relay that does not exist: kill it."""
+
+    rid: int
+
+
+register_message(RelayGone, 504, layer=RELAY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SinkFix(Message):
+    """Your relay ``rid`` ends at ``sink`` and is ``direct`` or not (its cache was wrong)."""
+
+    rid: int
+    sink: int
+    direct: bool
+
+
+register_message(SinkFix, 505, layer=RELAY)

@@ -1,0 +1,29 @@
+"""The ``clique`` stack's spec: topic groups as self-stabilizing cliques in the relay model
+(papers/002, Scheideler's lecture chapter 9, Build-Clique), built to specs/relay.md. The
+protocol lives in :mod:`pubmesh.proto.clique` over :mod:`pubmesh.proto.relay`."""
+
+from __future__ import annotations
+
+from pubmesh.proto.clique.legitimacy import is_legitimate
+from pubmesh.proto.clique.node import contacts, create, infrastructure
+from pubmesh.proto.clique.params import CliqueParams
+from pubmesh.stacks.base import StackSpec, register
+
+SPEC = register(
+    StackSpec(
+        name="clique",
+        params_type=CliqueParams,
+        create=create,
+        infrastructure=infrastructure,
+        contacts=contacts,
+        is_legitimate=is_legitimate,
+        timeout_param="timeout",
+        extra_metrics=("convergence_time",),
+        description=(
+            "self-stabilizing topic cliques in the relay model (papers/002): Build-Clique with "
+            "safe introductions, delegation, Leave with an anchor; flooding in one hop"
+        ),
+        repair_layers=("relay",),
+        non_overlay_layers=(),
+    )
+)
