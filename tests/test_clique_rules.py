@@ -15,8 +15,8 @@ from pubmesh.proto.clique.legitimacy import is_legitimate
 from pubmesh.proto.clique.messages import Introduce, Pub
 from pubmesh.proto.clique.node import CliqueNode
 from pubmesh.proto.core import Deliver, NodeId, Output, Publish, Send, Subscribe, Unsubscribe
-from pubmesh.proto.relay.layer import IN, OUT, Outcome, RelayLayer
-from pubmesh.proto.relay.messages import Ref, RelayGone, Release, SinkFix
+from pubmesh.proto.relay.layer import IN, MAX_HOPS, OUT, Outcome, RelayLayer
+from pubmesh.proto.relay.messages import Adopt, HoldCount, Probe, Ref, RelayGone, Release, SinkFix
 from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 
@@ -232,6 +232,99 @@ def test_a_forwarded_chain_does_not_unmark_a_direct_relay() -> None:
     c.receive(2, forward.message, 0.0, end)
     assert not [s for s in end.sends if isinstance(s.message, SinkFix)]
     assert end.deliveries and b_to_c.direct
+
+
+def test_a_reference_counted_towards_the_wrong_process_is_adopted() -> None:
+    """A relay with a wrong cached sink (a corrupted state's) carries a reference that its
+    owner counts towards that sink; the process it really reaches takes the count over
+    (Adopt), and its later Release waits for the Adopt, so the count at the owner is never
+    below the truth whatever the order (found by the C1 oracle)."""
+    a, c = _layer(1), _layer(3)
+    a_in = a.new_in("t", 0.0)
+    c_in = c.new_in("t", 0.0)
+    wrong = a.new_out("t", (3, c_in.rid), 2, True, 0.0)  # claims sink 2, ends at 3
+    send = a.send(wrong, _intro(a.ref(a_in)), 0.0)
+    assert send is not None and a_in.holders == {2: 1}
+    assert send.message.w.holder == 2
+    got = Outcome()
+    c.receive(1, send.message, 0.0, got)
+    made = got.deliveries[0].refs["w"]
+    (adopt,) = [s for s in got.sends if isinstance(s.message, Adopt)]
+    assert adopt.dst == 1 and adopt.message == Adopt(rid=a_in.rid, prev=made.rid, was=2)
+    # c drops its relay at once; its Release overtakes the Adopt
+    dropped = Outcome()
+    c.delete(made, dropped)
+    (release,) = [s for s in dropped.sends if isinstance(s.message, Release)]
+    assert release.message.adopted
+    a.receive(3, release.message, 0.0, Outcome())
+    assert a_in.holders == {2: 1}, "a Release must wait for its Adopt"
+    a.receive(3, adopt.message, 0.0, Outcome())
+    assert a_in.holders == {}
+
+
+def test_a_frame_for_a_missing_relay_or_a_zombie_in_gives_its_counts_back() -> None:
+    """The references a frame carries make no relay where its relay is gone or is a zombie
+    IN relay: their owners' counts go (Adopt with prev = 0), and the sender's relay is killed
+    (RelayGone): nothing is behind it."""
+    a, b = _layer(1), _layer(2)
+    a_in = a.new_in("t", 0.0)
+    b_in = b.new_in("t", 0.0)
+    b_in.holders[1] = 1
+    to_b = a.new_out("t", (2, b_in.rid), 2, True, 0.0)
+    b.delete(b_in, Outcome())
+    assert b_in.zombie
+    send = a.send(to_b, _intro(a.ref(a_in)), 0.0)
+    assert send is not None and a_in.holders == {2: 1}
+    answer = Outcome()
+    b.receive(1, send.message, 0.0, answer)
+    assert not answer.deliveries
+    kinds = sorted(type(s.message).__name__ for s in answer.sends)
+    assert kinds == ["Adopt", "RelayGone"]
+    for item in answer.sends:
+        a.receive(2, item.message, 0.0, Outcome())
+    assert a_in.holders == {} and a.get(to_b.rid) is None
+
+
+def test_a_probe_corrects_an_overcount_and_a_count_towards_ourselves() -> None:
+    """spec §2.3 Probe / HoldCount: a holder answers how many relays it has pointing at the
+    probed relay, which replaces the owner's count (a corrupted state's over-count goes);
+    a count towards the owner itself is answered from its own table."""
+    a, b = _layer(1), _layer(2)
+    mine = a.new_out("t", (3, 5), 3, True, 0.0)
+    mine.holders = {2: 3, 1: 1}
+    out = Outcome()
+    a.probe([mine], 0.0, out)  # due from now on
+    a.probe([mine], 10.0, out)
+    (probe,) = [s for s in out.sends if isinstance(s.message, Probe)]
+    assert probe.dst == 2 and mine.holders == {2: 3}
+    answer = Outcome()
+    b.receive(1, probe.message, 0.0, answer)
+    (count,) = answer.sends
+    assert count.message == HoldCount(pairs=((mine.rid, 0),))
+    a.receive(2, count.message, 0.0, Outcome())
+    assert mine.holders == {}
+
+
+def test_a_cycle_of_relays_is_cut_at_the_hop_limit() -> None:
+    """A corrupted state may hold relays that point at each other in a cycle: a frame on it
+    is dropped once it has crossed MAX_HOPS relays, and the relay that sent it is killed."""
+    a, b = _layer(1), _layer(2)
+    ra = a.new_out("t", (2, 0), 9, False, 0.0)
+    rb = b.new_out("t", (1, ra.rid), 9, False, 0.0)
+    ra.next = (2, rb.rid)
+    send = a.send(ra, _intro(a.ref(a.new_in("t", 0.0))), 0.0)
+    assert send is not None
+    layers, message, src, hops = {1: a, 2: b}, send.message, 1, 0
+    while True:
+        dst = 2 if src == 1 else 1
+        out = Outcome()
+        layers[dst].receive(src, message, 0.0, out)
+        frames = [s for s in out.sends if type(s.message) is Introduce]
+        if not frames:
+            break
+        message, src, hops = frames[0].message, dst, hops + 1
+    assert hops == MAX_HOPS  # forwarded with hop = 2 … MAX_HOPS + 1, which is dropped
+    assert any(isinstance(s.message, RelayGone) for s in out.sends)
 
 
 def test_pub_is_routed_and_payload() -> None:

@@ -70,6 +70,7 @@ from pubmesh.proto.core import (
     PeerDown,
     Publish,
     Receive,
+    Send,
     SetTimer,
     SnapshotRow,
     StackNode,
@@ -81,10 +82,12 @@ from pubmesh.proto.core import (
     Unsubscribe,
 )
 from pubmesh.proto.relay.layer import IN, PORT, ROUTED, Delivery, Outcome, Relay, RelayLayer
-from pubmesh.proto.relay.messages import HoldCount, Probe, RelayGone, Release, SinkFix
+from pubmesh.proto.relay.messages import Adopt, HoldCount, Probe, RelayGone, Release, SinkFix
 
 CONTACT = "contact"
-_LAYER_MESSAGES = (Release, Probe, HoldCount, RelayGone, SinkFix)
+_LAYER_MESSAGES = (Release, Probe, HoldCount, RelayGone, SinkFix, Adopt)
+#: local hops one handler call runs at most (see CliqueNode._loopback)
+LOOPBACK_BUDGET = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,9 @@ class Instance:
     empty_since: float | None = None
     #: publication ids seen and when they expire
     seen: dict[int, float] = field(default_factory=dict)
+    #: rids in D that a member sent us as its answer to our AskToReverse while we leave with
+    #: an anchor: it has reversed already, so it is not asked again (see _leave_timeout)
+    reversed: set[int] = field(default_factory=set)
 
     @property
     def key(self) -> int:
@@ -158,6 +164,12 @@ class CliqueNode(StackNode):
         self.contact: NodeId | None = None
         self.bootstrap: Relay | None = None
         self.instances: dict[str, Instance] = {}
+        #: topics the application subscribed to (an instance that stops while its topic is
+        #: still wanted is replaced by a fresh one, spec §7 rejoin)
+        self.wanted: set[str] = set()
+        #: instances installed from outside (a corrupted initial state) whose Timeout is not
+        #: scheduled yet: armed with the next output
+        self.unarmed: set[str] = set()
         self.started = False
         self.delivered = 0
         self.counters: dict[str, int] = {}
@@ -185,17 +197,55 @@ class CliqueNode(StackNode):
             case Subscribe(topic=topic):
                 self._subscribe(topic, now, out)
             case Unsubscribe(topic=topic):
+                self.wanted.discard(topic)
                 instance = self.instances.get(topic)
                 if instance is not None and not instance.leaving and not self.is_contact:
                     self._leave(instance, now)
             case Publish():
                 self._publish(event, now, out)
             case Leave():
+                self.wanted.clear()
                 for topic in sorted(self.instances):
                     instance = self.instances[topic]
                     if not instance.leaving:
                         self._leave(instance, now)
+        if self.unarmed:
+            for topic in sorted(self.unarmed):
+                instance = self.instances.get(topic)
+                if instance is not None:
+                    first = self.params.timeout * self.rng.uniform(0.0, 1.0)
+                    out.append(SetTimer(first, GroupTick(topic, instance.key)))
+            self.unarmed.clear()
+        me = self.node_id
+        if any(type(o) is Send and o.dst == me for o in out):
+            out = self._loopback(out, now)
         return out
+
+    def _loopback(self, out: list[Output], now: float) -> list[Output]:
+        """Frames (and relay bookkeeping) addressed to this node itself: a relay whose next is
+        one of our own relays (a reference to our own OUT relay came back to us, or a
+        corrupted state's) is a local hop, run here (the runtimes drop a node's messages to
+        itself). ``LOOPBACK_BUDGET`` bounds a cycle of our own relays; the layer's hop limit
+        then kills it."""
+        me = self.node_id
+        done: list[Output] = []
+        queue = list(reversed(out))
+        budget = LOOPBACK_BUDGET
+        while queue:
+            item = queue.pop()
+            if type(item) is not Send or item.dst != me:
+                done.append(item)
+                continue
+            if budget <= 0:
+                self._count("loopback_dropped")
+                continue
+            budget -= 1
+            outcome = Outcome()
+            self.layer.receive(me, item.message, now, outcome)
+            more: list[Output] = []
+            self._apply(outcome, now, more)
+            queue.extend(reversed(more))
+        return done
 
     def _start(self, contacts: tuple[NodeId, ...], now: float) -> None:
         if self.started:
@@ -221,6 +271,7 @@ class CliqueNode(StackNode):
         """spec §7: an instance, then Join(in) through the bootstrap relay to the contact."""
         if not self.started or type(topic) is not str:
             return
+        self.wanted.add(topic)
         instance = self.instances.get(topic)
         if instance is not None and not instance.leaving:
             instance.delivering = not self.is_contact
@@ -401,7 +452,11 @@ class CliqueNode(StackNode):
         """Timeout [P] (papers/002 §9.2 Build-Clique)."""
         group = list(instance.n.values())
         for relay in sorted(group, key=lambda r: r.rid):
-            if not relay.direct or redundant(relay, instance.n.values()):
+            if relay.sink == self.node_id:
+                # a relay to ourselves (a corrupted state's; the handlers never keep one)
+                del instance.n[relay.rid]
+                self._delete(relay, now, out)
+            elif not relay.direct or redundant(relay, instance.n.values()):
                 del instance.n[relay.rid]
                 instance.d[relay.rid] = relay
         if instance.leaving:
@@ -475,9 +530,17 @@ class CliqueNode(StackNode):
             instance.a_out = None
         anchor = instance.a_out
         slides = self.params.leave_phase2 == "slides"
+        instance.reversed &= instance.d.keys()
         for rid in sorted(instance.d):
             relay = instance.d[rid]
             if relay.incoming:
+                continue
+            if rid in instance.reversed and instance.in_.incoming and not slides:
+                # its sink answered our AskToReverse already: asking again every round hands
+                # out `in` every round, and an `in` counted towards that member each round is
+                # never probed (grace), so a stale count on it (a corrupted state's) keeps
+                # in.incoming true and the leaver in phase 1 for ever (found by C1 `sets`).
+                # It waits here for in.incoming to clear, then gets the anchor (ours)
                 continue
             if anchor is not None and relay.sink == anchor.sink:
                 # spec §3 skips these; every anchor probe brings one more (the anchor answers
@@ -524,6 +587,7 @@ class CliqueNode(StackNode):
         elif instance.a_out is not None:
             if relay.sink != instance.a_out.sink:
                 instance.d[relay.rid] = relay
+                instance.reversed.add(relay.rid)
             # else: the anchor's answer to our probe, redundant with a_out: not kept (ours,
             # see _leave_timeout), so that N = D = ∅ can hold and the leaver stops
         elif relay.direct:
@@ -542,6 +606,11 @@ class CliqueNode(StackNode):
         if self.instances.get(instance.topic) is instance:
             del self.instances[instance.topic]
         out.append(TraceRecord("clique.stopped", {"topic": instance.topic}))
+        if instance.topic in self.wanted and not self.is_contact:
+            # still subscribed (a corrupted leaving flag, or a resubscription while leaving):
+            # a fresh instance joins again (spec §7)
+            fresh = self._new_instance(instance.topic, now, out)
+            self._join(fresh, now, out)
 
     # -------------------------------------------------------------------------- search
     def _on_search(

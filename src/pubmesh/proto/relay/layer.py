@@ -45,13 +45,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pubmesh.proto.core import Message, NodeId, Send
-from pubmesh.proto.relay.messages import HoldCount, Probe, Ref, RelayGone, Release, SinkFix
+from pubmesh.proto.relay.messages import Adopt, HoldCount, Probe, Ref, RelayGone, Release, SinkFix
 
 IN, OUT = "in", "out"
 #: the rid of every node's PORT, the bootstrap IN relay (spec §2.4)
 PORT = 0
 #: group messages (the ones routed along relays) carry these header fields (spec §8)
 HEADER = ("rid", "prev", "sink", "direct", "hop")
+#: a frame that has crossed more relays than this is on a cycle (see RelayLayer._frame)
+MAX_HOPS = 64
 #: message classes routed along relays, registered by the stacks that define them
 ROUTED: set[type[Message]] = set()
 
@@ -104,6 +106,9 @@ class Relay:
     sent: int = 0
     #: when it was first found to be due for collection with holders left (Probe)
     due_since: float | None = None
+    #: a materialized OUT relay whose owner counted it towards another process: an Adopt
+    #: went out, so its Release must say so (it waits for the Adopt)
+    adopted: bool = False
 
     @property
     def incoming(self) -> bool:
@@ -146,8 +151,10 @@ class RelayLayer:
         self.relays: dict[int, Relay] = {}
         #: frames received per (our relay, sender, sender's relay): Release waits for them
         self.recv: dict[tuple[int, NodeId, int], int] = {}
-        #: Releases waiting for their frames: (rid, src, prev, sent)
-        self.waiting: list[tuple[int, NodeId, int, int]] = []
+        #: Releases waiting for their frames (and Adopt): (rid, src, prev, sent, adopted)
+        self.waiting: list[tuple[int, NodeId, int, Any, bool]] = []
+        #: Adopts arrived, (our relay, sender, sender's relay), until its Release
+        self.adopted: set[tuple[int, NodeId, int]] = set()
         self.port = Relay(PORT, IN, None, None, me, True)
         self.relays[PORT] = self.port
         self.counters: dict[str, int] = {}
@@ -194,13 +201,14 @@ class RelayLayer:
         header: dict[str, Any] = {
             "rid": rid, "prev": relay.rid, "sink": relay.sink, "direct": relay.direct, "hop": 1
         }  # fmt: skip
-        frame: Message = dataclasses.replace(message, **header)
-        for _, ref in refs_of(message):
+        for name, ref in refs_of(message):
             if ref.owner == self.me:
                 mine = self.relays.get(ref.rid)
                 if mine is not None and mine is not self.port:
                     mine.holders[relay.sink] = mine.holders.get(relay.sink, 0) + 1
                     mine.counted[relay.sink] = now
+                header[name] = dataclasses.replace(ref, holder=relay.sink)
+        frame: Message = dataclasses.replace(message, **header)
         relay.sent += 1
         return Send(node, frame)
 
@@ -218,9 +226,12 @@ class RelayLayer:
 
     def _collect(self, relay: Relay, out: Outcome) -> None:
         del self.relays[relay.rid]
+        if self.adopted:
+            self.adopted = {a for a in self.adopted if a[0] != relay.rid}
         if relay.kind == OUT and relay.next is not None:
             node, rid = relay.next
-            out.sends.append(Send(node, Release(rid=rid, prev=relay.rid, sent=relay.sent)))
+            release = Release(rid=rid, prev=relay.rid, sent=relay.sent, adopted=relay.adopted)
+            out.sends.append(Send(node, release))
         self._count("collected")
 
     def _count(self, name: str) -> None:
@@ -230,9 +241,25 @@ class RelayLayer:
     def receive(self, src: NodeId, message: Message, now: float, out: Outcome) -> None:
         """A frame from ``src`` (spec §2.3 Receive and the bookkeeping messages)."""
         match message:
-            case Release(rid=rid, prev=prev, sent=sent):
-                self.waiting.append((rid, src, prev, sent))
+            case Release(rid=rid, prev=prev, sent=sent, adopted=adopted):
+                self.waiting.append((rid, src, prev, sent, adopted is True))
                 self._apply_releases(out)
+            case Adopt(rid=rid, prev=prev, was=was):
+                relay = self.relays.get(rid) if type(rid) is int else None
+                if relay is None or relay is self.port or type(prev) is not int:
+                    return
+                if type(was) is not int:
+                    return
+                if was in relay.holders:
+                    relay.holders[was] -= 1
+                    if not relay.holders[was]:
+                        del relay.holders[was]
+                if prev:
+                    relay.holders[src] = relay.holders.get(src, 0) + 1
+                    self.adopted.add((rid, src, prev))
+                    self._apply_releases(out)
+                else:
+                    self._maybe_collect(relay, out)
             case RelayGone(rid=rid):
                 relay = self.relays.get(rid)
                 if (
@@ -257,12 +284,7 @@ class RelayLayer:
                 pairs = []
                 for rid in rids:
                     if type(rid) is int:
-                        held = sum(
-                            1
-                            for r in self.relays.values()
-                            if r.kind == OUT and r.next == (src, rid)
-                        )
-                        pairs.append((rid, held))
+                        pairs.append((rid, self._held(src, rid)))
                 out.sends.append(Send(src, HoldCount(pairs=tuple(pairs))))
             case HoldCount(pairs=pairs):
                 for pair in pairs:
@@ -272,7 +294,10 @@ class RelayLayer:
                     relay = self.relays.get(rid) if type(rid) is int else None
                     if relay is None or type(held) is not int or held < 0:
                         continue
-                    relay.holders[src] = held
+                    if held:
+                        relay.holders[src] = held
+                    else:
+                        relay.holders.pop(src, None)
                     self._maybe_collect(relay, out)
             case _ if type(message) in ROUTED:
                 self._frame(src, message, now, out)
@@ -282,14 +307,16 @@ class RelayLayer:
         if type(rid) is not int or type(prev) is not int or type(hop) is not int:
             return
         relay = self.relays.get(rid)
+        if relay is not None and hop > MAX_HOPS:
+            # a chain this long is a cycle of relays (a corrupted state's): the sender's relay
+            # goes, which breaks the cycle (ours; the spec has no cycles, its states do)
+            relay = None
+            self._count("hop_limit")
         if relay is None:
-            # spec §2.3: the relay is gone; the sender kills its own, and the references the
-            # frame carried for us are released (only those counted with us as the holder)
+            # spec §2.3: the relay is gone; the sender kills its own, and the counts kept for
+            # the references the frame carried go
             out.sends.append(Send(src, RelayGone(rid=prev)))
-            if message.sink == self.me:
-                for _, ref in refs_of(message):
-                    if ref.owner >= 0:
-                        out.sends.append(Send(ref.owner, Release(rid=ref.rid, prev=0, sent=0)))
+            self._disown(message, out)
             self._count("relay_gone")
             return
         key = (rid, src, prev)
@@ -312,31 +339,53 @@ class RelayLayer:
             # indirect, and the next frame would flip it back: found in the first runs)
             if message.sink != self.me or not message.direct:
                 out.sends.append(Send(src, SinkFix(rid=prev, sink=self.me, direct=True)))
+            if relay.zombie:
+                # the instance it belonged to is gone: nothing behind it, so the sender's
+                # relay goes too (RelayGone; its count here is probed away)
+                out.sends.append(Send(src, RelayGone(rid=prev)))
+                self._disown(message, out)
+                self._apply_releases(out)
+                return
             refs: dict[str, Relay] = {}
             for name, ref in refs_of(message):
-                if ref.owner < 0 or ref.sink < 0:
+                if ref.owner < 0 or ref.sink < 0 or type(ref.holder) is not int:
                     continue
                 made = self.new_out(relay.key, (ref.owner, ref.rid), ref.sink, ref.is_in, now)
+                if ref.holder != self.me:
+                    # counted towards another process: move the count here (Adopt)
+                    made.adopted = True
+                    adopt = Adopt(rid=ref.rid, prev=made.rid, was=ref.holder)
+                    out.sends.append(Send(ref.owner, adopt))
                 refs[name] = made
-            if relay.zombie:
-                for made in refs.values():
-                    self.delete(made, out)
-                return
             out.deliveries.append(Delivery(relay, message, refs))
         self._apply_releases(out)
 
+    def _disown(self, message: Any, out: Outcome) -> None:
+        """The frame's references make no relay here (its relay is gone, or a zombie): each
+        count their owners keep for them goes (an Adopt with ``prev = 0``)."""
+        for _, ref in refs_of(message):
+            if ref.owner >= 0 and type(ref.holder) is int and ref.holder >= 0:
+                out.sends.append(Send(ref.owner, Adopt(rid=ref.rid, prev=0, was=ref.holder)))
+
     def _apply_releases(self, out: Outcome) -> None:
-        """Releases whose frames have all arrived (spec §2.3: never overtaking data)."""
+        """Releases whose frames (and Adopt) have all arrived (spec §2.3: never overtaking
+        data; a Release overtaking its Adopt would lower the count of another relay)."""
         still = []
-        for rid, src, prev, sent in self.waiting:
+        for entry in self.waiting:
+            rid, src, prev, sent, adopted = entry
             key = (rid, src, prev)
-            if type(sent) is int and self.recv.get(key, 0) < sent:
-                still.append((rid, src, prev, sent))
-                continue
-            self.recv.pop(key, None)
             relay = self.relays.get(rid)
             if relay is None or relay is self.port:
+                self.recv.pop(key, None)
+                self.adopted.discard(key)
                 continue
+            if (type(sent) is int and self.recv.get(key, 0) < sent) or (
+                adopted and key not in self.adopted
+            ):
+                still.append(entry)
+                continue
+            self.recv.pop(key, None)
+            self.adopted.discard(key)
             if relay.holders.get(src, 0) > 0:
                 relay.holders[src] -= 1
                 if not relay.holders[src]:
@@ -364,6 +413,7 @@ class RelayLayer:
                 del relay.holders[peer]
                 self._maybe_collect(relay, out)
         self.waiting = [w for w in self.waiting if w[1] != peer]
+        self.adopted = {a for a in self.adopted if a[1] != peer}
 
     def probe(self, due: Iterable[Relay], now: float, out: Outcome) -> None:
         """Ask the holders of relays that should go (spec §2.3 Probe) once they have shown
@@ -378,11 +428,24 @@ class RelayLayer:
             if now - relay.due_since < self.probe_after:
                 continue
             for holder in sorted(relay.holders):
-                if now - relay.counted.get(holder, -1e18) >= self.grace:
-                    asks.setdefault(holder, []).append(relay.rid)
+                if now - relay.counted.get(holder, -1e18) < self.grace:
+                    continue
+                if holder == self.me:
+                    # a count towards ourselves (a corrupted state's, or a reference we sent
+                    # to our own instance): our own table answers at once
+                    relay.holders[holder] = self._held(holder, relay.rid)
+                    if not relay.holders[holder]:
+                        del relay.holders[holder]
+                        self._maybe_collect(relay, out)
+                    continue
+                asks.setdefault(holder, []).append(relay.rid)
         for holder in sorted(asks):
             out.sends.append(Send(holder, Probe(rids=tuple(sorted(asks[holder])))))
             self._count("probes")
+
+    def _held(self, owner: NodeId, rid: int) -> int:
+        """How many of our relays point at ``owner``'s relay ``rid`` (a Probe's answer)."""
+        return sum(1 for r in self.relays.values() if r.kind == OUT and r.next == (owner, rid))
 
     def zombies(self) -> list[Relay]:
         return [r for r in self.relays.values() if r.zombie]

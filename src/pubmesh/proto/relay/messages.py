@@ -6,7 +6,8 @@ it into a fresh OUT relay pointing at the referenced one (papers/002, "u is newl
 no incoming links"; spec §2.1). The other messages are the layer's own bookkeeping: Release
 (a holder dropped its relay), Probe / HoldCount (an owner asks its holders how many relays
 they still have pointing at its relays), RelayGone (the relay a frame was sent to does not
-exist) and SinkFix (a relay's cached sink or ``direct`` claim was wrong).
+exist), SinkFix (a relay's cached sink or ``direct`` claim was wrong) and Adopt (a reference
+reached another process than the one its owner counted it towards).
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ RELAY = "relay"
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ref(Message):
     """A reference to relay ``rid`` held by ``owner``, whose chain ends at ``sink``;
-    ``is_in``: it is ``owner``'s own IN relay, so a relay materialized from it is direct."""
+    ``is_in``: it is ``owner``'s own IN relay, so a relay materialized from it is direct;
+    ``holder``: the process the owner counted it towards when sending it (the sending relay's
+    cached sink; -1 until sent). A receiver that is not ``holder`` sends an :class:`Adopt`."""
 
     owner: int
     rid: int
     sink: int
     is_in: bool
+    holder: int = -1
 
 
 register_message(Ref, 500, layer=RELAY)
@@ -41,6 +45,8 @@ class Release(Message):
     rid: int
     prev: int
     sent: int
+    #: an Adopt for (sender, prev) precedes it: apply it only once that Adopt has arrived
+    adopted: bool = False
 
 
 register_message(Release, 501, layer=RELAY)
@@ -86,3 +92,20 @@ class SinkFix(Message):
 
 
 register_message(SinkFix, 505, layer=RELAY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Adopt(Message):
+    """A reference to our relay ``rid`` that we counted towards ``was`` reached the sender
+    instead (``was``'s cached sink was wrong, or a chain changed): the count moves from ``was``
+    to the sender, who now holds relay ``prev``. ``prev = 0``: no relay was made (the frame
+    met a missing relay or a zombie), so ``was``'s count just goes (spec §2.3 counts; the
+    spec's header ``sink`` cannot say whom a reference was counted towards once a relay on
+    the way rewrote it)."""
+
+    rid: int
+    prev: int
+    was: int
+
+
+register_message(Adopt, 506, layer=RELAY)
