@@ -8,6 +8,19 @@ jitter 0.1, T = 0.25 s; a round is one T).
   relay graph, explicit and in-transit edges, weakly connected, and no holder count below the
   truth. Run for n ∈ {8, 16, 32} over ``SEEDS``; the fitted constant of rounds = a·n ln n is
   printed per kind (BENCHMARKS.md has the larger n).
+* C2: a legitimate clique (``[init] overlay = "warm"``) stays legitimate for 200 rounds with
+  D = ∅, at (5 − 6/n) ± 0.3 messages per member per round.
+* C3: papers/002 Theorem 9.5, one join into a legitimate clique: the rounds until the joiner is
+  known by all and until it knows all, against n ln n (the mean over the seeds within
+  [1.5, 2.5]; every run within the theorem's bound 4(n + 1)H_{n−1} in ≥ 95% of runs), and
+  with ``feedback`` (spec §3.5) knows-all at [0.8, 1.5]·n ln n, below the mean without.
+* C4: Leave (spec §3, the anchor phase) at n = 32 from a legitimate clique and from
+  ``random_graph``, for 1, 10% and 50% of the subscribers leaving at once: each leaver stops
+  within 50 + 5n rounds with no relay anywhere pointing at it, the oracle holds at every
+  snapshot (the stayers' relay graph weakly connected), and the stayers end a clique.
+* C5: Search (papers/002 §9.2) on ``line`` at n = 64, one search per round between random
+  members for the first 200 rounds of convergence: the success rate (mean over the seeds)
+  grows with d ∈ {0, 1, 2, 3, 5}; once legitimate, every search succeeds in one hop.
 * C7: once legitimate, every publication reaches every member in one hop with n − 1 Pub
   messages.
 
@@ -16,16 +29,22 @@ A failure names the seed and the command that replays the run.
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
+import random
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from figures import publication_figures, replay
 from pubmesh.proto.clique.corruption import KINDS
 from pubmesh.proto.clique.legitimacy import is_legitimate
+from pubmesh.proto.clique.node import CliqueNode
+from pubmesh.proto.core import Subscribe, Unsubscribe
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import load_scenario
 from relayoracle import check_sim
@@ -135,3 +154,220 @@ def test_c7_one_hop_flooding_once_legitimate(kind: str, tmp_path: Path) -> None:
         assert pub.reliability == 1.0 and pub.duplicates == 0, where
         assert pub.ldh == 1, where
         assert pub.payload_messages == n - 1, where
+
+
+def warm(n: int, seed: int, *extra: str) -> tuple[Simulation, tuple[str, ...]]:
+    """A legitimate clique of ``n`` members (the contact and n − 1 subscribers) at t = 0."""
+    sets = (
+        f"run.nodes={n}",
+        "init.corruption=none",
+        "init.overlay=warm",
+        "workload.publications=0",
+        "trace.snapshot_interval=0",
+        *extra,
+    )
+    scenario = load_scenario(ROOT / CORRUPTED, [*sets, f"run.seed={seed}"])
+    return Simulation(scenario, None, keep_deliveries=False), sets
+
+
+@pytest.mark.parametrize("n", [8, 16, 32])
+def test_c2_closure_and_work_in_a_legitimate_clique(n: int) -> None:
+    """C2 (papers/002 Theorem 9.4, closure): legitimate at every snapshot for 200 rounds,
+    D = ∅ throughout, and (5 − 6/n) ± 0.3 messages per member per round (AskForIntro 1,
+    Introduce 2, Release 2; only 2 when w ∈ {in, u})."""
+    for seed in SEEDS:
+        sim, sets = warm(n, seed)
+        where = f"n={n} seed {seed}; {replay(CORRUPTED, seed, *sets)}"
+        assert is_legitimate(sim.nodes), where
+        t, sent = 0.0, sim.messages_sent
+        while t < 200 * T:
+            t += SNAPSHOT
+            sim.run(until=t)
+            assert is_legitimate(sim.nodes), f"t={t}: {where}"
+            for node in sim.nodes.values():
+                assert isinstance(node, CliqueNode)
+                assert all(not i.d for i in node.instances.values()), f"t={t}: D ≠ ∅; {where}"
+        work = (sim.messages_sent - sent) / (n * 200)
+        assert abs(work - (5 - 6 / n)) <= 0.3, f"work {work:.2f} per member per round; {where}"
+
+
+def _theorem_9_5(n: int, seed: int, feedback: bool) -> tuple[float, float, str]:
+    """Rounds until a joiner at t = 10 s is known by all members and knows all of them."""
+    sim, sets = warm(n - 1, seed, f"stack.clique.feedback={str(feedback).lower()}")
+    joiner, topic, t0 = n - 1, "t0", 10.0
+    sim.at(t0, sim.join, joiner)
+    sim.at(t0, sim.command, joiner, Subscribe(topic))
+    sim.run(until=t0)
+    known = knows = None
+    t = t0
+    while known is None or knows is None:
+        t += T
+        sim.run(until=t)
+        members = {v: node for v, node in sim.nodes.items() if isinstance(node, CliqueNode)}
+        if known is None and all(
+            any(r.sink == joiner for r in node.instances[topic].n.values())
+            for v, node in members.items()
+            if v != joiner
+        ):
+            known = (t - t0) / T
+        mine = members[joiner].instances.get(topic)
+        everyone = set(members) - {joiner}
+        if knows is None and mine is not None and {r.sink for r in mine.n.values()} >= everyone:
+            knows = (t - t0) / T
+        assert t - t0 < 20 * n * math.log(n) * T, f"no progress; {replay(CORRUPTED, seed, *sets)}"
+    return known, knows, replay(CORRUPTED, seed, *sets)
+
+
+@pytest.mark.parametrize("n", [16, 32])
+def test_c3_theorem_9_5_and_feedback(n: int) -> None:
+    """C3: one join into a legitimate clique, over ``SEEDS``, with and without feedback."""
+    scale = n * math.log(n)
+    bound_9_5 = 4 * (n + 1) * sum(1 / d for d in range(1, n))
+    plain = [_theorem_9_5(n, seed, False) for seed in SEEDS]
+    fed = [_theorem_9_5(n, seed, True) for seed in SEEDS]
+    known = statistics.mean(k for k, _, _ in plain) / scale
+    knows = statistics.mean(k for _, k, _ in plain) / scale
+    fed_knows = statistics.mean(k for _, k, _ in fed) / scale
+    fed_known = statistics.mean(k for k, _, _ in fed) / scale
+    print(
+        f"C3 n={n}: known by all {known:.2f}·n ln n, knows all {knows:.2f}·n ln n; with "
+        f"feedback {fed_known:.2f} and {fed_knows:.2f} (bound {bound_9_5 / scale:.2f}·n ln n)"
+    )
+    within = sum(1 for k, _, _ in plain if k <= bound_9_5) / len(plain)
+    late = [r for k, _, r in plain if k > bound_9_5]
+    assert within >= 0.95, f"known by all beyond 4(n+1)H_(n-1) = {bound_9_5:.0f}: {late}"
+    assert 1.5 <= known <= 2.5, f"known by all at {known:.2f}·n ln n"
+    assert 1.5 <= knows <= 2.5, f"knows all at {knows:.2f}·n ln n"
+    assert 0.8 <= fed_knows <= 1.5, f"with feedback, knows all at {fed_knows:.2f}·n ln n"
+    assert fed_knows < knows, "feedback does not speed knows-all up"
+
+
+@pytest.mark.parametrize("share", [0.0, 0.1, 0.5])
+@pytest.mark.parametrize("start", ["legitimate", "random_graph"])
+def test_c4_leavers_stop_and_the_rest_stays_connected(start: str, share: float) -> None:
+    """C4: ``share`` of the subscribers (0: one) unsubscribe at once, five snapshots after the
+    start state (so from random_graph they leave mid-convergence)."""
+    n = 32
+    worst = 0.0
+    for seed in SEEDS:
+        if start == "legitimate":
+            sim, sets = warm(n, seed)
+            began = 0.0
+        else:
+            sets = (f"run.nodes={n}", "init.corruption=random_graph", f"init.junk_messages={n}")
+            scenario = load_scenario(ROOT / CORRUPTED, [*sets, f"run.seed={seed}"])
+            sim = Simulation(scenario, None, keep_deliveries=False)
+            began = max(sim.plan.starts.values()) + scenario.workload.subscribe_at
+        where = f"{start}, {share:.0%} leave, seed {seed}; {replay(CORRUPTED, seed, *sets)}"
+        t = began + 5 * SNAPSHOT
+        sim.run(until=t)
+        subscribers = sorted(v for v in sim.nodes if v != 0)
+        count = max(1, int(share * len(subscribers)))
+        leavers = sorted(sim._corrupt_rng.sample(subscribers, count))
+        for v in leavers:
+            sim.command(v, Unsubscribe("t0"))
+        left_at, deadline = t, t + (50 + 5 * n) * T
+        stopped: dict[int, float] = {}
+        while True:
+            t += SNAPSHOT
+            sim.run(until=t)
+            problems = check_sim(sim)
+            assert not problems, f"t={t:.2f}: {problems[:3]}; {where}"
+            for v in leavers:
+                node = sim.nodes[v]
+                assert isinstance(node, CliqueNode)
+                if v not in stopped and "t0" not in node.instances:
+                    stopped[v] = t
+            if len(stopped) == len(leavers) and is_legitimate(sim.nodes):
+                break
+            assert t <= deadline + 6 * n * math.log(n) * T, f"no clique of the stayers; {where}"
+        late = {v: (s - left_at) / T for v, s in stopped.items() if s > deadline}
+        assert not late, f"leavers stopped after {late} rounds (> 50 + 5n); {where}"
+        pointing = [
+            (v, relay.rid)
+            for v, node in sim.nodes.items()
+            if isinstance(node, CliqueNode)
+            for relay in node.layer.relays.values()
+            if relay.next is not None and relay.next[0] in leavers and relay.next[1] != 0
+        ]
+        assert not pointing, f"relays still point at leavers: {pointing[:5]}; {where}"
+        worst = max(worst, *((s - left_at) / T for s in stopped.values()))
+    print(f"C4 {start}, {share:.0%}: every leaver stopped within {worst:.0f} rounds")
+
+
+def _search_run(
+    d: int, seed: int, run_dir: Path, rounds: int, *, then_legitimate: bool = False
+) -> tuple[float, list[dict], str]:  # type: ignore[type-arg]
+    """Search success over ``rounds`` rounds from ``line`` at n = 64 (one search per round
+    between two random members), read back from the trace's events; with
+    ``then_legitimate`` the run goes on to a legitimate clique and 64 more searches, whose
+    outcomes are returned too."""
+    n = 64
+    sets = (
+        f"run.nodes={n}",
+        "init.corruption=line",
+        "init.junk_messages=0",
+        "workload.publications=0",
+        "trace.snapshot_interval=0",
+        f"stack.clique.search_d={d}",
+    )
+    where = replay(CORRUPTED, seed, *sets)
+    scenario = load_scenario(ROOT / CORRUPTED, [*sets, f"run.seed={seed}"])
+    sim = Simulation(scenario, run_dir, keep_deliveries=False)
+    t = max(sim.plan.starts.values()) + scenario.workload.subscribe_at + 0.01
+    sim.run(until=t)
+    rng = random.Random(seed)
+
+    def one() -> None:
+        origin, target = rng.sample(sorted(sim.nodes), 2)
+        node = sim.nodes[origin]
+        assert isinstance(node, CliqueNode)
+        sim.apply(origin, node.search("t0", target, sim.now))
+
+    for _ in range(rounds):
+        t += T
+        sim.run(until=t)
+        one()
+    t += 1.0  # every search has ended (≤ d + 2 hops of ≤ 20 ms)
+    sim.run(until=t)
+    phase_1 = t
+    legitimate_from = math.inf
+    if then_legitimate:
+        while not is_legitimate(sim.nodes):
+            t += SNAPSHOT
+            sim.run(until=t)
+            assert t < bound(n) * T + 10, where
+        legitimate_from = t
+        for _ in range(n):
+            t += T
+            sim.run(until=t)
+            one()
+        sim.run(until=t + 1.0)
+    sim.close()
+    records = [
+        (e["t"], json.loads(e["detail"]))
+        for e in pq.read_table(run_dir / "events").to_pylist()
+        if e["kind"] == "clique.search"
+    ]
+    found = sum(1 for at, r in records if at <= phase_1 and r["found"])
+    after = [r for at, r in records if at > legitimate_from]
+    return found / rounds, after, where
+
+
+def test_c5_search_success_grows_with_d(tmp_path: Path) -> None:
+    """C5: success during convergence monotone in d; 1.0 in one hop once legitimate."""
+    means = {}
+    for d in (0, 1, 2, 3, 5):
+        rates = []
+        for seed in SEEDS[:5]:
+            rate, after, where = _search_run(
+                d, seed, tmp_path / f"d{d}s{seed}", 200, then_legitimate=(d == 3 and seed == 1)
+            )
+            rates.append(rate)
+            if after:
+                assert len(after) == 64, where
+                assert all(s["found"] and s["hops"] == 1 for s in after), f"{after}; {where}"
+        means[d] = statistics.mean(rates)
+    print("C5 search success during convergence by d:", {d: round(m, 3) for d, m in means.items()})
+    ds = sorted(means)
+    assert all(means[a] < means[b] for a, b in itertools.pairwise(ds)), means

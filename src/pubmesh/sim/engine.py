@@ -340,6 +340,11 @@ class Simulation:
             self.left.discard(node)
             self._start_node(node, event="recover")
 
+    def join(self, node: NodeId) -> None:
+        """Start a new node now, as a churn join does (scripted experiments: one join at a
+        chosen time); it subscribes when it is handed Subscribe commands."""
+        self._join(node)
+
     def _join(self, node: NodeId) -> None:
         """A new node joins (churn): it gets the id the plan gave it."""
         self.next_node_id = max(self.next_node_id, node + 1)
@@ -395,6 +400,13 @@ class Simulation:
                 message.publication(),
                 size_function(type(message))(message),
             )
+
+    def apply(self, node: NodeId, outputs: list[Any]) -> None:
+        """Take outputs that a live node returned outside the event loop, from a stack's own
+        API called by a script or test (``CliqueNode.search``), as if a handler returned
+        them now."""
+        if node in self.nodes:
+            self._apply(node, outputs)
 
     def _apply(self, node: NodeId, outputs: list[Any]) -> None:
         # the hot path: a Send to a live node on a clean network goes straight on the heap;

@@ -4,7 +4,7 @@ protocol lives in :mod:`pubmesh.proto.clique` over :mod:`pubmesh.proto.relay`.""
 
 from __future__ import annotations
 
-from pubmesh.proto.clique.corruption import KINDS, corrupt
+from pubmesh.proto.clique.corruption import KINDS, corrupt, warm_start
 from pubmesh.proto.clique.legitimacy import is_legitimate
 from pubmesh.proto.clique.node import contacts, create, infrastructure
 from pubmesh.proto.clique.params import CliqueParams
@@ -20,6 +20,7 @@ SPEC = register(
         is_legitimate=is_legitimate,
         corrupt=corrupt,
         corruption_kinds=KINDS,
+        warm_start=warm_start,
         timeout_param="timeout",
         extra_metrics=("convergence_time",),
         description=(

@@ -81,6 +81,21 @@ def corrupt(
     return [_junk(clique, topics, rng) for _ in range(count)] if topics else []
 
 
+def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: Any = None) -> None:
+    """StackSpec.warm_start (``[init] overlay = "warm"``): every topic group a legitimate
+    clique (spec §5), each member holding one direct relay to every other member's ``in``,
+    with the holder counts those relays make; spec §9 C2 and C3 start here."""
+    clique = {v: n for v, n in sorted(nodes.items()) if isinstance(n, CliqueNode) and n.started}
+    for topic in sorted({t for n in clique.values() for t in n.wanted}):
+        members = _members(clique, topic)
+        if len(members) < 2:
+            continue
+        for v in members:
+            _reset(clique[v], topic)
+        _Installer(clique, topic, members, rng).full_clique(indirect=False)
+    _recount(clique)
+
+
 def _members(clique: Mapping[NodeId, CliqueNode], topic: str) -> list[NodeId]:
     """M_T: the contact and every node that wants the topic, each with an instance."""
     out = []

@@ -18,10 +18,9 @@ from pubmesh.proto.relay.messages import Ref
 OVERLAY = "overlay"
 
 
-@routed
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Join(Message):
-    """A subscriber's ``Join(in)`` to the contact (papers/002 "Join(u)", spec §7)."""
+class GroupMessage(Message):
+    """The relay header every group message starts with (module doc); not sent itself."""
 
     topic: str
     rid: int
@@ -29,6 +28,13 @@ class Join(Message):
     sink: int
     direct: bool
     hop: int
+
+
+@routed
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Join(GroupMessage):
+    """A subscriber's ``Join(in)`` to the contact (papers/002 "Join(u)", spec §7)."""
+
     node: Ref
 
 
@@ -37,15 +43,9 @@ register_message(Join, 510, layer=OVERLAY)
 
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AskForIntro(Message):
+class AskForIntro(GroupMessage):
     """Build-Clique's Timeout asks w to introduce itself to u (papers/002 §9.2)."""
 
-    topic: str
-    rid: int
-    prev: int
-    sink: int
-    direct: bool
-    hop: int
     u: Ref
     introducer: int
 
@@ -55,15 +55,9 @@ register_message(AskForIntro, 511, layer=OVERLAY)
 
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Introduce(Message):
+class Introduce(GroupMessage):
     """``Introduce(w)``: here is a relay to w (papers/002 §9.2)."""
 
-    topic: str
-    rid: int
-    prev: int
-    sink: int
-    direct: bool
-    hop: int
     w: Ref
     introducer: int
 
@@ -73,15 +67,9 @@ register_message(Introduce, 512, layer=OVERLAY)
 
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AskToReverse(Message):
+class AskToReverse(GroupMessage):
     """A leaving process asks the sink of ``out`` to reverse their link (papers/002 Leave)."""
 
-    topic: str
-    rid: int
-    prev: int
-    sink: int
-    direct: bool
-    hop: int
     out: Ref
 
 
@@ -90,15 +78,9 @@ register_message(AskToReverse, 513, layer=OVERLAY)
 
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Reverse(Message):
+class Reverse(GroupMessage):
     """The answer to AskToReverse: a relay back (papers/002 Leave)."""
 
-    topic: str
-    rid: int
-    prev: int
-    sink: int
-    direct: bool
-    hop: int
     out: Ref
 
 
@@ -107,15 +89,23 @@ register_message(Reverse, 514, layer=OVERLAY)
 
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Search(Message):
+class Feedback(GroupMessage):
+    """spec §3.5 (feedback option): the target of an Introduce that ``introducer`` caused
+    tells it whether the introduced relay was ``new`` to it (so that introducer weights its
+    relay to us up or down)."""
+
+    target: int
+    new: bool
+
+
+register_message(Feedback, 515, layer=OVERLAY)
+
+
+@routed
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Search(GroupMessage):
     """Search for ``sid`` with at most ``d_left`` random forwards (papers/002 §9.2 Search)."""
 
-    topic: str
-    rid: int
-    prev: int
-    sink: int
-    direct: bool
-    hop: int
     sid: int
     origin: int
     d_left: int
@@ -127,16 +117,10 @@ register_message(Search, 516, layer=OVERLAY)
 
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Pub(Message):
+class Pub(GroupMessage):
     """A publication flooded through the group (spec §7): ``seen`` are the members already
     sent a copy, ``hops`` the relay hops it crossed before this chain."""
 
-    topic: str
-    rid: int
-    prev: int
-    sink: int
-    direct: bool
-    hop: int
     pub_id: int
     payload: bytes
     seen: frozenset[int]

@@ -51,6 +51,7 @@ from typing import Any
 from pubmesh.proto.clique.messages import (
     AskForIntro,
     AskToReverse,
+    Feedback,
     Introduce,
     Join,
     Pub,
@@ -82,10 +83,18 @@ from pubmesh.proto.core import (
     Unsubscribe,
 )
 from pubmesh.proto.relay.layer import IN, PORT, ROUTED, Delivery, Outcome, Relay, RelayLayer
-from pubmesh.proto.relay.messages import Adopt, HoldCount, Probe, RelayGone, Release, SinkFix
+from pubmesh.proto.relay.messages import (
+    Adopt,
+    HoldCount,
+    Nudge,
+    Probe,
+    RelayGone,
+    Release,
+    SinkFix,
+)
 
 CONTACT = "contact"
-_LAYER_MESSAGES = (Release, Probe, HoldCount, RelayGone, SinkFix, Adopt)
+_LAYER_MESSAGES = (Release, Probe, HoldCount, RelayGone, SinkFix, Adopt, Nudge)
 #: local hops one handler call runs at most (see CliqueNode._loopback)
 LOOPBACK_BUDGET = 256
 
@@ -120,6 +129,10 @@ class Instance:
     #: rids in D that a member sent us as its answer to our AskToReverse while we leave with
     #: an anchor: it has reversed already, so it is not asked again (see _leave_timeout)
     reversed: set[int] = field(default_factory=set)
+    #: when a leaver last nudged each holder of its ``in`` (see _leave_timeout)
+    nudged: dict[NodeId, float] = field(default_factory=dict)
+    #: spec §3.5 feedback weights ω of N's relays by rid (1 when absent)
+    weights: dict[int, float] = field(default_factory=dict)
 
     @property
     def key(self) -> int:
@@ -333,6 +346,18 @@ class CliqueNode(StackNode):
                 )
         for delivery in outcome.deliveries:
             self._deliver_frame(delivery, now, out)
+        for relay in outcome.nudged:
+            self._on_nudge(relay, now, out)
+
+    def _on_nudge(self, relay: Relay, now: float, out: list[Output]) -> None:
+        """A leaver we point at has no relay to us (Nudge): introduce ourselves through our
+        relay to it, so that it can ask us to reverse (see _leave_timeout)."""
+        if type(relay.key) is not str:
+            return
+        instance = self.instances.get(relay.key)
+        if instance is None or instance.leaving or instance.stopped or not instance.holds(relay):
+            return
+        self._send(relay, self._introduce(instance, instance.in_, self.node_id), now, out)
 
     @staticmethod
     def _forget(instance: Instance, relay: Relay) -> None:
@@ -378,14 +403,16 @@ class CliqueNode(StackNode):
                 u = refs.get("node")
                 if u is not None:
                     self._on_join(instance, u, now, out)
-            case AskForIntro():
+            case AskForIntro(introducer=introducer):
                 u = refs.get("u")
                 if u is not None:
-                    self._on_ask_for_intro(instance, u, now, out)
-            case Introduce():
+                    self._on_ask_for_intro(instance, u, introducer, now, out)
+            case Introduce(introducer=introducer):
                 w = refs.get("w")
                 if w is not None:
-                    self._on_introduce(instance, w, now, out)
+                    self._on_introduce(instance, w, introducer, now, out)
+            case Feedback(target=target, new=new):
+                self._on_feedback(instance, target, new)
             case AskToReverse():
                 relay = refs.get("out")
                 if relay is not None:
@@ -405,13 +432,13 @@ class CliqueNode(StackNode):
         if u.sink == self.node_id:
             return
         if self.params.join_intro and not instance.leaving:
-            self._send(u, self._introduce(instance, instance.in_), now, out)
+            self._send(u, self._introduce(instance, instance.in_, self.node_id), now, out)
         if instance.leaving:
             instance.d[u.rid] = u
         else:
             instance.n[u.rid] = u
 
-    def _introduce(self, instance: Instance, relay: Relay) -> Introduce:
+    def _introduce(self, instance: Instance, relay: Relay, introducer: NodeId) -> Introduce:
         return Introduce(
             topic=instance.topic,
             rid=0,
@@ -420,33 +447,63 @@ class CliqueNode(StackNode):
             direct=False,
             hop=0,
             w=self.layer.ref(relay),
-            introducer=self.node_id,
+            introducer=introducer,
         )
 
     def _on_ask_for_intro(
-        self, instance: Instance, u: Relay, now: float, out: list[Output]
+        self, instance: Instance, u: Relay, introducer: Any, now: float, out: list[Output]
     ) -> None:
         """AskForIntro(u) [P]: if u.sink = self: delete u; elif leaving: N += u (kept for the
-        reversal); else u ← Introduce(in); delete u."""
+        reversal); else u ← Introduce(in); delete u. The Introduce names the member whose
+        Timeout asked (spec §3.5: AskForIntro and Introduce carry ``introducer``)."""
         if u.sink == self.node_id:
             return  # deleted by the caller (not held)
         if instance.leaving:
             instance.n[u.rid] = u
             return
-        self._send(u, self._introduce(instance, instance.in_), now, out)
+        who = introducer if type(introducer) is int else self.node_id
+        self._send(u, self._introduce(instance, instance.in_, who), now, out)
 
-    def _on_introduce(self, instance: Instance, w: Relay, now: float, out: list[Output]) -> None:
+    def _on_introduce(
+        self, instance: Instance, w: Relay, introducer: Any, now: float, out: list[Output]
+    ) -> None:
         """Introduce(w) [P]: keep w if it is not to ourselves and not redundant in N; direct
-        relays go to N, indirect ones to D (to be delegated)."""
+        relays go to N, indirect ones to D (to be delegated). With ``feedback`` (spec §3.5),
+        tell the introducer whether w was new, through our relay to it if we hold one."""
+        new = self._keep_introduced(instance, w)
+        if self.params.feedback and type(introducer) is int and introducer != self.node_id:
+            back = next((x for x in instance.n.values() if x.sink == introducer), None)
+            if back is not None:
+                feedback = Feedback(
+                    topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+                    target=self.node_id, new=new,
+                )  # fmt: skip
+                self._send(back, feedback, now, out)
+
+    def _keep_introduced(self, instance: Instance, w: Relay) -> bool:
         if w.sink == self.node_id:
-            return
+            return False
         same = [x for x in instance.n.values() if x.sink == w.sink]
         if same and not (w.direct and not any(x.direct for x in same)):
-            return
+            return False
         if w.direct:
             instance.n[w.rid] = w
         else:
             instance.d[w.rid] = w
+        return True
+
+    def _on_feedback(self, instance: Instance, target: Any, new: Any) -> None:
+        """spec §3.5: ω of our relay to ``target`` doubles if the introduction was new, else
+        halves, clamped to [1/(4(|N| + 1)), 1]."""
+        if not self.params.feedback or type(target) is not int:
+            return
+        relay = next((x for x in instance.n.values() if x.sink == target), None)
+        if relay is None:
+            return
+        low = 1.0 / (4 * (len(instance.n) + 1))
+        weight = instance.weights.get(relay.rid, 1.0)
+        weight = weight * 2 if new is True else weight / 2
+        instance.weights[relay.rid] = min(1.0, max(low, weight))
 
     def _timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
         """Timeout [P] (papers/002 §9.2 Build-Clique)."""
@@ -471,7 +528,7 @@ class CliqueNode(StackNode):
             instance.a_in = None
         members = sorted(instance.n)
         if members:
-            u = instance.n[members[self.rng.randrange(len(members))]]
+            u = instance.n[self._draw_u(instance, members)]
             choices = [*members, 0]
             pick = choices[self.rng.randrange(len(choices))]
             ask = AskForIntro(
@@ -486,15 +543,30 @@ class CliqueNode(StackNode):
             )
             if pick == 0:
                 # w = in: a local call; its effect is u ← Introduce(in)
-                self._send(u, self._introduce(instance, instance.in_), now, out)
+                self._send(u, self._introduce(instance, instance.in_, self.node_id), now, out)
             else:
                 self._send(instance.n[pick], ask, now, out)
         for rid in sorted(instance.d):
             relay = instance.d[rid]
             if not relay.incoming:
-                self._send(relay, self._introduce(instance, instance.in_), now, out)
+                self._send(relay, self._introduce(instance, instance.in_, self.node_id), now, out)
                 del instance.d[rid]
                 self._delete(relay, now, out)
+
+    def _draw_u(self, instance: Instance, members: list[int]) -> int:
+        """Timeout's u := random(N): uniform, or ∝ ω with ``feedback`` (spec §3.5)."""
+        if not self.params.feedback:
+            return members[self.rng.randrange(len(members))]
+        weights = instance.weights
+        if len(weights) > 2 * len(members):
+            instance.weights = weights = {r: w for r, w in weights.items() if r in instance.n}
+        total = sum(weights.get(r, 1.0) for r in members)
+        x = self.rng.random() * total
+        for rid in members:
+            x -= weights.get(rid, 1.0)
+            if x < 0:
+                return rid
+        return members[-1]
 
     # -------------------------------------------------------------------------- leaving
     def _leave(self, instance: Instance, now: float) -> None:
@@ -542,7 +614,7 @@ class CliqueNode(StackNode):
                 # in.incoming true and the leaver in phase 1 for ever (found by C1 `sets`).
                 # It waits here for in.incoming to clear, then gets the anchor (ours)
                 continue
-            if anchor is not None and relay.sink == anchor.sink:
+            if anchor is not None and relay.sink == anchor.sink and not slides:
                 # spec §3 skips these; every anchor probe brings one more (the anchor answers
                 # Reverse(in), filed in D), so skipped they pile up and N = D = ∅ never holds.
                 # The anchor link itself is a_out: a second relay to it is redundant (ours)
@@ -557,6 +629,26 @@ class CliqueNode(StackNode):
             self._delete(relay, now, out)
         if instance.a_out is not None and instance.a_in is not None and not instance.a_in.incoming:
             self._send(instance.a_out, self._reverse_ask(instance, instance.a_in), now, out)
+        if not slides and instance.in_.incoming:
+            self._nudge_holders(instance, now, out)
+
+    def _nudge_holders(self, instance: Instance, now: float, out: list[Output]) -> None:
+        """Phase 1 asks the members we have relays to; a member that points at our ``in``
+        without one (a state mid-convergence) would be reached only when its own Timeout
+        happens to pick u = its relay to us and w = its ``in``: once in about |N|² rounds
+        (found by C4 from random_graph). So each holder of ``in`` we cannot reach is nudged,
+        at most once per probe_after, and introduces itself (ours)."""
+        reach = {r.sink for r in (*instance.n.values(), *instance.d.values())}
+        every = self.params.probe_after * self.params.timeout
+        outcome = Outcome()
+        for holder in sorted(instance.in_.holders):
+            if holder == self.node_id or holder in reach:
+                continue
+            if now - instance.nudged.get(holder, -1e18) < every:
+                continue
+            instance.nudged[holder] = now
+            outcome.sends.append(Send(holder, Nudge(rid=instance.in_.rid)))
+        self._apply(outcome, now, out)
 
     def _on_ask_to_reverse(
         self, instance: Instance, relay: Relay, now: float, out: list[Output]
@@ -570,8 +662,12 @@ class CliqueNode(StackNode):
         elif instance.a_out is None:
             # [P] answers at once with out ← AskToReverse(in); two leavers would then bounce
             # it between them with no pause at all. Filed in D, it is asked at the next
-            # LeaveTimeout instead: the same message, once per round (ours)
-            instance.d[relay.rid] = relay
+            # LeaveTimeout instead: the same message, once per round (ours; the slides'
+            # literal answer with leave_phase2 = "slides")
+            if self.params.leave_phase2 == "slides":
+                self._send(relay, self._reverse_ask(instance, instance.in_), now, out)
+            else:
+                instance.d[relay.rid] = relay
         elif relay.sink == instance.a_out.sink:
             instance.d[instance.a_out.rid] = instance.a_out
             instance.a_out = None
@@ -585,13 +681,15 @@ class CliqueNode(StackNode):
         if not instance.leaving:
             instance.n[relay.rid] = relay
         elif instance.a_out is not None:
-            if relay.sink != instance.a_out.sink:
+            if relay.sink != instance.a_out.sink or self.params.leave_phase2 == "slides":
                 instance.d[relay.rid] = relay
                 instance.reversed.add(relay.rid)
             # else: the anchor's answer to our probe, redundant with a_out: not kept (ours,
             # see _leave_timeout), so that N = D = ∅ can hold and the leaver stops
         elif relay.direct:
             instance.a_out = relay
+        elif self.params.leave_phase2 == "slides":
+            self._send(relay, self._reverse_ask(instance, instance.in_), now, out)  # [P]
         else:
             instance.d[relay.rid] = relay  # asked at the next LeaveTimeout, as above
 
@@ -613,6 +711,27 @@ class CliqueNode(StackNode):
             self._join(fresh, now, out)
 
     # -------------------------------------------------------------------------- search
+    def search(self, topic: str, sid: NodeId, now: float) -> list[Output]:
+        """Start Search(sid) in our instance of ``topic`` (papers/002 §9.2 Search; spec §3):
+        the node's own API, like ``handle`` it returns the outputs. Its outcome is a
+        TraceRecord("clique.search", {origin, sid, found, hops}) where it ends."""
+        out: list[Output] = []
+        instance = self.instances.get(topic)
+        if instance is None or instance.stopped or type(sid) is not int:
+            out.append(
+                TraceRecord(
+                    "clique.search",
+                    {"origin": self.node_id, "sid": sid, "found": False, "hops": 0},
+                )
+            )
+            return out
+        message = Search(
+            topic=topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+            sid=sid, origin=self.node_id, d_left=self.params.search_d, hops=0,
+        )  # fmt: skip
+        self._on_search(instance, message, now, out)
+        return out
+
     def _on_search(
         self, instance: Instance, message: Search, now: float, out: list[Output]
     ) -> None:

@@ -19,6 +19,9 @@ class CliqueParams:
     #: out-link for Θ(n) rounds)
     join_intro: bool = True
     leave_phase2: str = "anchor"
+    #: the feedback speed-up (papers/002 Theorem 9.5 discussion; spec §3.5): u is drawn with
+    #: probability ∝ ω, halved when an introduction brought nothing new, doubled otherwise
+    feedback: bool = False
     #: relay GC (spec §2.3), in multiples of T: ask holders after this long, skip a holder
     #: counted within grace
     probe_after: float = 3.0

@@ -45,7 +45,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pubmesh.proto.core import Message, NodeId, Send
-from pubmesh.proto.relay.messages import Adopt, HoldCount, Probe, Ref, RelayGone, Release, SinkFix
+from pubmesh.proto.relay.messages import (
+    Adopt,
+    HoldCount,
+    Nudge,
+    Probe,
+    Ref,
+    RelayGone,
+    Release,
+    SinkFix,
+)
 
 IN, OUT = "in", "out"
 #: the rid of every node's PORT, the bootstrap IN relay (spec §2.4)
@@ -138,6 +147,8 @@ class Outcome:
     sends: list[Send] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     killed: list[Relay] = field(default_factory=list)
+    #: our relays whose target's owner nudged us (Nudge): the instance may speak through them
+    nudged: list[Relay] = field(default_factory=list)
 
 
 class RelayLayer:
@@ -286,6 +297,13 @@ class RelayLayer:
                     if type(rid) is int:
                         pairs.append((rid, self._held(src, rid)))
                 out.sends.append(Send(src, HoldCount(pairs=tuple(pairs))))
+            case Nudge(rid=rid):
+                if type(rid) is int:
+                    out.nudged.extend(
+                        r
+                        for r in sorted(self.relays.values(), key=lambda r: r.rid)
+                        if r.kind == OUT and r.next == (src, rid) and not r.zombie
+                    )
             case HoldCount(pairs=pairs):
                 for pair in pairs:
                     if type(pair) is not tuple or len(pair) != 2:

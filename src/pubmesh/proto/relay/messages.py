@@ -109,3 +109,15 @@ class Adopt(Message):
 
 
 register_message(Adopt, 506, layer=RELAY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Nudge(Message):
+    """The owner of relay ``rid`` asks a holder to speak through the relays it holds that
+    point there (a leaver reaching the members that point at its ``in`` but that it has no
+    relay to; the holder-directed channel of Probe, spec §2.3)."""
+
+    rid: int
+
+
+register_message(Nudge, 507, layer=RELAY)
