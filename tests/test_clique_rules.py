@@ -300,9 +300,72 @@ def test_a_probe_corrects_an_overcount_and_a_count_towards_ourselves() -> None:
     answer = Outcome()
     b.receive(1, probe.message, 0.0, answer)
     (count,) = answer.sends
-    assert count.message == HoldCount(pairs=((mine.rid, 0),))
+    assert count.message == HoldCount(pairs=((mine.rid, 0),), epochs=(1,))
     a.receive(2, count.message, 0.0, Outcome())
     assert mine.holders == {}
+
+
+def test_a_probe_answer_keeps_what_crossed_it() -> None:
+    """A Probe starts a new epoch of the owner's count for that holder: a reference counted
+    after the Probe went is added to the answer (it may be in flight when the holder counts),
+    and a Release sent under the older epoch that arrives after the answer is ignored (the
+    answer has it already); found by the d2g oracle, where ``in`` is probed while in use."""
+    a, b = _layer(1), _layer(2)
+    a_in = a.new_in("t", 0.0)
+    b_in = b.new_in("t", 0.0)
+    to_b = a.new_out("t", (2, b_in.rid), 2, True, 0.0)
+    first = a.send(to_b, _intro(a.ref(a_in)), 0.0)
+    assert first is not None
+    got = Outcome()
+    b.receive(1, first.message, 0.0, got)
+    held = got.deliveries[0].refs["w"]
+    dropped = Outcome()
+    b.delete(held, dropped)  # b drops it: its Release (epoch 0) is on its way
+    (release,) = [s for s in dropped.sends if isinstance(s.message, Release)]
+    probe_out = Outcome()
+    a.probe([a_in], 10.0, probe_out, at_once=True)
+    (probe,) = [s for s in probe_out.sends if isinstance(s.message, Probe)]
+    second = a.send(to_b, _intro(a.ref(a_in)), 10.0)  # counted after the Probe went
+    assert second is not None and a_in.holders == {2: 2}
+    answer = Outcome()
+    b.receive(1, probe.message, 10.0, answer)  # b holds nothing yet: answers 0
+    a.receive(2, answer.sends[0].message, 10.0, Outcome())
+    assert a_in.holders == {2: 1}, "the reference in flight stays counted"
+    a.receive(2, release.message, 10.0, Outcome())  # the old epoch's Release, late
+    assert a_in.holders == {2: 1}, "a Release the answer already reflects is ignored"
+    later = Outcome()
+    b.receive(1, second.message, 10.0, later)
+    assert later.deliveries and a_in.holders == {2: 1}
+
+
+def test_a_release_made_after_the_probe_answer_waits_for_it() -> None:
+    """The holder answers a Probe (its relay counted), then drops the relay: that Release
+    carries the Probe's epoch and, arriving before the answer, waits for it; applied first
+    it would be undone by the answer and leave a count nothing backs (found by C6: a d2g
+    member kept a phantom in-link and the in-link repair never ran)."""
+    a, b = _layer(1), _layer(2)
+    a_in = a.new_in("t", 0.0)
+    b_in = b.new_in("t", 0.0)
+    to_b = a.new_out("t", (2, b_in.rid), 2, True, 0.0)
+    send = a.send(to_b, _intro(a.ref(a_in)), 0.0)
+    assert send is not None
+    got = Outcome()
+    b.receive(1, send.message, 0.0, got)
+    held = got.deliveries[0].refs["w"]
+    probe_out = Outcome()
+    a.probe([a_in], 10.0, probe_out, at_once=True)
+    (probe,) = [s for s in probe_out.sends if isinstance(s.message, Probe)]
+    answer = Outcome()
+    b.receive(1, probe.message, 10.0, answer)
+    assert answer.sends[0].message.pairs == ((a_in.rid, 1),)
+    dropped = Outcome()
+    b.delete(held, dropped)
+    (release,) = [s for s in dropped.sends if isinstance(s.message, Release)]
+    assert release.message.epoch == probe.message.epochs[0]
+    a.receive(2, release.message, 10.0, Outcome())
+    assert a_in.holders == {2: 1}, "the Release must wait for the answer"
+    a.receive(2, answer.sends[0].message, 10.0, Outcome())
+    assert a_in.holders == {}
 
 
 def test_a_cycle_of_relays_is_cut_at_the_hop_limit() -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pubmesh.proto.clique.messages import AskForIntro, AskToReverse, Introduce, Reverse, Search
@@ -47,11 +47,32 @@ def corrupt(
     rng: random.Random,
     params: Any = None,
     junk_messages: int = 0,
+    now: float = 0.0,
 ) -> list[Junk]:
     """StackSpec.corrupt: rewrite ``nodes`` in place into a corrupted state of ``kind`` and
-    return the junk messages to put in flight."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown clique corruption {kind!r} (kinds: {', '.join(KINDS)})")
+    return the junk messages to put in flight (``now``: the time, when the junk's references
+    are counted)."""
+    return install_state("clique", INSTALL, kind, nodes, rng, junk_messages, now=now)
+
+
+#: a junk group message from its header, a junk Ref and the node ids (d2g adds its own)
+JunkMaker = Callable[[dict[str, Any], Ref, list[NodeId], NodeId, random.Random], Message]
+
+
+def install_state(
+    stack: str,
+    table: Mapping[str, Callable[[Installer], None]],
+    kind: str,
+    nodes: Mapping[NodeId, StackNode],
+    rng: random.Random,
+    junk_messages: int,
+    extra_junk: Sequence[JunkMaker] = (),
+    now: float = 0.0,
+) -> list[Junk]:
+    """Rewrite every topic group of ``nodes`` with ``table[kind]`` (module doc), recount the
+    holders and make the junk: the clique's and d2g's corruption hooks."""
+    if kind not in table:
+        raise ValueError(f"unknown {stack} corruption {kind!r} (kinds: {', '.join(table)})")
     clique = {v: n for v, n in sorted(nodes.items()) if isinstance(n, CliqueNode) and n.started}
     topics = sorted({t for n in clique.values() for t in n.wanted})
     total = 0
@@ -62,38 +83,17 @@ def corrupt(
         total += len(members)
         for v in members:
             _reset(clique[v], topic)
-        installer = _Installer(clique, topic, members, rng)
-        if kind == "random_graph":
-            installer.random_graph()
-        elif kind == "line":
-            installer.line()
-        elif kind == "cliques":
-            installer.cliques()
-        elif kind == "indirect":
-            installer.full_clique(indirect=True)
-        elif kind == "sets":
-            installer.full_clique(indirect=False)
-            installer.sets()
-        else:
-            installer.full_clique(indirect=False)
+        table[kind](Installer(clique, topic, members, rng))
     _recount(clique)
     count = junk_messages if junk_messages or kind != "junk" else total
-    return [_junk(clique, topics, rng) for _ in range(count)] if topics else []
+    return [_junk(clique, topics, rng, now, extra_junk) for _ in range(count)] if topics else []
 
 
 def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: Any = None) -> None:
     """StackSpec.warm_start (``[init] overlay = "warm"``): every topic group a legitimate
     clique (spec §5), each member holding one direct relay to every other member's ``in``,
     with the holder counts those relays make; spec §9 C2 and C3 start here."""
-    clique = {v: n for v, n in sorted(nodes.items()) if isinstance(n, CliqueNode) and n.started}
-    for topic in sorted({t for n in clique.values() for t in n.wanted}):
-        members = _members(clique, topic)
-        if len(members) < 2:
-            continue
-        for v in members:
-            _reset(clique[v], topic)
-        _Installer(clique, topic, members, rng).full_clique(indirect=False)
-    _recount(clique)
+    install_state("clique", {"warm": Installer.legitimate_clique}, "warm", nodes, rng, 0)
 
 
 def _members(clique: Mapping[NodeId, CliqueNode], topic: str) -> list[NodeId]:
@@ -128,7 +128,7 @@ def _reset(node: CliqueNode, topic: str) -> None:
     instance.delivering = not node.is_contact
 
 
-class _Installer:
+class Installer:
     def __init__(
         self,
         clique: Mapping[NodeId, CliqueNode],
@@ -211,6 +211,25 @@ class _Installer:
         for left, right in itertools.pairwise(groups):
             self.edge(left[0], right[0])
 
+    def legitimate_clique(self) -> None:
+        self.full_clique(indirect=False)
+
+    def random_digraph(self, m: int) -> None:
+        """Every member a direct relay to ``m`` distinct others, each chosen at random."""
+        for a in self.members:
+            others = [b for b in self.members if b != a]
+            for b in self.rng.sample(others, min(m, len(others))):
+                self.edge(a, b)
+
+    def star(self) -> None:
+        """d2g's ``star`` (spec §6): every member points at one centre, which points at one
+        of them (in-degree n − 1 at the centre, 1 or 0 elsewhere)."""
+        centre = self.members[self.rng.randrange(len(self.members))]
+        others = [v for v in self.members if v != centre]
+        for v in others:
+            self.edge(v, centre)
+        self.edge(centre, others[self.rng.randrange(len(others))])
+
     def full_clique(self, *, indirect: bool) -> None:
         for a in self.members:
             for b in self.members:
@@ -245,6 +264,22 @@ class _Installer:
                     instance.delivering = False
 
 
+def _sets_clique(installer: Installer) -> None:
+    installer.full_clique(indirect=False)
+    installer.sets()
+
+
+INSTALL: dict[str, Callable[[Installer], None]] = {
+    "random_graph": Installer.random_graph,
+    "line": Installer.line,
+    "cliques": Installer.cliques,
+    "indirect": lambda installer: installer.full_clique(indirect=True),
+    "sets": _sets_clique,
+    "junk": Installer.legitimate_clique,
+}
+assert tuple(INSTALL) == KINDS
+
+
 def _recount(clique: Mapping[NodeId, CliqueNode]) -> None:
     """Holder counts raised by the installed relays (E_L), never lowered (spec §6)."""
     counts: dict[tuple[NodeId, int], dict[NodeId, int]] = {}
@@ -263,7 +298,13 @@ def _recount(clique: Mapping[NodeId, CliqueNode]) -> None:
                 relay.holders[holder] = relay.holders.get(holder, 0) + k
 
 
-def _junk(clique: Mapping[NodeId, CliqueNode], topics: list[str], rng: random.Random) -> Junk:
+def _junk(
+    clique: Mapping[NodeId, CliqueNode],
+    topics: list[str],
+    rng: random.Random,
+    now: float,
+    extra: Sequence[JunkMaker] = (),
+) -> Junk:
     """One junk message (spec §6): a group message with a random header and Refs that are
     stale, the receiver's own ``in``, indirect or falsely claimed; or a relay message for an
     unknown rid; some for a topic nobody runs."""
@@ -285,7 +326,7 @@ def _junk(clique: Mapping[NodeId, CliqueNode], topics: list[str], rng: random.Ra
     target = clique[dst]
     instance = target.instances.get(topic)
     rid = instance.in_.rid if instance is not None and rng.random() < 0.7 else unknown
-    ref = _junk_ref(clique, topic, dst, rng)
+    ref = _junk_ref(clique, topic, dst, rng, now)
     header: dict[str, Any] = {
         "topic": topic,
         "rid": rid,
@@ -296,9 +337,11 @@ def _junk(clique: Mapping[NodeId, CliqueNode], topics: list[str], rng: random.Ra
         "direct": rng.random() < 0.5,
         "hop": 1,
     }
-    pick = rng.randrange(5)
+    pick = rng.randrange(5 + len(extra))
     message: Message
-    if pick == 0:
+    if pick >= 5:
+        message = extra[pick - 5](header, ref, nodes, src, rng)
+    elif pick == 0:
         message = AskForIntro(**header, u=ref, introducer=src)
     elif pick == 1:
         message = Introduce(**header, w=ref, introducer=src)
@@ -312,7 +355,7 @@ def _junk(clique: Mapping[NodeId, CliqueNode], topics: list[str], rng: random.Ra
 
 
 def _junk_ref(
-    clique: Mapping[NodeId, CliqueNode], topic: str, dst: NodeId, rng: random.Random
+    clique: Mapping[NodeId, CliqueNode], topic: str, dst: NodeId, rng: random.Random, now: float
 ) -> Ref:
     """A reference that is stale, the receiver's own ``in``, indirect, or falsely claimed;
     one to an existing relay counts a holder (dst) there."""
@@ -327,9 +370,11 @@ def _junk_ref(
     if roll < 0.4 and topic in clique[dst].instances:
         own = clique[dst].instances[topic].in_
         own.holders[dst] = own.holders.get(dst, 0) + 1
+        own.counted[dst] = now  # in flight: no Probe of dst within grace (spec §2.3)
         return Ref(owner=dst, rid=own.rid, sink=dst, is_in=True, holder=dst)
     relay = mine[rng.randrange(len(mine))]
     relay.holders[dst] = relay.holders.get(dst, 0) + 1
+    relay.counted[dst] = now
     sink = relay.sink if rng.random() < 0.8 else rng.choice(nodes)
     is_in = (relay.next is None) if rng.random() < 0.8 else relay.next is not None
     return Ref(owner=owner, rid=relay.rid, sink=sink, is_in=is_in, holder=dst)

@@ -164,10 +164,14 @@ def redundant(relay: Relay, group: Iterable[Relay]) -> bool:
 class CliqueNode(StackNode):
     """A node of the clique stack (module essay)."""
 
+    #: the parameters' type (d2g's node has its own) and the snapshot rows' layer name
+    PARAMS: type[CliqueParams] = CliqueParams
+    LAYER = "clique"
+
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.params: CliqueParams = (
-            ctx.params if isinstance(ctx.params, CliqueParams) else CliqueParams()
+            ctx.params if isinstance(ctx.params, self.PARAMS) else self.PARAMS()
         )
         p = self.params
         self.layer = RelayLayer(
@@ -425,6 +429,18 @@ class CliqueNode(StackNode):
                 self._on_pub(instance, message, now, out)
             case Search():
                 self._on_search(instance, message, now, out)
+            case _:
+                self._dispatch_more(instance, message, refs, now, out)
+
+    def _dispatch_more(
+        self,
+        instance: Instance,
+        message: Message,
+        refs: dict[str, Relay],
+        now: float,
+        out: list[Output],
+    ) -> None:
+        """Group messages of a stack built on this one (d2g's AskForConnect and Connect)."""
 
     # --------------------------------------------------------------------- Build-Clique
     def _on_join(self, instance: Instance, u: Relay, now: float, out: list[Output]) -> None:
@@ -846,9 +862,10 @@ class CliqueNode(StackNode):
         if instance.leaving:
             due.extend(instance.relays())
         self.layer.probe(due, now, outcome)
+        self._probe_more(instance, now, outcome)
         self._apply(outcome, now, out)
         # rejoin through the contact (spec §7)
-        if self.is_contact or instance.leaving:
+        if self.is_contact or instance.leaving or not self._rejoins():
             return
         if instance.n or instance.d:
             instance.empty_since = None
@@ -857,6 +874,13 @@ class CliqueNode(StackNode):
         elif now - instance.empty_since >= self.params.rejoin_after * self.params.timeout:
             instance.empty_since = now
             self._join(instance, now, out)
+
+    def _probe_more(self, instance: Instance, now: float, outcome: Outcome) -> None:
+        """Relays a stack built on this one has probed besides D and zombies (d2g's ``in``)."""
+
+    def _rejoins(self) -> bool:
+        """Rejoin through the contact when N ∪ D stays empty (spec §7 [R])."""
+        return True
 
     # -------------------------------------------------------------------------- queries
     def monitored_peers(self) -> Iterable[NodeId]:
@@ -878,7 +902,7 @@ class CliqueNode(StackNode):
                 "a_out": instance.a_out.sink if instance.a_out is not None else None,
                 "indeg": sum(instance.in_.holders.values()),
             }
-            rows.append(SnapshotRow(topic, "clique", sinks, state))
+            rows.append(SnapshotRow(topic, self.LAYER, sinks, state))
         return rows
 
     def statistics(self) -> NodeStatistics:

@@ -118,6 +118,16 @@ class Relay:
     #: a materialized OUT relay whose owner counted it towards another process: an Adopt
     #: went out, so its Release must say so (it waits for the Adopt)
     adopted: bool = False
+    #: owner side: the probe epoch per holder, and the references counted towards each
+    #: holder since the last Probe to it (added to its answer)
+    epochs: dict[NodeId, int] = field(default_factory=dict)
+    fresh: dict[NodeId, int] = field(default_factory=dict)
+    #: the epoch of the last Probe answer applied per holder (one below ``epochs``: an
+    #: answer is pending, and decrements of that epoch wait for it)
+    answered: dict[NodeId, int] = field(default_factory=dict)
+    #: holder side (an OUT relay): the epoch of the count the owner keeps for it (its Release
+    #: carries it; -1: unknown, an adopted relay, whose Release the owner ignores)
+    epoch: int = 0
 
     @property
     def incoming(self) -> bool:
@@ -162,10 +172,13 @@ class RelayLayer:
         self.relays: dict[int, Relay] = {}
         #: frames received per (our relay, sender, sender's relay): Release waits for them
         self.recv: dict[tuple[int, NodeId, int], int] = {}
-        #: Releases waiting for their frames (and Adopt): (rid, src, prev, sent, adopted)
-        self.waiting: list[tuple[int, NodeId, int, Any, bool]] = []
+        #: Releases waiting for their frames (and Adopt, and the answer to a Probe of their
+        #: epoch): (rid, src, prev, sent, adopted, epoch); prev None: an Adopt's decrement
+        #: of the holder ``src`` the reference had been counted towards
+        self.waiting: list[tuple[int, NodeId, int | None, Any, bool, Any]] = []
         #: Adopts arrived, (our relay, sender, sender's relay), until its Release
-        self.adopted: set[tuple[int, NodeId, int]] = set()
+        #: with the epoch of the sender's count when it arrived
+        self.adopted: dict[tuple[int, NodeId, int], int] = {}
         self.port = Relay(PORT, IN, None, None, me, True)
         self.relays[PORT] = self.port
         self.counters: dict[str, int] = {}
@@ -216,9 +229,12 @@ class RelayLayer:
             if ref.owner == self.me:
                 mine = self.relays.get(ref.rid)
                 if mine is not None and mine is not self.port:
-                    mine.holders[relay.sink] = mine.holders.get(relay.sink, 0) + 1
-                    mine.counted[relay.sink] = now
-                header[name] = dataclasses.replace(ref, holder=relay.sink)
+                    sink = relay.sink
+                    mine.holders[sink] = mine.holders.get(sink, 0) + 1
+                    mine.fresh[sink] = mine.fresh.get(sink, 0) + 1
+                    mine.counted[sink] = now
+                    epoch = mine.epochs.get(sink, 0)
+                    header[name] = dataclasses.replace(ref, holder=sink, epoch=epoch)
         frame: Message = dataclasses.replace(message, **header)
         relay.sent += 1
         return Send(node, frame)
@@ -238,10 +254,12 @@ class RelayLayer:
     def _collect(self, relay: Relay, out: Outcome) -> None:
         del self.relays[relay.rid]
         if self.adopted:
-            self.adopted = {a for a in self.adopted if a[0] != relay.rid}
+            self.adopted = {a: e for a, e in self.adopted.items() if a[0] != relay.rid}
         if relay.kind == OUT and relay.next is not None:
             node, rid = relay.next
-            release = Release(rid=rid, prev=relay.rid, sent=relay.sent, adopted=relay.adopted)
+            release = Release(
+                rid=rid, prev=relay.rid, sent=relay.sent, adopted=relay.adopted, epoch=relay.epoch
+            )
             out.sends.append(Send(node, release))
         self._count("collected")
 
@@ -252,25 +270,24 @@ class RelayLayer:
     def receive(self, src: NodeId, message: Message, now: float, out: Outcome) -> None:
         """A frame from ``src`` (spec §2.3 Receive and the bookkeeping messages)."""
         match message:
-            case Release(rid=rid, prev=prev, sent=sent, adopted=adopted):
-                self.waiting.append((rid, src, prev, sent, adopted is True))
+            case Release(rid=rid, prev=prev, sent=sent, adopted=adopted, epoch=epoch):
+                self.waiting.append((rid, src, prev, sent, adopted is True, epoch))
                 self._apply_releases(out)
-            case Adopt(rid=rid, prev=prev, was=was):
+            case Adopt(rid=rid, prev=prev, was=was, epoch=epoch):
                 relay = self.relays.get(rid) if type(rid) is int else None
                 if relay is None or relay is self.port or type(prev) is not int:
                     return
                 if type(was) is not int:
                     return
-                if was in relay.holders:
-                    relay.holders[was] -= 1
-                    if not relay.holders[was]:
-                        del relay.holders[was]
+                if epoch == relay.epochs.get(was, 0):
+                    # the reference never reached ``was``: its count goes, once the answer
+                    # to a Probe of this epoch (which would replace the count) is in
+                    self.waiting.append((rid, was, None, 0, False, epoch))
                 if prev:
                     relay.holders[src] = relay.holders.get(src, 0) + 1
-                    self.adopted.add((rid, src, prev))
-                    self._apply_releases(out)
-                else:
-                    self._maybe_collect(relay, out)
+                    relay.fresh[src] = relay.fresh.get(src, 0) + 1
+                    self.adopted[(rid, src, prev)] = relay.epochs.get(src, 0)
+                self._apply_releases(out)
             case RelayGone(rid=rid):
                 relay = self.relays.get(rid)
                 if (
@@ -291,12 +308,26 @@ class RelayLayer:
                     and sink >= 0
                 ):
                     relay.sink, relay.direct = sink, bool(direct) and relay.next[0] == sink
-            case Probe(rids=rids):
+            case Probe(rids=rids, epochs=epochs):
                 pairs = []
-                for rid in rids:
-                    if type(rid) is int:
-                        pairs.append((rid, self._held(src, rid)))
-                out.sends.append(Send(src, HoldCount(pairs=tuple(pairs))))
+                answered: list[Any] = []
+                stamps = epochs if isinstance(epochs, tuple) and len(epochs) == len(rids) else ()
+                for index, rid in enumerate(rids):
+                    if type(rid) is not int:
+                        continue
+                    mine = self._holding(src, rid)
+                    if stamps and type(stamps[index]) is int:
+                        # relays made from references counted after the Probe went carry
+                        # its epoch already: the owner adds those itself (``fresh``)
+                        stamp = stamps[index]
+                        held = sum(1 for relay in mine if relay.epoch != stamp)
+                        for relay in mine:
+                            relay.epoch = stamp
+                    else:
+                        held = len(mine)
+                    pairs.append((rid, held))
+                    answered.append(stamps[index] if stamps else 0)
+                out.sends.append(Send(src, HoldCount(pairs=tuple(pairs), epochs=tuple(answered))))
             case Nudge(rid=rid):
                 if type(rid) is int:
                     out.nudged.extend(
@@ -304,19 +335,27 @@ class RelayLayer:
                         for r in sorted(self.relays.values(), key=lambda r: r.rid)
                         if r.kind == OUT and r.next == (src, rid) and not r.zombie
                     )
-            case HoldCount(pairs=pairs):
-                for pair in pairs:
+            case HoldCount(pairs=pairs, epochs=epochs):
+                stamps = epochs if isinstance(epochs, tuple) and len(epochs) == len(pairs) else ()
+                for index, pair in enumerate(pairs):
                     if type(pair) is not tuple or len(pair) != 2:
                         continue
                     rid, held = pair
                     relay = self.relays.get(rid) if type(rid) is int else None
                     if relay is None or type(held) is not int or held < 0:
                         continue
+                    epoch = stamps[index] if stamps else relay.epochs.get(src, 0)
+                    if epoch != relay.epochs.get(src, 0):
+                        continue  # the answer to an older Probe: a newer one is on its way
+                    relay.answered[src] = epoch
+                    # references counted towards it since the Probe went may be in flight
+                    held += relay.fresh.get(src, 0)
                     if held:
                         relay.holders[src] = held
                     else:
                         relay.holders.pop(src, None)
                     self._maybe_collect(relay, out)
+                self._apply_releases(out)
             case _ if type(message) in ROUTED:
                 self._frame(src, message, now, out)
 
@@ -369,10 +408,12 @@ class RelayLayer:
                 if ref.owner < 0 or ref.sink < 0 or type(ref.holder) is not int:
                     continue
                 made = self.new_out(relay.key, (ref.owner, ref.rid), ref.sink, ref.is_in, now)
+                made.epoch = ref.epoch if type(ref.epoch) is int else -1
                 if ref.holder != self.me:
                     # counted towards another process: move the count here (Adopt)
                     made.adopted = True
-                    adopt = Adopt(rid=ref.rid, prev=made.rid, was=ref.holder)
+                    made.epoch = -1
+                    adopt = Adopt(rid=ref.rid, prev=made.rid, was=ref.holder, epoch=ref.epoch)
                     out.sends.append(Send(ref.owner, adopt))
                 refs[name] = made
             out.deliveries.append(Delivery(relay, message, refs))
@@ -383,19 +424,40 @@ class RelayLayer:
         count their owners keep for them goes (an Adopt with ``prev = 0``)."""
         for _, ref in refs_of(message):
             if ref.owner >= 0 and type(ref.holder) is int and ref.holder >= 0:
-                out.sends.append(Send(ref.owner, Adopt(rid=ref.rid, prev=0, was=ref.holder)))
+                adopt = Adopt(rid=ref.rid, prev=0, was=ref.holder, epoch=ref.epoch)
+                out.sends.append(Send(ref.owner, adopt))
 
     def _apply_releases(self, out: Outcome) -> None:
         """Releases whose frames (and Adopt) have all arrived (spec §2.3: never overtaking
         data; a Release overtaking its Adopt would lower the count of another relay)."""
         still = []
         for entry in self.waiting:
-            rid, src, prev, sent, adopted = entry
-            key = (rid, src, prev)
+            rid, src, prev, sent, adopted, epoch = entry
             relay = self.relays.get(rid)
+            pending = (
+                relay is not None
+                and type(epoch) is int
+                and relay.answered.get(src, 0) < epoch == relay.epochs.get(src, 0)
+            )
+            if prev is None:  # an Adopt's decrement of the holder it was counted towards
+                if relay is None or relay is self.port:
+                    continue
+                if pending:
+                    still.append(entry)
+                    continue
+                if epoch == relay.epochs.get(src, 0):
+                    self._lower(relay, src)
+                self._maybe_collect(relay, out)
+                continue
+            key = (rid, src, prev)
             if relay is None or relay is self.port:
                 self.recv.pop(key, None)
-                self.adopted.discard(key)
+                self.adopted.pop(key, None)
+                continue
+            if pending:
+                # a Probe of this epoch is unanswered: its answer may have been made before
+                # this Release was sent, and would undo it
+                still.append(entry)
                 continue
             if (type(sent) is int and self.recv.get(key, 0) < sent) or (
                 adopted and key not in self.adopted
@@ -403,11 +465,12 @@ class RelayLayer:
                 still.append(entry)
                 continue
             self.recv.pop(key, None)
-            self.adopted.discard(key)
-            if relay.holders.get(src, 0) > 0:
-                relay.holders[src] -= 1
-                if not relay.holders[src]:
-                    del relay.holders[src]
+            at_adopt = self.adopted.pop(key, None)
+            if epoch == -1 and at_adopt is not None:
+                epoch = at_adopt  # never probed since: the epoch its Adopt was counted in
+            if epoch == relay.epochs.get(src, 0):
+                # an older epoch's Release is in the Probe answer that started this one
+                self._lower(relay, src)
             self._maybe_collect(relay, out)
         self.waiting = still
 
@@ -431,11 +494,14 @@ class RelayLayer:
                 del relay.holders[peer]
                 self._maybe_collect(relay, out)
         self.waiting = [w for w in self.waiting if w[1] != peer]
-        self.adopted = {a for a in self.adopted if a[1] != peer}
+        self.adopted = {a: e for a, e in self.adopted.items() if a[1] != peer}
 
-    def probe(self, due: Iterable[Relay], now: float, out: Outcome) -> None:
+    def probe(
+        self, due: Iterable[Relay], now: float, out: Outcome, *, at_once: bool = False
+    ) -> None:
         """Ask the holders of relays that should go (spec §2.3 Probe) once they have shown
-        holders for ``probe_after``; a holder counted within ``grace`` is skipped."""
+        holders for ``probe_after`` (``at_once``: now, for a relay whose count the protocol
+        reads, like d2g's ``in``); a holder counted within ``grace`` is skipped."""
         asks: dict[NodeId, list[int]] = {}
         for relay in due:
             if not relay.incoming:
@@ -443,27 +509,44 @@ class RelayLayer:
                 continue
             if relay.due_since is None:
                 relay.due_since = now
-            if now - relay.due_since < self.probe_after:
+            if now - relay.due_since < self.probe_after and not at_once:
                 continue
             for holder in sorted(relay.holders):
                 if now - relay.counted.get(holder, -1e18) < self.grace:
                     continue
+                relay.epochs[holder] = relay.epochs.get(holder, 0) + 1
+                relay.fresh[holder] = 0
                 if holder == self.me:
                     # a count towards ourselves (a corrupted state's, or a reference we sent
                     # to our own instance): our own table answers at once
-                    relay.holders[holder] = self._held(holder, relay.rid)
+                    mine = self._holding(holder, relay.rid)
+                    for own in mine:
+                        own.epoch = relay.epochs[holder]
+                    relay.holders[holder] = len(mine)
                     if not relay.holders[holder]:
                         del relay.holders[holder]
                         self._maybe_collect(relay, out)
                     continue
                 asks.setdefault(holder, []).append(relay.rid)
         for holder in sorted(asks):
-            out.sends.append(Send(holder, Probe(rids=tuple(sorted(asks[holder])))))
+            rids = tuple(sorted(asks[holder]))
+            epochs = tuple(self.relays[rid].epochs[holder] for rid in rids)
+            out.sends.append(Send(holder, Probe(rids=rids, epochs=epochs)))
             self._count("probes")
 
     def _held(self, owner: NodeId, rid: int) -> int:
         """How many of our relays point at ``owner``'s relay ``rid`` (a Probe's answer)."""
-        return sum(1 for r in self.relays.values() if r.kind == OUT and r.next == (owner, rid))
+        return len(self._holding(owner, rid))
+
+    def _holding(self, owner: NodeId, rid: int) -> list[Relay]:
+        return [r for r in self.relays.values() if r.kind == OUT and r.next == (owner, rid)]
+
+    @staticmethod
+    def _lower(relay: Relay, holder: NodeId) -> None:
+        if relay.holders.get(holder, 0) > 0:
+            relay.holders[holder] -= 1
+            if not relay.holders[holder]:
+                del relay.holders[holder]
 
     def zombies(self) -> list[Relay]:
         return [r for r in self.relays.values() if r.zombie]

@@ -31,6 +31,8 @@ class Ref(Message):
     sink: int
     is_in: bool
     holder: int = -1
+    #: the owner's probe epoch for ``holder`` when it counted the reference (see Probe)
+    epoch: int = 0
 
 
 register_message(Ref, 500, layer=RELAY)
@@ -47,6 +49,8 @@ class Release(Message):
     sent: int
     #: an Adopt for (sender, prev) precedes it: apply it only once that Adopt has arrived
     adopted: bool = False
+    #: the probe epoch of the count it undoes (see Probe)
+    epoch: int = 0
 
 
 register_message(Release, 501, layer=RELAY)
@@ -54,9 +58,16 @@ register_message(Release, 501, layer=RELAY)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Probe(Message):
-    """How many relays do you hold that point at these relays of mine? (spec §2.3)"""
+    """How many relays do you hold that point at these relays of mine? (spec §2.3)
+
+    Each probe starts a new *epoch* of the owner's count for that holder (``epochs``,
+    parallel to ``rids``): the answer replaces the count, so a Release, or an Adopt taking a
+    count away, that was sent under an older epoch is already reflected in it and is ignored
+    when it arrives after; references counted since the probe was sent are added to the
+    answer. The holder stamps its relays with the new epoch."""
 
     rids: tuple[int, ...]
+    epochs: tuple[int, ...] = ()
 
 
 register_message(Probe, 502, layer=RELAY)
@@ -67,6 +78,8 @@ class HoldCount(Message):
     """The answer to a Probe: (rid, relays pointing at it) for each probed rid."""
 
     pairs: tuple[tuple[int, int], ...]
+    #: the epoch each answer is for (parallel to ``pairs``)
+    epochs: tuple[int, ...] = ()
 
 
 register_message(HoldCount, 503, layer=RELAY)
@@ -106,6 +119,8 @@ class Adopt(Message):
     rid: int
     prev: int
     was: int
+    #: the epoch the reference was counted towards ``was`` in (see Probe)
+    epoch: int = 0
 
 
 register_message(Adopt, 506, layer=RELAY)

@@ -1,0 +1,275 @@
+"""The d2g node: topic groups as self-stabilizing random digraphs of diameter about 2 in the
+relay model (papers/002 §9.3, Build-D2G; specs/relay.md §4).
+
+How it works
+============
+Build-D2G runs on the clique's machinery (:class:`pubmesh.proto.clique.node.CliqueNode`: the
+relay layer, instances, Leave with its anchor, Search, flooding, the contact); only the
+Timeout and four handlers differ. ``N`` is a FIFO multiset of direct relays (a dict in the
+order relays entered it; two relays with the same sink are *twins*). Every ``timeout``:
+
+* non-direct relays move from N to D;
+* the head r of N is dequeued. If N still holds a twin of r, r is deleted (N shrinks). Else,
+  if N holds at least τ twin pairs, r goes to D (it will be replaced by a random 2-hop
+  neighbour). Else r's sink is asked for one of its neighbours (``r ← AskForIntro(in)``) and r
+  goes back to the tail (N grows);
+* [R] ``repair_in``: if nothing points at our ``in``, a random out-neighbour gets a relay to
+  it (``Connect(in)``);
+* every relay in D nothing points at is used once more (``AskForIntro(in)``) and deleted.
+
+``AskForIntro`` is answered with a reference to a random relay of N (``Introduce``), a
+2-hop neighbour reached through the answerer; the asker sends ``AskForConnect(in)`` along it,
+and that neighbour answers ``Connect(in)``: a direct relay, enqueued. [R] ``cap``: a member
+with more in-links than out-links passes AskForConnect to a random out-neighbour instead,
+at most ``cap_ttl`` times, so no hub collects everyone.
+
+The size of N settles where growth (a twin-free step, probability ≈ e^{−m²/2n}) balances
+shrinking (a dequeued twin, ≈ m/n): m ≈ √(n ln n), not the slides' conjectured O(√n) (spec
+§4: a random out-degree-m digraph has diameter 2 only for m ≥ √(2n ln n)); what it reaches is
+measured, not claimed. ``literal = true`` runs the slides as written, without the in-link
+repair, the cap and the rejoin: a node nobody points at is never sampled again and the graph
+collapses (at n = 256, 253 nodes with in-degree 0, spec §4).
+
+Pub/sub is the clique's flooding over N ∪ D ∪ {a_out}: once legitimate, a publication takes
+as many hops as the directed distance, ≤ 2 for nearly all pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pubmesh.proto.clique.messages import AskForIntro, Join
+from pubmesh.proto.clique.node import CONTACT, CliqueNode, Instance, contacts, infrastructure
+from pubmesh.proto.core import Message, NodeContext, NodeId, Output, StackNode
+from pubmesh.proto.d2g.messages import AskForConnect, Connect
+from pubmesh.proto.d2g.params import D2GParams
+from pubmesh.proto.relay.layer import Outcome, Relay
+
+__all__ = ["CONTACT", "D2GNode", "Join", "contacts", "create", "infrastructure", "twins"]
+
+
+def twins(group: dict[int, Relay]) -> int:
+    """Σ over sinks of C(count, 2) (spec §4)."""
+    counts: dict[NodeId, int] = {}
+    for relay in group.values():
+        counts[relay.sink] = counts.get(relay.sink, 0) + 1
+    return sum(k * (k - 1) // 2 for k in counts.values())
+
+
+class D2GNode(CliqueNode):
+    """A node of the d2g stack (module essay)."""
+
+    PARAMS = D2GParams
+    LAYER = "d2g"
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        assert isinstance(self.params, D2GParams)
+        self.d2g: D2GParams = self.params
+        #: when each instance (by its key) last probed the holders of its ``in``
+        self.in_probed: dict[int, float] = {}
+        #: when each instance last ran the in-link repair outside its Timeout
+        self.repaired: dict[int, float] = {}
+
+    # ------------------------------------------------------------------------ messages
+    def _ask(self, instance: Instance, relay: Relay) -> AskForIntro:
+        return AskForIntro(
+            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+            u=self.layer.ref(relay), introducer=self.node_id,
+        )  # fmt: skip
+
+    def _connect(self, instance: Instance) -> Connect:
+        return Connect(
+            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+            w=self.layer.ref(instance.in_),
+        )  # fmt: skip
+
+    def _ask_connect(self, instance: Instance, relay: Relay, ttl: int) -> AskForConnect:
+        return AskForConnect(
+            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+            u=self.layer.ref(relay), ttl=ttl,
+        )  # fmt: skip
+
+    def _random(self, instance: Instance) -> Relay:
+        rids = sorted(instance.n)
+        return instance.n[rids[self.rng.randrange(len(rids))]]
+
+    # ------------------------------------------------------------------------ handlers
+    def _on_join(self, instance: Instance, u: Relay, now: float, out: list[Output]) -> None:
+        """Join(u) (spec §4): enqueue(N, u); with join_intro, u ← Connect(in)."""
+        if u.sink == self.node_id:
+            return
+        if instance.leaving:
+            instance.d[u.rid] = u
+            return
+        instance.n[u.rid] = u
+        if self.params.join_intro:
+            self._send(u, self._connect(instance), now, out)
+
+    def _on_ask_for_intro(
+        self, instance: Instance, u: Relay, introducer: Any, now: float, out: list[Output]
+    ) -> None:
+        """AskForIntro(u) [P]: if u.sink ≠ self and N ≠ ∅: u ← Introduce(random(N)); delete u
+        (the caller deletes what the instance does not hold). With N = ∅ the slides delete u
+        as well, and that can cut the relay graph: u may be the only link between the asker's
+        side and ours (found by the oracle at n = 64). We keep u in N instead: a member
+        without out-links takes the asker as its first (ours)."""
+        if u.sink == self.node_id:
+            return
+        if not instance.n:
+            if instance.leaving:
+                instance.d[u.rid] = u
+            else:
+                instance.n[u.rid] = u
+            return
+        self._send(u, self._introduce(instance, self._random(instance), self.node_id), now, out)
+
+    def _on_introduce(
+        self, instance: Instance, w: Relay, introducer: Any, now: float, out: list[Output]
+    ) -> None:
+        """Introduce(w) [P]: if w.sink ≠ self: w ← AskForConnect(in, cap_ttl); delete w."""
+        if w.sink == self.node_id:
+            return
+        self._send(w, self._ask_connect(instance, instance.in_, self.d2g.cap_ttl), now, out)
+
+    def _dispatch_more(
+        self,
+        instance: Instance,
+        message: Message,
+        refs: dict[str, Relay],
+        now: float,
+        out: list[Output],
+    ) -> None:
+        match message:
+            case AskForConnect(ttl=ttl):
+                u = refs.get("u")
+                if u is not None and type(ttl) is int:
+                    self._on_ask_for_connect(instance, u, ttl, now, out)
+            case Connect():
+                w = refs.get("w")
+                if w is not None:
+                    self._on_connect(instance, w)
+
+    def _on_ask_for_connect(
+        self, instance: Instance, u: Relay, ttl: int, now: float, out: list[Output]
+    ) -> None:
+        """AskForConnect(u, ttl) [P, R]: with ``cap`` a member with more in-links than
+        out-links passes it to a random out-neighbour while ttl > 0; else u ← Connect(in). A
+        leaver files u in D, for reversal (spec §4 deletes it, which can cut the relay graph
+        as AskForIntro's can: ours)."""
+        if u.sink == self.node_id:
+            return
+        if instance.leaving:
+            instance.d[u.rid] = u
+            return
+        indeg = sum(instance.in_.holders.values())
+        cap = self.d2g.cap and not self.d2g.literal
+        if cap and ttl > 0 and indeg > len(instance.n) and instance.n:
+            relay = self._random(instance)
+            self._send(relay, self._ask_connect(instance, u, ttl - 1), now, out)
+            if (
+                u.direct
+                and indeg > 2 * len(instance.n)
+                and not any(x.sink == u.sink for x in instance.n.values())
+            ):
+                # more in-links than out-links: keep a link back to the asker too. A group
+                # whose members only point at each other while others point at them (a sink
+                # component) has no other way to learn of those others: the digraph stays
+                # weakly but not strongly connected for good (found by the generated
+                # reliability test; ours)
+                instance.n[u.rid] = u
+        else:
+            self._send(u, self._connect(instance), now, out)
+
+    def _on_connect(self, instance: Instance, w: Relay) -> None:
+        """Connect(w) [P]: enqueue(N, w); a leaver files it for reversal (spec §4)."""
+        if w.sink == self.node_id:
+            return
+        if instance.leaving:
+            instance.d[w.rid] = w
+        else:
+            instance.n[w.rid] = w
+
+    # ------------------------------------------------------------------------- Timeout
+    def _timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
+        """Timeout [P, R] (papers/002 §9.3 Build-D2G; spec §4)."""
+        for rid in sorted(instance.n):
+            relay = instance.n[rid]
+            if relay.sink == self.node_id:
+                del instance.n[rid]  # a corrupted state's relay to ourselves
+                self._delete(relay, now, out)
+            elif not relay.direct:
+                del instance.n[rid]
+                instance.d[rid] = relay
+        if instance.leaving:
+            self._leave_timeout(instance, now, out)
+            return
+        # [R] garbage anchors while not leaving (spec §3, "State: as §3")
+        if instance.a_out is not None:
+            instance.d[instance.a_out.rid] = instance.a_out
+            instance.a_out = None
+        if instance.a_in is not None:
+            self._delete(instance.a_in, now, out)
+            instance.a_in = None
+        if instance.n:
+            # P[N has a twin] at dequeue, against the birthday value (spec §9 C6)
+            self._count("dequeues")
+            if twins(instance.n):
+                self._count("dequeues_with_twin")
+            rid = next(iter(instance.n))
+            relay = instance.n.pop(rid)
+            if any(x.sink == relay.sink for x in instance.n.values()):
+                self._delete(relay, now, out)  # a twin: N shrinks
+                self._count("twins_dropped")
+            elif twins(instance.n) >= self._tau(instance):
+                instance.d[rid] = relay  # replaced by a random 2-hop neighbour
+            else:
+                self._send(relay, self._ask(instance, instance.in_), now, out)
+                instance.n[rid] = relay  # back to the tail: N grows
+        repair = self.d2g.repair_in and not self.d2g.literal
+        if repair and not instance.in_.incoming and instance.n:
+            self._send(self._random(instance), self._connect(instance), now, out)
+        for rid in sorted(instance.d):
+            relay = instance.d[rid]
+            if not relay.incoming:
+                self._send(relay, self._ask(instance, instance.in_), now, out)
+                del instance.d[rid]
+                self._delete(relay, now, out)
+
+    def _apply(self, outcome: Outcome, now: float, out: list[Output]) -> None:
+        """The clique's, then the in-link repair at once for an instance whose last in-link
+        just went (a Release, an Adopt or a Probe answer): a member nobody points at misses
+        every publication until the repair, and waiting for its Timeout leaves it out for
+        T/2 on average (ours; spec §4 runs the repair in Timeout only)."""
+        super()._apply(outcome, now, out)
+        if self.d2g.literal or not self.d2g.repair_in:
+            return
+        for instance in self.instances.values():
+            if instance.in_.incoming or not instance.n or instance.leaving:
+                continue
+            if now - self.repaired.get(instance.key, -1e18) < self.d2g.timeout / 4:
+                continue
+            self.repaired[instance.key] = now
+            self._send(self._random(instance), self._connect(instance), now, out)
+
+    def _probe_more(self, instance: Instance, now: float, outcome: Outcome) -> None:
+        """repair_in reads ``in.incoming``: its holders are probed every in_probe_every T."""
+        every = self.d2g.in_probe_every * self.d2g.timeout
+        if self.d2g.literal or not every or instance.leaving:
+            return
+        if now - self.in_probed.get(instance.key, -1e18) >= every:
+            self.in_probed[instance.key] = now
+            self.layer.probe([instance.in_], now, outcome, at_once=True)
+
+    def _tau(self, instance: Instance) -> int:
+        if self.d2g.twin_budget == "log":
+            return max(1, math.ceil(math.log(max(len(instance.n), 1))))
+        return 1
+
+    def _rejoins(self) -> bool:
+        return not self.d2g.literal
+
+
+def create(ctx: NodeContext) -> StackNode:
+    return D2GNode(ctx)
