@@ -191,7 +191,8 @@ def test_a_deleted_relay_that_is_pointed_at_stays_as_a_zombie_then_goes() -> Non
 
 def test_relay_gone_and_peer_down_kill_relays_and_sinkfix_corrects_them() -> None:
     """spec §2.3: a frame for an unknown relay is answered RelayGone, which kills the
-    sender's relay; PeerDown kills relays whose next was there and forgets it as holder;
+    sender's relay; PeerDown kills relays whose next was there and forgets it as holder
+    once grace has passed;
     SinkFix corrects a relay's cached sink and direct claim."""
     a, b = _layer(1), _layer(2)
     stale = a.new_out("t", (2, 12345), 2, True, 0.0)
@@ -210,8 +211,13 @@ def test_relay_gone_and_peer_down_kill_relays_and_sinkfix_corrects_them() -> Non
     held = a.new_in("t", 0.0)
     held.holders[4] = 2
     down = Outcome()
-    a.peer_down(4, down)
-    assert other in down.killed and held.holders == {}
+    a.peer_down(4, down, 1.0)
+    assert other in down.killed and held.holders == {4: 2}, "kept for grace"
+    a.probe([held], 1.2, Outcome(), at_once=True)
+    assert held.holders == {4: 2}, "a reference counted towards 4 may still be adopted"
+    asked = Outcome()
+    a.probe([held], 1.0 + a.grace, asked, at_once=True)
+    assert held.holders == {} and not asked.sends, "gone after grace, and never probed"
 
 
 def test_a_forwarded_chain_does_not_unmark_a_direct_relay() -> None:
@@ -366,6 +372,31 @@ def test_a_release_made_after_the_probe_answer_waits_for_it() -> None:
     assert a_in.holders == {2: 1}, "the Release must wait for the answer"
     a.receive(2, answer.sends[0].message, 10.0, Outcome())
     assert a_in.holders == {}
+
+
+def test_a_reference_that_reaches_the_holder_after_its_probe_answer_is_reported() -> None:
+    """A reference counted before a Probe can reach the holder after it answered (latency
+    beyond the probe window): the holder reports it with an Adopt to itself, so the count
+    comes back up at once."""
+    a, b = _layer(1), _layer(2)
+    a_in = a.new_in("t", 0.0)
+    b_in = b.new_in("t", 0.0)
+    to_b = a.new_out("t", (2, b_in.rid), 2, True, 0.0)
+    late = a.send(to_b, _intro(a.ref(a_in)), 0.0)
+    assert late is not None and a_in.holders == {2: 1}
+    probe_out = Outcome()
+    a.probe([a_in], 10.0, probe_out, at_once=True)
+    (probe,) = [s for s in probe_out.sends if isinstance(s.message, Probe)]
+    answer = Outcome()
+    b.receive(1, probe.message, 10.0, answer)
+    a.receive(2, answer.sends[0].message, 10.0, Outcome())
+    assert a_in.holders == {}, "the answer could not know of the reference in flight"
+    arrived = Outcome()
+    b.receive(1, late.message, 10.0, arrived)
+    (adopt,) = [s for s in arrived.sends if isinstance(s.message, Adopt)]
+    assert adopt.message.was == 2 and adopt.message.epoch == 0
+    a.receive(2, adopt.message, 10.0, Outcome())
+    assert a_in.holders == {2: 1}
 
 
 def test_a_cycle_of_relays_is_cut_at_the_hop_limit() -> None:

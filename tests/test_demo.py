@@ -26,7 +26,7 @@ def test_demo_quick_runs_every_stack_and_prints_the_papers_tables(tmp_path: Path
     )
     assert done.returncode == 0, done.stderr[-3000:]
     stacks = sorted(demo_scenarios())
-    assert stacks == ["brokertree", "chord", "gossip", "skipring", "tiny"]
+    assert stacks == ["brokertree", "chord", "clique", "d2g", "gossip", "skipring", "tiny"]
     for word in ("expected", "received", "reliability", "eager", "lazy", "membership", "RMR",
                  "LDH", "0%", "10%", "50%", "85%", *stacks):  # fmt: skip
         assert word in done.stdout, done.stdout

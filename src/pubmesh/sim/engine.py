@@ -615,11 +615,8 @@ class Simulation:
             return
         kind = self.scenario.init.corruption
         kwargs: dict[str, Any] = {}
-        parameters = inspect.signature(corrupt).parameters
-        if "junk_messages" in parameters:
+        if "junk_messages" in inspect.signature(corrupt).parameters:
             kwargs["junk_messages"] = self.scenario.init.junk_messages
-        if "now" in parameters:
-            kwargs["now"] = self.now
         live = {n: self.nodes[n] for n in sorted(self.nodes)}
         junk = corrupt(kind, live, self._corrupt_rng, self.params, **kwargs)
         for src, dst, message in junk or []:

@@ -22,6 +22,7 @@ SPEC = register(
         corruption_kinds=KINDS,
         warm_start=warm_start,
         timeout_param="timeout",
+        demo_scenario="clique_demo.toml",
         extra_metrics=("convergence_time",),
         description=(
             "self-stabilizing topic cliques in the relay model (papers/002): Build-Clique with "

@@ -22,6 +22,7 @@ SPEC = register(
         corruption_kinds=KINDS,
         warm_start=warm_start,
         timeout_param="timeout",
+        demo_scenario="d2g_demo.toml",
         extra_metrics=("convergence_time",),
         description=(
             "self-stabilizing topic digraphs of diameter about 2 in the relay model "

@@ -47,12 +47,10 @@ def corrupt(
     rng: random.Random,
     params: Any = None,
     junk_messages: int = 0,
-    now: float = 0.0,
 ) -> list[Junk]:
     """StackSpec.corrupt: rewrite ``nodes`` in place into a corrupted state of ``kind`` and
-    return the junk messages to put in flight (``now``: the time, when the junk's references
-    are counted)."""
-    return install_state("clique", INSTALL, kind, nodes, rng, junk_messages, now=now)
+    return the junk messages to put in flight."""
+    return install_state("clique", INSTALL, kind, nodes, rng, junk_messages)
 
 
 #: a junk group message from its header, a junk Ref and the node ids (d2g adds its own)
@@ -67,7 +65,6 @@ def install_state(
     rng: random.Random,
     junk_messages: int,
     extra_junk: Sequence[JunkMaker] = (),
-    now: float = 0.0,
 ) -> list[Junk]:
     """Rewrite every topic group of ``nodes`` with ``table[kind]`` (module doc), recount the
     holders and make the junk: the clique's and d2g's corruption hooks."""
@@ -86,7 +83,7 @@ def install_state(
         table[kind](Installer(clique, topic, members, rng))
     _recount(clique)
     count = junk_messages if junk_messages or kind != "junk" else total
-    return [_junk(clique, topics, rng, now, extra_junk) for _ in range(count)] if topics else []
+    return [_junk(clique, topics, rng, extra_junk) for _ in range(count)] if topics else []
 
 
 def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: Any = None) -> None:
@@ -302,7 +299,6 @@ def _junk(
     clique: Mapping[NodeId, CliqueNode],
     topics: list[str],
     rng: random.Random,
-    now: float,
     extra: Sequence[JunkMaker] = (),
 ) -> Junk:
     """One junk message (spec §6): a group message with a random header and Refs that are
@@ -326,7 +322,7 @@ def _junk(
     target = clique[dst]
     instance = target.instances.get(topic)
     rid = instance.in_.rid if instance is not None and rng.random() < 0.7 else unknown
-    ref = _junk_ref(clique, topic, dst, rng, now)
+    ref = _junk_ref(clique, topic, dst, rng)
     header: dict[str, Any] = {
         "topic": topic,
         "rid": rid,
@@ -355,7 +351,7 @@ def _junk(
 
 
 def _junk_ref(
-    clique: Mapping[NodeId, CliqueNode], topic: str, dst: NodeId, rng: random.Random, now: float
+    clique: Mapping[NodeId, CliqueNode], topic: str, dst: NodeId, rng: random.Random
 ) -> Ref:
     """A reference that is stale, the receiver's own ``in``, indirect, or falsely claimed;
     one to an existing relay counts a holder (dst) there."""
@@ -370,11 +366,9 @@ def _junk_ref(
     if roll < 0.4 and topic in clique[dst].instances:
         own = clique[dst].instances[topic].in_
         own.holders[dst] = own.holders.get(dst, 0) + 1
-        own.counted[dst] = now  # in flight: no Probe of dst within grace (spec §2.3)
         return Ref(owner=dst, rid=own.rid, sink=dst, is_in=True, holder=dst)
     relay = mine[rng.randrange(len(mine))]
     relay.holders[dst] = relay.holders.get(dst, 0) + 1
-    relay.counted[dst] = now
     sink = relay.sink if rng.random() < 0.8 else rng.choice(nodes)
     is_in = (relay.next is None) if rng.random() < 0.8 else relay.next is not None
     return Ref(owner=owner, rid=relay.rid, sink=sink, is_in=is_in, holder=dst)

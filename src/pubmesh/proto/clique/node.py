@@ -129,6 +129,8 @@ class Instance:
     #: rids in D that a member sent us as its answer to our AskToReverse while we leave with
     #: an anchor: it has reversed already, so it is not asked again (see _leave_timeout)
     reversed: set[int] = field(default_factory=set)
+    #: the frame being handled came in through a_in (the anchor's channel)
+    via_anchor: bool = False
     #: when a leaver last nudged each holder of its ``in`` (see _leave_timeout)
     nudged: dict[NodeId, float] = field(default_factory=dict)
     #: spec §3.5 feedback weights ω of N's relays by rid (1 when absent)
@@ -207,7 +209,7 @@ class CliqueNode(StackNode):
             case PeerDown(peer=peer):
                 if peer != self.node_id:
                     outcome = Outcome()
-                    self.layer.peer_down(peer, outcome)
+                    self.layer.peer_down(peer, outcome, now)
                     self._apply(outcome, now, out)
             case Start(contacts=contacts):
                 self._start(contacts, now)
@@ -389,7 +391,9 @@ class CliqueNode(StackNode):
             for relay in refs.values():
                 self._delete(relay, now, out)
             return
+        instance.via_anchor = delivery.relay is instance.a_in and instance.a_in is not None
         self._dispatch(instance, message, refs, now, out)
+        instance.via_anchor = False
         for relay in refs.values():
             if not instance.holds(relay):
                 self._delete(relay, now, out)
@@ -696,6 +700,19 @@ class CliqueNode(StackNode):
             return
         if not instance.leaving:
             instance.n[relay.rid] = relay
+        elif (
+            instance.a_out is not None
+            and instance.via_anchor
+            and relay.sink != instance.a_out.sink
+            and self.params.leave_phase2 != "slides"
+        ):
+            # our anchor answered its probe with a relay to someone else: it is leaving too
+            # and hands us its own anchor. Keeping it as ours, two leavers feed the stayers
+            # links to each other and neither ever stops (found by the model test). It goes
+            # to D and we look for a new anchor (phase 1 again; ours)
+            instance.d[instance.a_out.rid] = instance.a_out
+            instance.a_out = None
+            instance.d[relay.rid] = relay
         elif instance.a_out is not None:
             if relay.sink != instance.a_out.sink or self.params.leave_phase2 == "slides":
                 instance.d[relay.rid] = relay

@@ -70,12 +70,11 @@ def corrupt(
     rng: random.Random,
     params: Any = None,
     junk_messages: int = 0,
-    now: float = 0.0,
 ) -> list[Junk]:
     """StackSpec.corrupt: rewrite ``nodes`` in place into a corrupted state of ``kind`` and
     return the junk messages to put in flight."""
     extra = (_ask_for_connect, _connect)
-    return install_state("d2g", INSTALL, kind, nodes, rng, junk_messages, extra, now=now)
+    return install_state("d2g", INSTALL, kind, nodes, rng, junk_messages, extra)
 
 
 def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: Any = None) -> None:

@@ -61,6 +61,8 @@ IN, OUT = "in", "out"
 PORT = 0
 #: group messages (the ones routed along relays) carry these header fields (spec §8)
 HEADER = ("rid", "prev", "sink", "direct", "hop")
+#: answers remembered before old ones are pruned (see RelayLayer._answered)
+ANSWERED_KEPT = 4096
 #: a frame that has crossed more relays than this is on a cycle (see RelayLayer._frame)
 MAX_HOPS = 64
 #: message classes routed along relays, registered by the stacks that define them
@@ -182,6 +184,10 @@ class RelayLayer:
         self.port = Relay(PORT, IN, None, None, me, True)
         self.relays[PORT] = self.port
         self.counters: dict[str, int] = {}
+        #: holder side: the last Probe epoch answered per (owner, rid), and when
+        self.answered_for: dict[tuple[NodeId, int], tuple[int, float]] = {}
+        #: peers reported down, and when (their holder counts go after ``grace``)
+        self.down: dict[NodeId, float] = {}
 
     # ------------------------------------------------------------------ making relays
     def _rid(self) -> int:
@@ -269,6 +275,8 @@ class RelayLayer:
     # ------------------------------------------------------------------ receiving
     def receive(self, src: NodeId, message: Message, now: float, out: Outcome) -> None:
         """A frame from ``src`` (spec §2.3 Receive and the bookkeeping messages)."""
+        if self.down:
+            self.down.pop(src, None)  # it is back (a restart)
         match message:
             case Release(rid=rid, prev=prev, sent=sent, adopted=adopted, epoch=epoch):
                 self.waiting.append((rid, src, prev, sent, adopted is True, epoch))
@@ -320,6 +328,7 @@ class RelayLayer:
                         # relays made from references counted after the Probe went carry
                         # its epoch already: the owner adds those itself (``fresh``)
                         stamp = stamps[index]
+                        self._answered(src, rid, stamp, now)
                         held = sum(1 for relay in mine if relay.epoch != stamp)
                         for relay in mine:
                             relay.epoch = stamp
@@ -409,8 +418,11 @@ class RelayLayer:
                     continue
                 made = self.new_out(relay.key, (ref.owner, ref.rid), ref.sink, ref.is_in, now)
                 made.epoch = ref.epoch if type(ref.epoch) is int else -1
-                if ref.holder != self.me:
-                    # counted towards another process: move the count here (Adopt)
+                answered = self.answered_for.get((ref.owner, ref.rid))
+                late = answered is not None and type(ref.epoch) is int and ref.epoch < answered[0]
+                if ref.holder != self.me or late:
+                    # counted towards another process: move the count here (Adopt); or
+                    # counted towards us before a Probe we answered without it: report it
                     made.adopted = True
                     made.epoch = -1
                     adopt = Adopt(rid=ref.rid, prev=made.rid, was=ref.holder, epoch=ref.epoch)
@@ -485,14 +497,15 @@ class RelayLayer:
         self._count("killed")
 
     # ------------------------------------------------------------------ failures
-    def peer_down(self, peer: NodeId, out: Outcome) -> None:
-        """``peer`` is gone (spec §2.3): relays whose next is there die, and it holds nothing."""
+    def peer_down(self, peer: NodeId, out: Outcome, now: float = 0.0) -> None:
+        """``peer`` is gone (spec §2.3): relays whose next is there die, and it holds nothing
+        once ``grace`` has passed: a reference counted towards it may be in flight to
+        another process (a relay with a wrong cached sink), whose Adopt moves the count there
+        (found by the model test). Its counts go at the next Probe round after that."""
         for relay in sorted(self.relays.values(), key=lambda r: r.rid):
             if relay.kind == OUT and relay.next is not None and relay.next[0] == peer:
                 self._kill(relay, out)
-            elif peer in relay.holders:
-                del relay.holders[peer]
-                self._maybe_collect(relay, out)
+        self.down[peer] = now
         self.waiting = [w for w in self.waiting if w[1] != peer]
         self.adopted = {a: e for a, e in self.adopted.items() if a[1] != peer}
 
@@ -501,7 +514,13 @@ class RelayLayer:
     ) -> None:
         """Ask the holders of relays that should go (spec §2.3 Probe) once they have shown
         holders for ``probe_after`` (``at_once``: now, for a relay whose count the protocol
-        reads, like d2g's ``in``); a holder counted within ``grace`` is skipped."""
+        reads, like d2g's ``in``). A holder counted within ``grace`` is skipped (a reference
+        counted before the Probe may still be in flight: the answer would miss it); for an
+        ``at_once`` probe within grace / 4 only (spec §8: T ≥ 5× a 3-hop chain, so T / 2
+        covers delivery), as a count refreshed every round would otherwise never be probed.
+        A reference that still arrives after the answer is reported then (an Adopt to
+        itself, see _frame)."""
+        window = self.grace / 4 if at_once else self.grace
         asks: dict[NodeId, list[int]] = {}
         for relay in due:
             if not relay.incoming:
@@ -512,7 +531,12 @@ class RelayLayer:
             if now - relay.due_since < self.probe_after and not at_once:
                 continue
             for holder in sorted(relay.holders):
-                if now - relay.counted.get(holder, -1e18) < self.grace:
+                if holder in self.down:
+                    if now - self.down[holder] >= self.grace:
+                        del relay.holders[holder]
+                        self._maybe_collect(relay, out)
+                    continue
+                if now - relay.counted.get(holder, -1e18) < window:
                     continue
                 relay.epochs[holder] = relay.epochs.get(holder, 0) + 1
                 relay.fresh[holder] = 0
@@ -533,6 +557,16 @@ class RelayLayer:
             epochs = tuple(self.relays[rid].epochs[holder] for rid in rids)
             out.sends.append(Send(holder, Probe(rids=rids, epochs=epochs)))
             self._count("probes")
+
+    def _answered(self, owner: NodeId, rid: int, epoch: int, now: float) -> None:
+        """Remember the last Probe epoch we answered for ``owner``'s relay ``rid``: a
+        reference stamped with an older one that arrives later was not in that answer."""
+        self.answered_for[(owner, rid)] = (epoch, now)
+        if len(self.answered_for) > ANSWERED_KEPT:
+            # references are delivered within seconds; forget answers a minute old
+            self.answered_for = {
+                key: value for key, value in self.answered_for.items() if now - value[1] < 60.0
+            }
 
     def _held(self, owner: NodeId, rid: int) -> int:
         """How many of our relays point at ``owner``'s relay ``rid`` (a Probe's answer)."""
@@ -559,4 +593,5 @@ class RelayLayer:
                 out.add(relay.next[0])
             out.update(h for h, k in relay.holders.items() if k)
         out.discard(self.me)
+        out.difference_update(self.down)
         return out
