@@ -7,8 +7,9 @@ jitter 0.1, T = 0.5 s; a round is one T).
   √(n ln n) within [0.8, 1.15], max |N| ≤ 6√n, strongly connected in ≥ 98% of the
   snapshots (of all seeds), at most 5% of pairs more than 2 hops apart (n ≥ 64), P[N has a
   twin] at dequeue within 0.1 of the birthday value 1 − e^{−m(m−1)/2n}; the relay-graph
-  oracle at every snapshot. ``literal = true`` (the slides as written) collapses: more than half of the
-  members end with in-degree 0 at n = 64. n = 256 is in BENCHMARKS.md (bench/bench_d2g.py).
+  oracle at every snapshot. ``literal = true`` (the slides as written) collapses: more than
+  half of the members end with in-degree 0 at n = 64. n = 256 is in BENCHMARKS.md
+  (bench/bench_relay.py).
 * C7: after C6's run, 100 publications reach every member (reliability 1.0), in ≤ 2 hops for
   ≥ 95% of the deliveries.
 
