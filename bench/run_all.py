@@ -19,6 +19,7 @@ BENCHES = [
     "bench_chord_q.py",
     "bench_chord_joins.py",
     "bench_brokertree.py",
+    "bench_relay.py",
 ]
 
 

@@ -10,6 +10,13 @@ jitter 0.1, T = 0.5 s; a round is one T).
   oracle at every snapshot. ``literal = true`` (the slides as written) collapses: more than
   half of the members end with in-degree 0 at n = 64. n = 256 is in BENCHMARKS.md
   (bench/bench_relay.py).
+* From every d2g corruption kind of spec §6 (random_graph, line, star, sets, junk) at
+  n ∈ {16, 32}: legitimate (spec §5) within 40√n + 300 rounds, the oracle holding at every
+  snapshot (d2g's closure is statistical only, spec §5: the shares above are its measure).
+* Leave (the clique's, spec §3, with §4's rules for a leaver: AskForConnect's u and a
+  received Connect are filed for reversal) at n = 32 from a warm group, 1 and 10% of the
+  subscribers at once: each leaver stops within 50 + 5n rounds with no relay pointing at it,
+  the oracle holding at every snapshot, and the stayers are legitimate again.
 * C7: after C6's run, 100 publications reach every member (reliability 1.0), in ≤ 2 hops for
   ≥ 95% of the deliveries.
 
@@ -27,7 +34,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from figures import publication_figures, replay
-from pubmesh.proto.d2g.legitimacy import shapes
+from pubmesh.proto.core import Unsubscribe
+from pubmesh.proto.d2g.corruption import KINDS
+from pubmesh.proto.d2g.legitimacy import is_legitimate, shapes
 from pubmesh.proto.d2g.node import D2GNode
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import load_scenario
@@ -200,3 +209,69 @@ def test_c7_flooding_reaches_everyone_within_two_hops_of_the_publisher(tmp_path:
         f"{max(hops)})"
     )
     assert near / total >= 0.95, f"{near / total:.1%} within 2 hops; {where}"
+
+
+@pytest.mark.parametrize("n", [16, 32])
+@pytest.mark.parametrize("kind", KINDS)
+def test_d2g_converges_from_every_corruption(kind: str, n: int) -> None:
+    for seed in SEEDS if n == 16 else SEEDS[:1]:
+        sets = (f"run.nodes={n}", f"init.corruption={kind}", f"init.junk_messages={n}")
+        where = replay(SCENARIO, seed, *sets)
+        scenario = load_scenario(ROOT / SCENARIO, [*sets, f"run.seed={seed}"])
+        sim = Simulation(scenario, None, keep_deliveries=False)
+        began = max(sim.plan.starts.values()) + scenario.workload.subscribe_at
+        limit = began + (40 * math.sqrt(n) + 300) * T
+        t, reached = 0.0, None
+        while t < limit and reached is None:
+            t += SNAPSHOT
+            sim.run(until=t)
+            if t < began:
+                continue
+            problems = check_sim(sim)
+            assert not problems, f"t={t:.1f}: {problems[:3]}; {where}"
+            if is_legitimate(sim.nodes):
+                reached = (t - began) / T
+        assert reached is not None, f"{kind}: not legitimate within the bound; {where}"
+
+
+@pytest.mark.parametrize("share", [0.0, 0.1])
+def test_d2g_leavers_stop_and_the_rest_stays_connected(share: float) -> None:
+    n = 32
+    for seed in SEEDS:
+        sets = (f"run.nodes={n}", "init.corruption=none", "init.overlay=warm",
+                "workload.publications=0")  # fmt: skip
+        where = replay(SCENARIO, seed, *sets)
+        sim = Simulation(load_scenario(ROOT / SCENARIO, [*sets, f"run.seed={seed}"]), None)
+        t = 5 * SNAPSHOT
+        sim.run(until=t)
+        subscribers = sorted(v for v in sim.nodes if v != 0)
+        leavers = sorted(sim._corrupt_rng.sample(subscribers, max(1, int(share * (n - 1)))))
+        for v in leavers:
+            sim.command(v, Unsubscribe("t0"))
+        left_at, stopped = t, {}
+        while len(stopped) < len(leavers) or not is_legitimate(sim.nodes):
+            t += SNAPSHOT
+            sim.run(until=t)
+            problems = check_sim(sim)
+            assert not problems, f"t={t:.1f}: {problems[:3]}; {where}"
+            for v in leavers:
+                node = sim.nodes[v]
+                assert isinstance(node, D2GNode)
+                if v not in stopped and "t0" not in node.instances:
+                    stopped[v] = (t - left_at) / T
+            assert (t - left_at) / T <= 50 + 5 * n + 40 * math.sqrt(n) + 300, (
+                f"leavers stopped: {stopped} of {leavers}; {where}"
+            )
+        late = {v: r for v, r in stopped.items() if r > 50 + 5 * n}
+        assert not late, f"stopped after {late} rounds (> 50 + 5n); {where}"
+        pointing = [
+            (v, relay.rid)
+            for v, node in sim.nodes.items()
+            if isinstance(node, D2GNode)
+            for relay in node.layer.relays.values()
+            if relay.next is not None and relay.next[0] in leavers and relay.next[1] != 0
+        ]
+        assert not pointing, f"relays still point at leavers: {pointing[:5]}; {where}"
+        print(
+            f"d2g leave {share:.0%} seed {seed}: stopped within {max(stopped.values()):.0f} rounds"
+        )
