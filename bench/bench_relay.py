@@ -121,7 +121,8 @@ def clique_series(args: argparse.Namespace, out: Path, console: Any) -> list[dic
 
         from pubmesh.analysis.plots import loglog
 
-        frame = pd.DataFrame(figures)
+        # a log axis has no 0: junk at small n never leaves legitimacy (rounds 0), not plotted
+        frame = pd.DataFrame([f for f in figures if f["rounds_mean"] > 0])
         (out / "convergence.png").write_bytes(
             loglog(frame, "n", "rounds_mean", "kind", "clique: rounds to converge against n")
         )
