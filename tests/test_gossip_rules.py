@@ -223,6 +223,24 @@ def test_disconnect_moves_the_sender_to_the_passive_view() -> None:
     assert NeighborDown(2) in out
 
 
+def test_disconnect_that_empties_the_view_waits_for_the_tick_to_rejoin() -> None:
+    """A DISCONNECT from the only active member, with nobody else in the passive view: the
+    node echoes it and asks nobody at once (asking the contact, which would name the sender
+    again, let two such nodes exchange DISCONNECT, echo and Join forever); its next shuffle
+    tick sends a high-priority Neighbor to the sender."""
+    h = hv(me=0)
+    h.contact = 5
+    h.joined = True
+    h.active = [3]
+    out = h.handle(Receive(3, DisconnectRequest(topic=T)), 0.0)
+    assert h.active == [] and h.passive == [3]
+    assert [s.dst for s in sends(out, DisconnectRequest)] == [3]
+    assert not sends(out, ContactRequest) and not sends(out, Join) and not sends(out, Neighbor)
+    out = h.handle(TimerFired(ShuffleTick()), 1.0)
+    (request,) = sends(out, Neighbor)
+    assert request.dst == 3 and request.message == Neighbor(topic=T, high_priority=True)
+
+
 def test_disconnect_from_non_member_changes_nothing() -> None:
     h = hv()
     h.active = [2, 3]

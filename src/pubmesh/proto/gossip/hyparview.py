@@ -526,8 +526,13 @@ class HyParView:
                     # (a full node evicts a random member for a high-priority Neighbor): lonely
                     # nodes whose passive views hold only q would otherwise evict one another
                     # from q's active view forever (found by the model's liveness check).
+                    # With no one else to try, the node does not ask the contact now but at
+                    # its next shuffle tick: the contact would name q again, q would find the
+                    # echo on a link just re-made and echo it back, and two nodes that hold
+                    # only each other would exchange DISCONNECT, echo and Join forever with no
+                    # timer in between (found by the FIFO model machine).
                     self._tried(src)
-                    self._promote(NONE, out)
+                    self._promote(NONE, out, ask_contact=False)
             case Shuffle(origin=origin, nodes=nodes, ttl=ttl):
                 if src not in self.active:
                     # Every hop of a shuffle walk goes over an active link, so the sender holds
@@ -670,13 +675,17 @@ class HyParView:
         ttl = self.p.shuffle_ttl or self.p.arwl
         out.append(Send(target, Shuffle(topic=self.topic, origin=self.me, nodes=nodes, ttl=ttl)))
 
-    def _promote(self, dead: NodeId, out: list[MembershipOutput]) -> None:
+    def _promote(self, dead: NodeId, out: list[MembershipOutput], ask_contact: bool = True) -> None:
         """Send Neighbor to a random passive node not yet tried: high priority if the active
-        view is empty. With nothing left to try and no active member, ask the contact."""
+        view is empty. With nothing left to try and no active member, ask the contact (unless
+        ``ask_contact`` is false: then the next shuffle tick tries again, the tried nodes
+        included)."""
         if len(self.active) >= self.p.active_size or self.pending_neighbor != NONE:
             return
         candidates = [p for p in self.passive if p not in self.tried]
         if not candidates:
+            if not ask_contact:
+                return
             self.tried.clear()
             if not self.active and self.pending_join == NONE:
                 self.joined = False
