@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -535,7 +534,8 @@ def test_two_members_holding_only_each_other_settle_after_a_disconnect() -> None
 #: The FIFO liveness machine's first failing example (derandomized, unshrunk): after relays,
 #: broken connections (false suspicions) and timers, the five-node swarm settles into two
 #: components, {0, 2, 4} and {1, 3}, each with a non-empty active view, so nobody asks the
-#: contact again and HyParView's shuffles, which run inside a component, never merge them.
+#: contact again and HyParView's shuffles, which run inside a component, never merged them
+#: (until the Merge rule: a periodic announce with room in the active view gets a sample).
 FIFO_LIVENESS_SETUP = {"seed": 370, "initial": 7, "size": 5}
 FIFO_LIVENESS_STEPS: list[tuple[str, int | None]] = [
     ("publish", 1),
@@ -590,15 +590,13 @@ FIFO_LIVENESS_STEPS: list[tuple[str, int | None]] = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 9 note): two stable components of a small swarm never merge",
-)
 def test_two_components_left_by_false_suspicions_merge_once_the_faults_stop() -> None:
-    """Liveness on FIFO links, replayed step by step: a strict xfail, so it fails the day the
-    components merge and the marker must go. (The Hypothesis machine that found it is
-    ``GossipMachine``; it runs in CI without its liveness check, as ``TestFifoCluster``, because
-    its derandomized examples differ between a whole-suite run and a run of this file alone.)"""
+    """Liveness on FIFO links, replayed step by step: once the faults stop, the two components
+    merge (a member with room in its active view announces itself, the contact answers with a
+    random member, and the member asks it for a link), and a publication reaches every
+    subscriber. (The Hypothesis machine that found it is ``GossipMachine``; it runs in CI
+    without its liveness check, as ``TestFifoCluster``, because its derandomized examples
+    differ between a whole-suite run and a run of this file alone.)"""
     state = GossipMachine()
     state.setup(**FIFO_LIVENESS_SETUP)
     replay(state, FIFO_LIVENESS_STEPS)

@@ -50,6 +50,7 @@ from pubmesh.proto.gossip.hyparview import (
     ShuffleTick,
     SwarmDirectory,
     SwarmJoined,
+    SwarmSample,
 )
 from pubmesh.proto.gossip.params import GossipParams
 from pubmesh.proto.gossip.plumtree import (
@@ -547,6 +548,71 @@ def test_a_completed_join_is_reported_to_the_contact_which_records_it() -> None:
     other.handle(Start((0,)), 0.0)
     assert other.handle(Receive(6, SwarmJoined(topic=T)), 0.3) == []
     assert T not in other.directory.members
+
+
+def test_periodic_announce_asks_for_a_sample_only_with_room_in_the_active_view() -> None:
+    """Merge: every ``announce_every``-th shuffle tick a joined member re-announces itself;
+    the announce asks for a sample exactly when its active view is not full."""
+    h = hv(me=5, announce_every=1)
+    h.contact, h.joined = 0, True
+    h.active = [2]
+    out = h.handle(TimerFired(ShuffleTick()), 0.0)
+    assert [(s.dst, s.message) for s in sends(out, SwarmJoined)] == [
+        (0, SwarmJoined(topic=T, room=True))
+    ]
+    h.active = list(range(10, 10 + h.p.active_size))
+    out = h.handle(TimerFired(ShuffleTick()), 10.0)
+    assert [s.message for s in sends(out, SwarmJoined)] == [SwarmJoined(topic=T, room=False)]
+
+
+def test_contact_answers_an_announce_with_room_by_a_member_other_than_the_announcer() -> None:
+    contact = node(0)
+    contact.handle(Start((0,)), 0.0)
+    for member in (3, 4):
+        assert contact.handle(Receive(member, SwarmJoined(topic=T)), 0.0) == []
+    for _ in range(20):
+        out = contact.handle(Receive(4, SwarmJoined(topic=T, room=True)), 0.0)
+        assert [(s.dst, s.message) for s in sends(out, SwarmSample)] == [
+            (4, SwarmSample(topic=T, member=3))
+        ]
+    # alone in the directory: the sample names nobody
+    lonely = node(0)
+    lonely.handle(Start((0,)), 0.0)
+    out = lonely.handle(Receive(4, SwarmJoined(topic=T, room=True)), 0.0)
+    assert [s.message for s in sends(out, SwarmSample)] == [SwarmSample(topic=T, member=NONE)]
+
+
+def test_a_sample_outside_the_active_view_is_asked_for_a_link() -> None:
+    """High priority: a full member accepts (the other component may be all full)."""
+    h = hv(me=5)
+    h.joined = True
+    h.active = [2]
+    out = h.handle(Receive(0, SwarmSample(topic=T, member=8)), 0.0)
+    assert 8 in h.passive and h.pending_neighbor == 8
+    assert [(s.dst, s.message) for s in sends(out, Neighbor)] == [
+        (8, Neighbor(topic=T, high_priority=True))
+    ]
+    # already a neighbour, itself, or nobody: nothing to do
+    for member in (2, 5, NONE):
+        assert h.handle(Receive(0, SwarmSample(topic=T, member=member)), 0.0) == []
+    # a Neighbor request already out: the sample waits in the passive view
+    out = h.handle(Receive(0, SwarmSample(topic=T, member=9)), 0.0)
+    assert 9 in h.passive and not sends(out, Neighbor)
+
+
+def test_the_contact_samples_its_own_directory_when_it_announces() -> None:
+    """The contact announces to nobody; with room in its view it samples its own directory
+    (in the components the model found, the contact was in one of them)."""
+    directory = SwarmDirectory(4, random.Random(0))
+    directory.record(T, 7)
+    h = HyParView(0, T, GossipParams(announce_every=1), random.Random(0), directory)
+    h.contact, h.joined = 0, True
+    h.active = [2]
+    out = h.handle(TimerFired(ShuffleTick()), 0.0)
+    assert not sends(out, SwarmJoined)
+    assert [(s.dst, s.message) for s in sends(out, Neighbor)] == [
+        (7, Neighbor(topic=T, high_priority=True))
+    ]
 
 
 def test_contact_node_answers_contact_requests_from_its_directory() -> None:

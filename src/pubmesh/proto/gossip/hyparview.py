@@ -31,7 +31,7 @@ The rules (each handler below quotes the one it implements):
   one member, the receiver answers ShuffleReply with as many of its passive nodes, and both
   sides merge what they got into their passive views, evicting first what they sent.
 
-Four rules pubmesh adds, because the paper leaves them to the implementation:
+Five rules pubmesh adds, because the paper leaves them to the implementation:
 
 * **Swarm discovery.** Every topic has its own swarm, so a node needs a member of *that* swarm
   to join. The cluster's contact node keeps a :class:`SwarmDirectory` per topic: a uniform
@@ -54,6 +54,14 @@ Four rules pubmesh adds, because the paper leaves them to the implementation:
   shuffles (soft state): a directory emptied by lost reports or false suspicions refills, so an
   isolated member, the contact included, finds the swarm again (the model tests' liveness
   check found the contact founding a swarm of its own beside a pair it no longer knew).
+* **Merge.** A periodic announce from a member whose active view is not full asks for a
+  sample (``SwarmJoined.room``); the contact answers SwarmSample with a random joined member,
+  which the announcer puts in its passive view and asks for a link (a high-priority Neighbor:
+  the other component may be full). Shuffles walk
+  the active links, so once false suspicions have cut a small swarm into components that each
+  still have links, nothing in the paper brings them back together (the model tests' liveness
+  check found {0, 2, 4} and {1, 3} staying apart for good); the directory samples the whole
+  swarm. Members with full views (nearly all, in a large swarm) send no sample request.
 
 Non-FIFO delivery (the simulator's per-message latency) can reorder a DISCONNECT and an accept
 on one link, leaving a link one-sided. Two lazy repairs answer traffic over such a link with
@@ -136,12 +144,26 @@ register_message(JoinReply, 110, layer="membership")
 @mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SwarmJoined(Message):
-    """To the contact: my join of ``topic``'s swarm is complete; name me to newcomers."""
+    """To the contact: my join of ``topic``'s swarm is complete; name me to newcomers.
+    ``room``: (on a periodic announce) my active view is not full; send me a SwarmSample."""
 
     topic: str
+    room: bool = False
 
 
 register_message(SwarmJoined, 111, layer="membership")
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwarmSample(Message):
+    """The contact's answer to an announce with room: a random joined member (see Merge)."""
+
+    topic: str
+    member: int  # NONE: the directory knows no other member
+
+
+register_message(SwarmSample, 112, layer="membership")
 
 
 @mypyc_attr(native_class=False)
@@ -226,6 +248,7 @@ MEMBERSHIP_MESSAGES = (
     Join,
     JoinReply,
     SwarmJoined,
+    SwarmSample,
     ForwardJoin,
     ForwardJoinAccept,
     Neighbor,
@@ -342,6 +365,14 @@ class SwarmDirectory:
             self.record(topic, requester)
         return member
 
+    def sample(self, topic: str, requester: NodeId, extra: NodeId = NONE) -> int:
+        """A random joined member other than ``requester`` (``extra``, the contact when it is
+        a joined member, counts as one), NONE if there is none; records nothing."""
+        candidates = [m for m in self.members.get(topic, ()) if m != requester]
+        if extra not in (NONE, requester) and extra not in candidates:
+            candidates.append(extra)
+        return candidates[self.rng.randrange(len(candidates))] if candidates else NONE
+
     def record(self, topic: str, node: NodeId) -> None:
         """``node`` is a joined member of ``topic``'s swarm."""
         self._sample(self.members.setdefault(topic, []), self.seen, topic, node)
@@ -428,7 +459,7 @@ class HyParView:
                 self.ticks += 1
                 every = self.p.announce_every
                 if every and self.ticks % every == 0 and self.joined:
-                    self._announce(out)
+                    self._announce(out, periodic=True)
                 out.append(SetTimer(self.p.shuffle_interval, ShuffleTick()))
             case TimerFired(timer=JoinTimeout(generation=generation)):
                 self._join_timeout(generation, out)
@@ -482,13 +513,30 @@ class HyParView:
             out.append(Joined())
             self._announce(out)
 
-    def _announce(self, out: list[MembershipOutput]) -> None:
+    def _announce(self, out: list[MembershipOutput], periodic: bool = False) -> None:
         """Tell the contact this node is a joined member (see SwarmDirectory): when the join
         completes, and again every ``announce_every`` shuffles, so a directory that lost its
         members (a SwarmJoined lost with a broken connection, members reported dead by a
-        false suspicion) learns them again."""
+        false suspicion) learns them again. A periodic announce with room in the active view
+        asks for a SwarmSample (Merge); the contact samples its own directory."""
+        room = periodic and len(self.active) < self.p.active_size
         if self.contact not in (NONE, self.me):
-            out.append(Send(self.contact, SwarmJoined(topic=self.topic)))
+            out.append(Send(self.contact, SwarmJoined(topic=self.topic, room=room)))
+        elif room and self.directory is not None:
+            self._on_sample(self.directory.sample(self.topic, self.me), out)
+
+    def _on_sample(self, member: NodeId, out: list[MembershipOutput]) -> None:
+        """Merge: a joined member with room in its active view takes the sampled member into
+        its passive view and, unless a Neighbor request is already out, asks it at once with
+        high priority, which a full member accepts by dropping one of its links: a small
+        component has room, the rest of the swarm is full, and a low-priority request would be
+        refused (the model's liveness check found {1, 2} beside a full {0, 3, 4, 5})."""
+        if member in (NONE, self.me) or member in self.active or not self.joined:
+            return
+        self._add_passive(member)
+        if len(self.active) < self.p.active_size and self.pending_neighbor == NONE:
+            self.pending_neighbor = member
+            out.append(Send(member, Neighbor(topic=self.topic, high_priority=True)))
 
     # ------------------------------------------------------------------ messages
     def _receive(self, src: NodeId, msg: Message, out: list[MembershipOutput]) -> None:
@@ -544,6 +592,8 @@ class HyParView:
             case ShuffleReply(nodes=nodes):
                 # the origin merges the reply, evicting first what it sent
                 self._merge_passive(nodes, self.last_shuffle)
+            case SwarmSample(member=member):
+                self._on_sample(member, out)
 
     def _on_join(self, new: NodeId, out: list[MembershipOutput]) -> None:
         """Join(n) at c: c adds n to its active view and sends ForwardJoin(n, ARWL) to every

@@ -80,6 +80,7 @@ from pubmesh.proto.gossip.hyparview import (
     ShuffleTick,
     SwarmDirectory,
     SwarmJoined,
+    SwarmSample,
 )
 from pubmesh.proto.gossip.params import GossipParams
 from pubmesh.proto.gossip.plumtree import (
@@ -268,6 +269,10 @@ class GossipNode(StackNode):
         # SwarmJoined
         if self.contact == self.node_id:
             self.directory.record(topic, src)
+            if msg.room:  # type: ignore[attr-defined]  # the route says SwarmJoined
+                me = self.node_id if swarm is not None and swarm.membership.joined else NONE
+                member = self.directory.sample(topic, src, extra=me)
+                out.append(Send(src, SwarmSample(topic=topic, member=member)))
 
     def _receive_other(self, src: NodeId, msg: Message, now: float, out: list[Output]) -> None:
         """A message of no gossip type (a junk message, another stack's): one that names a
