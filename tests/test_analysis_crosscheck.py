@@ -49,6 +49,8 @@ def duckdb_run_metrics(run_dir: Path) -> dict[str, Any]:
       FROM deliveries d JOIN publications p USING (pub_id) GROUP BY d.pub_id, d.node),
     per_pub AS (
       SELECT p.pub_id,
+        row_number() OVER (ORDER BY p.t, p.pub_id) AS rank,
+        count(*) OVER () AS n,
         (SELECT count(*) FROM first f WHERE f.pub_id = p.pub_id) AS receivers,
         (SELECT arg_max(f.hops, (f.t, f.hops)) FROM first f WHERE f.pub_id = p.pub_id) AS ldh,
         (SELECT count(*) FROM messages m WHERE m.payload AND m.pub_id = p.pub_id) AS payload
@@ -62,6 +64,9 @@ def duckdb_run_metrics(run_dir: Path) -> dict[str, Any]:
       (SELECT max(latency) FROM first) AS latency_max,
       (SELECT avg(payload / (receivers - 1) - 1) FROM per_pub WHERE receivers >= 2) AS rmr_mean,
       (SELECT avg(ldh) FROM per_pub) AS ldh_mean,
+      (SELECT avg(payload / (receivers - 1) - 1) FROM per_pub
+       WHERE receivers >= 2 AND rank > n // 2) AS rmr_late,
+      (SELECT avg(ldh) FROM per_pub WHERE rank > n // 2) AS ldh_late,
       (SELECT count(*) FROM messages) AS messages
     """
     row = db.execute(sql).fetchone()

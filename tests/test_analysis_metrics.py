@@ -216,13 +216,36 @@ def test_per_run_known_answers(spark: Any, pubsub: metrics.Trace) -> None:
     )
     got = run.select(
         "expected", "delivered", "reliability", "history_reliability", "duplicates",
-        "latency_p50", "latency_max", "rmr_mean", "ldh_mean", "messages", "control_messages",
-        "payload_messages", "load_gini", "degree_max", "convergence_time", "false_positive_rate",
+        "latency_p50", "latency_max", "rmr_mean", "ldh_mean", "rmr_late", "ldh_late", "messages",
+        "control_messages", "payload_messages", "load_gini", "degree_max", "convergence_time",
+        "false_positive_rate",
     )  # fmt: skip
     # first-delivery latencies over the run: 0, .2, 0, .1, .2 -> p50 .1; false positives:
-    # 2 of the 6 payload messages received (see the per-publication test)
+    # 2 of the 6 payload messages received (see the per-publication test); the later half by
+    # publish time is p3 (t 2, no RMR or LDH: nobody received it) and p2 (t 5, RMR .5, LDH 1)
     want = spark.createDataFrame(
-        [(4, 3, 0.75, 4 / 6, 1, 0.1, 0.2, 1.75, 1.0, 8, 1, 7, 22 / 120, None, None, 1 / 3)],
+        [
+            (
+                4,
+                3,
+                0.75,
+                4 / 6,
+                1,
+                0.1,
+                0.2,
+                1.75,
+                1.0,
+                0.5,
+                1.0,
+                8,
+                1,
+                7,
+                22 / 120,
+                None,
+                None,
+                1 / 3,
+            )
+        ],
         got.schema,
     )
     assertDataFrameEqual(got, want)

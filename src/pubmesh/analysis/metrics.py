@@ -29,6 +29,10 @@ millions of rows. The names are DESIGN.md's, one name each, everywhere:
     payload messages ÷ (receivers − 1) − 1 per publication (Plumtree §4), receivers being the
     distinct nodes that delivered it; null with fewer than two receivers or when the trace
     keeps message counts only.
+``rmr_late``, ``ldh_late``
+    the run's mean RMR and LDH over its later half of publications (the last ⌈n/2⌉ by publish
+    time, then id): a tree-building protocol's figures once its first broadcasts have shaped
+    the tree (Plumtree §4 reports the steady state; the first broadcast floods).
 ``false_positives`` (papers/003 §2.1; specs/chord.md §11.10)
     payload messages received by a node that neither delivers the publication nor forwards it
     (sends no payload message for it), per publication, and per run as ``false_positive_rate``
@@ -779,6 +783,14 @@ def per_run(
         ).alias("false_positive_rate"),
     )
     latency = first.groupBy("run_id").agg(*_percentiles("latency"))
+    order = Window.partitionBy("run_id").orderBy("t", "pub_id")
+    late = (
+        publications.withColumn("_rank", F.row_number().over(order))
+        .withColumn("_count", F.count("*").over(Window.partitionBy("run_id")))
+        .where(F.col("_rank") > F.floor(F.col("_count") / 2))
+        .groupBy("run_id")
+        .agg(F.avg("rmr").alias("rmr_late"), F.avg("ldh").alias("ldh_late"))
+    )
     totals = message_totals.groupBy("run_id").agg(
         F.sum("sent").alias("messages"),
         F.sum(F.when(~F.col("payload"), F.col("sent")).otherwise(0)).alias("control_messages"),
@@ -789,6 +801,7 @@ def per_run(
         .join(history, ["run_id"], "left")
         .join(order_violations(trace.deliveries, trace.publications), ["run_id"], "left")
         .join(latency, ["run_id"], "left")
+        .join(late, ["run_id"], "left")
         .join(totals, ["run_id"], "left")
         .join(load_summary(nodes), ["run_id"], "left")
         .join(overlay_final(overlay), ["run_id"], "left")
@@ -810,8 +823,8 @@ RUN_COLUMNS = (
     "run_id", "stack", "runtime", "nodes", "seed", "duration", "publications", "expected",
     "delivered", "reliability", "history_reliability", "duplicates", "order_violations",
     "latency_p50", "latency_p95", "latency_p99", "latency_max", "rmr_mean", "rmr_std",
-    "ldh_mean", "ldh_std", "messages", "payload_messages", "false_positive_rate",
-    "control_messages",
+    "ldh_mean", "ldh_std", "rmr_late", "ldh_late", "messages", "payload_messages",
+    "false_positive_rate", "control_messages",
     "control_overhead", "load_max", "load_mean", "load_gini", "degree_max", "degree_mean",
     "diameter", "convergence_time", "supervisor_messages_per_subscribe",
     "supervisor_messages_per_unsubscribe", "config_requests", "filter_conjunctions_mean",

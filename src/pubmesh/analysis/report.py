@@ -27,6 +27,8 @@ RUN_TABLE: list[tuple[str, str, str]] = [
     ("latency_p99", "lat p99 ms", "ms"),
     ("rmr_mean", "RMR", "{:.3f}"),
     ("ldh_mean", "LDH", "{:.2f}"),
+    ("rmr_late", "RMR late", "{:.3f}"),
+    ("ldh_late", "LDH late", "{:.2f}"),
     ("false_positive_rate", "false pos.", "{:.3f}"),
     ("control_overhead", "ctrl/node/s", "{:.2f}"),
     ("load_gini", "load Gini", "{:.3f}"),

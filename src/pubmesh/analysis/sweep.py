@@ -64,6 +64,8 @@ COMPARED = (
     "latency_p99",
     "rmr_mean",
     "ldh_mean",
+    "rmr_late",
+    "ldh_late",
     "false_positive_rate",
     "control_overhead",
     "load_gini",
