@@ -105,3 +105,18 @@ def test_comparison_has_a_row_per_point_with_mean_and_spread(sweep: Any) -> None
     assert max(by_fraction["0.5"]) < min(by_fraction["0.0"])
     assert "reliability against faults.0.fraction" in sweep.figures
     assert "reliability against scenario" in sweep.figures
+
+
+def test_swept_values_plot_as_numbers_when_they_are_numbers() -> None:
+    """Grid values reach the plots as strings; sizes must sort 100, 300, 1000 (not as text)
+    and stay integers in the legend, fractions become floats, anything else stays text."""
+    import pandas as pd
+
+    from pubmesh.analysis.sweep import _numeric
+
+    sizes = _numeric(pd.Series(["100", "1000", "300"]))
+    assert sizes.dtype == "int64" and sorted(sizes) == [100, 300, 1000]
+    rates = _numeric(pd.Series(["0.5", "16.0", "2.0"]))
+    assert rates.dtype == float and sorted(rates) == [0.5, 2.0, 16.0]
+    modes = _numeric(pd.Series(["True", "False"]))
+    assert list(modes) == ["True", "False"]

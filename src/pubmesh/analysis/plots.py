@@ -122,6 +122,9 @@ def metric_against(
             marker="o", capsize=3, linewidth=1.2, label=label,
         )  # fmt: skip
         count += 1
+    values = frame[parameter]
+    if not categorical and len(values) and values.min() > 0 and values.max() >= 50 * values.min():
+        ax.set_xscale("log")  # sizes 100 … 10,000: equal steps for equal ratios
     ax.set_xlabel(parameter)
     ax.set_ylabel(metric)
     ax.set_title(f"{metric} against {parameter} (mean ± sd over seeds)")

@@ -143,7 +143,9 @@ def write_report(
     for heading, content in sections:
         parts.append(f"<h2>{html.escape(heading)}</h2>{content}")
     parts.append("<h2>Runs</h2>")
-    parts.append(html_table(rows, present_columns(rows)))
+    ordered = sorted(rows, key=lambda r: (str(r.get("stack")), r.get("nodes") or 0,
+                                          r.get("seed") or 0, str(r.get("run_id"))))  # fmt: skip
+    parts.append(html_table(ordered, present_columns(ordered)))
     if figures:
         parts.append("<h2>Plots</h2><div class='plots'>")
         for caption, png in figures.items():

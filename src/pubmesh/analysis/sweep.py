@@ -335,6 +335,19 @@ def compare(
     return table, present
 
 
+def _numeric(values: Any) -> Any:
+    """A column of swept values as integers or floats when every value is one, else as is."""
+    import pandas as pd
+
+    try:
+        numbers = pd.to_numeric(values)
+    except (ValueError, TypeError):
+        return values
+    if (numbers == numbers.round()).all():
+        return numbers.astype("int64")
+    return numbers.astype(float)
+
+
 def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, bytes]:
     """Each compared metric against each swept parameter, one line per combination of the
     other swept parameters."""
@@ -347,11 +360,11 @@ def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, by
         column = column_name(parameter)
         others = [column_name(k) for k in swept if k != parameter]
         data = frame.copy()
-        try:
-            data[column] = data[column].astype(float)
-            categorical = False
-        except ValueError:
-            categorical = True
+        # swept values arrive as strings: numbers become numbers, so the x axis is numeric
+        # and the series sort 100, 300, 1000 rather than 100, 1000, 300
+        for name in (column, *others):
+            data[name] = _numeric(data[name])
+        categorical = data[column].dtype == object
         data = data.rename(columns={column: parameter})
         for metric in present:
             figures[f"{metric} against {parameter}"] = plots.metric_against(
