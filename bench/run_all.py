@@ -20,6 +20,7 @@ BENCHES = [
     "bench_chord_joins.py",
     "bench_brokertree.py",
     "bench_relay.py",
+    "bench_gossip_load.py",
 ]
 
 
