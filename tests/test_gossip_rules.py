@@ -685,6 +685,22 @@ def test_duplicate_gossip_prunes_the_sender() -> None:
     assert tree.lazy == [2] and tree.eager == [1]
 
 
+def test_prune_guard_spares_a_link_that_recently_carried_a_first_copy() -> None:
+    """prune_guard (issue 14, experimental): 2 brought message 8 first at t = 1.0, so its
+    duplicate of 7 at t = 1.5 (inside a 1-s guard) prunes nothing; its duplicate of 9 at
+    t = 2.5 (outside) prunes it as Plumtree does. 3 never brought a first copy: pruned."""
+    tree = pt(eager=(1, 2, 3), prune_guard=1.0)
+    tree.handle(Receive(1, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 0.0)
+    tree.handle(Receive(2, Gossip(topic=T, pub_id=8, round=0, payload=b"x")), 1.0)
+    out = tree.handle(Receive(2, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 1.5)
+    assert not sends(out, Prune) and 2 in tree.eager
+    out = tree.handle(Receive(3, Gossip(topic=T, pub_id=7, round=0, payload=b"x")), 1.5)
+    assert [s.dst for s in sends(out, Prune)] == [3] and 3 in tree.lazy
+    tree.handle(Receive(1, Gossip(topic=T, pub_id=9, round=0, payload=b"x")), 2.4)
+    out = tree.handle(Receive(2, Gossip(topic=T, pub_id=9, round=0, payload=b"x")), 2.5)
+    assert [s.dst for s in sends(out, Prune)] == [2] and tree.lazy == [2, 3]
+
+
 def test_prune_makes_the_sender_lazy() -> None:
     tree = pt(eager=(1, 2))
     assert tree.handle(Receive(2, Prune(topic=T)), 0.0) == []
@@ -1148,3 +1164,12 @@ def test_cache_stays_bounded_under_a_long_stream_with_one_eviction_timer(seed: i
         peak = max(peak, len(tree.received))
     assert peak <= (p.id_retention + p.evict_slack) * 10 + 1
     assert len(tree.payloads) <= (p.payload_retention + p.evict_slack) * 10 + 1
+
+
+@pytest.mark.parametrize(
+    "bad", [{"prune_guard": -0.5}, {"fanout": 0}, {"announce_every": -1}, {"prwl": 9}]
+)
+def test_bad_parameters_are_refused_by_name(bad: dict[str, object]) -> None:
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=name):
+        GossipParams(**bad)  # type: ignore[arg-type]

@@ -46,6 +46,9 @@ class GossipParams:
     ihave_batch_interval: float = 0.0
     #: eager flooding over the same overlay instead of Plumtree (a baseline for comparisons)
     flood: bool = False
+    #: (issue 14, experimental) a duplicate does not prune a link that carried the first copy
+    #: of another message within this many seconds (0: Plumtree's rule, prune on every one)
+    prune_guard: float = 0.0
     #: members the contact node remembers per topic (a uniform sample)
     directory_size: int = 8
     #: seconds before a swarm join that got no answer is retried
@@ -87,6 +90,8 @@ class GossipParams:
             raise ValueError("optimization_threshold must be ≥ 1")
         if self.ihave_batch_interval < 0:
             raise ValueError("ihave_batch_interval must be ≥ 0")
+        if self.prune_guard < 0:
+            raise ValueError(f"prune_guard must be ≥ 0, got {self.prune_guard}")
         if self.id_retention < self.payload_retention:
             raise ValueError(
                 f"id_retention ({self.id_retention}) must be ≥ payload_retention "

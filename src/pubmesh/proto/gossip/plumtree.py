@@ -193,6 +193,7 @@ class Plumtree:
         "_seen",
         "counters",
         "eager",
+        "first_from",
         "graft_generation",
         "lazy",
         "lazy_queue",
@@ -228,6 +229,8 @@ class Plumtree:
         self._payload_seen: deque[tuple[float, PubId]] | None = None
         self._evict_pending = False
         self.counters: dict[str, int] = {}
+        #: with prune_guard: peer -> when it last brought the first copy of a message
+        self.first_from: dict[NodeId, float] | None = None
 
     # ------------------------------------------------------------------ the one entry point
     def handle(self, event: BroadcastInput, now: float) -> list[BroadcastOutput]:
@@ -264,6 +267,8 @@ class Plumtree:
         _discard(self.eager, peer)
         _discard(self.lazy, peer)
         self.lazy_queue.pop(peer, None)
+        if self.first_from is not None:
+            self.first_from.pop(peer, None)
         for pub_id in list(self.missing):
             self.missing[pub_id] = [a for a in self.missing[pub_id] if a[0] != peer]
 
@@ -338,12 +343,21 @@ class Plumtree:
 
     def _on_gossip(self, src: NodeId, msg: Gossip, now: float, out: list[BroadcastOutput]) -> None:
         pub_id, rnd = msg.pub_id, msg.round + 1
+        guard = self.p.prune_guard
         if pub_id in self.received:
-            # "Duplicate: make s lazy and send PRUNE to s."
+            # "Duplicate: make s lazy and send PRUNE to s." With prune_guard, not if s brought
+            # the first copy of another message within the guard (issue 14, experimental).
             if not self.p.flood:
+                first = self.first_from.get(src) if self.first_from is not None else None
+                if first is not None and now - first < guard:
+                    return
                 self._make_lazy(src)
                 out.append(Send(src, Prune(topic=self.topic)))
             return
+        if guard:
+            if self.first_from is None:
+                self.first_from = {}
+            self.first_from[src] = now
         # "first time: deliver, mark, cancel id's timer, forward GOSSIP with round+1 to eager
         # peers except s, IHAVE to lazy peers except s, make s eager, run the optimization."
         self._mark_received(pub_id, msg.payload, rnd, src, now, out)
