@@ -354,9 +354,7 @@ class SwarmDirectory:
         for known in (members, asked):
             if dead in known:
                 known.remove(dead)
-        candidates = [m for m in members if m != requester]
-        if extra != NONE and extra != requester and extra not in candidates:
-            candidates.append(extra)
+        candidates = self._joined(members, requester, extra)
         if not candidates:
             candidates = [m for m in asked if m != requester]
         member = candidates[self.rng.randrange(len(candidates))] if candidates else NONE
@@ -368,10 +366,16 @@ class SwarmDirectory:
     def sample(self, topic: str, requester: NodeId, extra: NodeId = NONE) -> int:
         """A random joined member other than ``requester`` (``extra``, the contact when it is
         a joined member, counts as one), NONE if there is none; records nothing."""
-        candidates = [m for m in self.members.get(topic, ()) if m != requester]
+        candidates = self._joined(self.members.get(topic, []), requester, extra)
+        return candidates[self.rng.randrange(len(candidates))] if candidates else NONE
+
+    @staticmethod
+    def _joined(members: list[NodeId], requester: NodeId, extra: NodeId) -> list[NodeId]:
+        """The joined members other than ``requester``, with ``extra`` (the contact) added."""
+        candidates = [m for m in members if m != requester]
         if extra not in (NONE, requester) and extra not in candidates:
             candidates.append(extra)
-        return candidates[self.rng.randrange(len(candidates))] if candidates else NONE
+        return candidates
 
     def record(self, topic: str, node: NodeId) -> None:
         """``node`` is a joined member of ``topic``'s swarm."""

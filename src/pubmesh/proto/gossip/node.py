@@ -261,8 +261,9 @@ class GossipNode(StackNode):
                 return
             self._membership_receive(swarm, src, msg, now, out)
             return
+        # the contact names itself too when it is a joined member
+        me = self.node_id if swarm is not None and swarm.membership.joined else NONE
         if type(msg) is ContactRequest:
-            me = self.node_id if swarm is not None and swarm.membership.joined else NONE
             member = self.directory.lookup(topic, src, msg.dead, extra=me)
             out.append(Send(src, ContactReply(topic=topic, member=member)))
             return
@@ -270,7 +271,6 @@ class GossipNode(StackNode):
         if self.contact == self.node_id:
             self.directory.record(topic, src)
             if msg.room:  # type: ignore[attr-defined]  # the route says SwarmJoined
-                me = self.node_id if swarm is not None and swarm.membership.joined else NONE
                 member = self.directory.sample(topic, src, extra=me)
                 out.append(Send(src, SwarmSample(topic=topic, member=member)))
 
