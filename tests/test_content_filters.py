@@ -28,6 +28,7 @@ from pubmesh.proto.content import (
     prepare,
     publication_attributes,
     reduce,
+    reducer,
     to_filter,
     upper_bound,
     validate,
@@ -501,6 +502,59 @@ def test_reduce_bounded_is_a_superset_within_bounds(
             assert matches_any(reduced, v), (d, reduced, v)
     assert disjunction_covers(reduced, [c for c in d if is_satisfiable(c)])
     assert reduce(reduced, max_conj=max_conj, max_in=max_in) == reduced
+
+
+@SETTINGS
+@given(
+    st.lists(st.lists(conjunctions, max_size=4), min_size=1, max_size=5),
+    st.lists(conjunctions, max_size=4),
+    st.integers(1, 4),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_reducer_part_by_part_is_reduce_of_the_concatenation(
+    parts: list[list[Conjunction]],
+    other: list[Conjunction],
+    max_conj: int,
+    max_in: int,
+    bound: bool,
+) -> None:
+    """A Reducer fed the parts in order gives reduce() of their concatenation, and a copy
+    taken after a prefix continues that prefix without disturbing the original (the chord
+    stack's PrefixChain relies on both for traces identical to reducing each union whole)."""
+    kw: dict[str, Any] = {
+        "max_conj": max_conj,
+        "max_in": max_in,
+        "bound": bound,
+        "hull_maintenance": True,
+    }
+    grown = reducer(**kw)
+    flat: list[Conjunction] = []
+    for part in parts:
+        branch = grown.copy()
+        branch.extend(other)
+        assert branch.result() == reduce([*flat, *other], **kw)
+        grown.extend(part)
+        flat.extend(part)
+        assert grown.result() == reduce(flat, **kw)
+    assert grown.result() == grown.result()  # result() leaves the pool as it was
+
+
+def test_reducer_hull_on_a_prefix_matches_reduce() -> None:
+    """Step 4 (the maintenance hull) runs on a copy: more parts after a result() still give
+    the whole reduction."""
+    maint = [
+        validate(
+            {"$topic": "$chord.join", "$join": {"ge": 10 * i, "lt": 10 * i + 5}},
+            allow_reserved=True,
+        )
+        for i in range(12)
+    ]
+    grown = reducer(max_conj=8, hull_maintenance=True)
+    for i in range(0, 12, 3):
+        grown.extend(maint[i : i + 3])
+        assert grown.result() == reduce(maint[: i + 3], max_conj=8, hull_maintenance=True)
+    assert 0 < len(grown.result()) <= 4  # MAINTENANCE_HULL
 
 
 # --------------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ state on every change of its inputs. The quiet predicate Q of :mod:`.legitimacy`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -88,6 +88,7 @@ from pubmesh.proto.chord.messages import (
 from pubmesh.proto.chord.params import ChordParams
 from pubmesh.proto.chord.routing import (
     MATCH_ALL,
+    PrefixChain,
     is_maintenance,
     match_attributes,
     matches_any,
@@ -271,6 +272,8 @@ class ChordNode(StackNode):
         self.in_clips: dict[NodeId, tuple[int, ...]] = {}
         self.maintenance: tuple[Conjunction, ...] = ()
         self.loop: Disjunction = ()
+        #: the reductions behind h, kept per prefix of the edges (:meth:`union`)
+        self.chain = PrefixChain(max_conj=self.params.max_conj, max_in=self.params.max_in)
         #: last h sent to each in-neighbour, and the message (re-sent by the refresh)
         self.sent: dict[tuple[NodeId, int], Disjunction] = {}
         self.sent_msg: dict[tuple[NodeId, int], FilterUpdate] = {}
@@ -1102,12 +1105,31 @@ class ChordNode(StackNode):
         inside the range (module doc, "Clipped filters")."""
         h = cache.get(e)
         if h is None:
-            parts = list(self.loop)
-            for x, needed in self.below(e):
-                if x not in self.pending:
-                    parts.extend(self._edge_filter(x, needed))
-            h = cache[e] = self._reduce(parts, bound=True)
+            pending = self.pending
+            h = cache[e] = self.union(
+                e, lambda x, needed: () if x in pending else self._edge_filter(x, needed)
+            )
         return h
+
+    def union(self, e: int, filter_of: Callable[[NodeId, int], Disjunction]) -> Disjunction:
+        """reduce(loopback ∪ filter_of(x, needed) for (x, needed) in below(e)): h for the
+        range [key(u), e) given each edge's filter for the part of its range inside it (the
+        protocol's current filters, or the warm start's fixpoint ones). With ``merging`` the
+        reductions share their prefixes (:class:`~pubmesh.proto.chord.routing.PrefixChain`)."""
+        below = self.below(e)
+        if self.params.routing != "merging":
+            parts = list(self.loop)
+            for x, needed in below:
+                parts.extend(filter_of(x, needed))
+            return self._reduce(parts, bound=True)
+        head = [self.loop]
+        last: Disjunction = ()
+        for x, needed in below:
+            if needed == self.ends[x]:
+                head.append(filter_of(x, needed))
+            else:
+                last = filter_of(x, needed)  # clipped: only the last edge can be
+        return self.chain.reduce(head, last)
 
     def _push_all(self, out: list[Output], beyond: int = -1) -> None:
         """Send every wanted filter that changed; with ``beyond``, only those whose range

@@ -33,7 +33,7 @@ conjunction that reaches a node in many updates is validated once per process.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -41,9 +41,11 @@ from pubmesh.proto.content import (
     Conjunction,
     Disjunction,
     FilterError,
+    Reducer,
     maintenance_topic,
     matches,
     reduce,
+    reducer,
     validate,
 )
 from pubmesh.proto.content.values import is_scalar
@@ -78,6 +80,77 @@ def reduce_edge(
     else:
         kept = reduce(conjunctions, merge=False)
     return tuple(sorted((*hulled, *kept)))
+
+
+class _Level:
+    """One prefix of a :class:`PrefixChain`: its last part, the reducer after it, and the
+    results of that prefix followed by one more part (keyed by that part)."""
+
+    __slots__ = ("part", "reducer", "results")
+
+    def __init__(self, part: Disjunction, reducer: Reducer) -> None:
+        self.part = part
+        self.reducer = reducer
+        self.results: dict[Disjunction, Disjunction] = {}
+
+
+#: results kept per prefix before they are forgotten (clipped last parts come and go)
+_RESULTS_KEPT = 16
+
+
+class PrefixChain:
+    """Union filters of nested ranges, reduced once per shared prefix (papers/003 §4.4).
+
+    Every h that a node v computes for a range [key(v), e) (spec §4 "Union h") is the
+    reduction of v's loopback followed by the filters of v's edges in increasing distance, up
+    to the edge whose range e ends in, whose filter may be the clipped one: a prefix of one
+    sequence, plus at most one last part. With the ``merging`` strategy the reduction is one
+    pass of inserts in input order (:class:`pubmesh.proto.content.Reducer`), so the chain keeps
+    the reducer after each prefix and continues from the longest prefix that is unchanged:
+    the in-neighbours' h share their inserts, and after a FilterUpdate from the j-th edge only
+    the parts from j on are inserted again. The results are exactly :func:`reduce_edge`'s (the
+    same inserts in the same order); only the work is shared."""
+
+    __slots__ = ("levels", "max_conj", "max_in")
+
+    def __init__(self, *, max_conj: int, max_in: int) -> None:
+        self.levels: list[_Level] = []
+        self.max_conj, self.max_in = max_conj, max_in
+
+    def reduce(self, head: Sequence[Disjunction], last: Disjunction = ()) -> Disjunction:
+        """reduce_edge(concatenation of ``head`` and ``last``, "merging", bound=True); ``head``
+        must not be empty (it starts with the loopback)."""
+        levels = self.levels
+        j = 0
+        while j < len(head) and j < len(levels) and levels[j].part == head[j]:
+            j += 1
+        if j < len(head):
+            del levels[j:]
+            for part in head[j:]:
+                if levels:
+                    grown = levels[-1].reducer.copy()
+                else:
+                    grown = reducer(
+                        max_conj=self.max_conj,
+                        max_in=self.max_in,
+                        bound=True,
+                        hull_maintenance=True,
+                    )
+                grown.extend(part)
+                levels.append(_Level(part, grown))
+        level = levels[len(head) - 1]
+        result = level.results.get(last)
+        if result is None:
+            if last:
+                grown = level.reducer.copy()
+                grown.extend(last)
+            else:
+                grown = level.reducer
+            result = grown.result()
+            if len(level.results) >= _RESULTS_KEPT:
+                level.results.clear()
+            level.results[last] = result
+        return result
 
 
 def is_maintenance(conj: Conjunction) -> bool:

@@ -66,11 +66,7 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: An
         found = memo.get((v, e))
         if found is not None:
             return found
-        node = chord[v]
-        parts = list(node.loop)
-        for x, needed in node.below(e):
-            parts.extend(h(x, needed))
-        result = memo[(v, e)] = node._reduce(parts, bound=True)
+        result = memo[(v, e)] = chord[v].union(e, h)
         return result
 
     for i, node in chord.items():

@@ -103,6 +103,7 @@ __all__ = [
     "Constraint",
     "Disjunction",
     "FilterError",
+    "Reducer",
     "canonical_text",
     "covers",
     "covers_any",
@@ -114,6 +115,7 @@ __all__ = [
     "perfect_merge",
     "publication_attributes",
     "reduce",
+    "reducer",
     "to_filter",
     "upper_bound",
     "validate",
@@ -396,6 +398,9 @@ class Conjunction:
     satisfiable: bool = field(repr=False)
     by_name: Mapping[str, Constraint] = field(repr=False)
     _hash: int = field(repr=False)
+    #: the reduction's indexes, computed on first use (:func:`_topic_points`, :func:`_rest`)
+    _topics: frozenset[str] | bool | None = field(default=False, init=False, repr=False)
+    _rests: dict[str, str] | None = field(default=None, init=False, repr=False)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Conjunction) and self.text == other.text
@@ -429,6 +434,7 @@ def _conjunction(items: Iterable[tuple[str, Constraint]]) -> Conjunction:
     )
 
 
+@lru_cache(maxsize=1 << 16)
 def _canonical(c: Constraint) -> Constraint | None:
     """The constraint its own expression parses back to, or None if inexpressible."""
     e = _express(c)
@@ -658,6 +664,13 @@ def _constraint_bound(a: Constraint, b: Constraint, max_in: int) -> Constraint:
 def upper_bound(a: Conjunction, b: Conjunction, *, max_in: int = 64) -> Conjunction:
     """An imperfect merge: one conjunction matching everything a or b matches, on their
     shared attributes only (spec §4 "Imperfect merge"; papers/003 §2.1)."""
+    return _upper_bound(a, b, max_in)
+
+
+@lru_cache(maxsize=1 << 16)
+def _upper_bound(a: Conjunction, b: Conjunction, max_in: int) -> Conjunction:
+    """Memoized like :func:`covers`: the maintenance hull bounds the same pairs at every node
+    of a filter wave."""
     shared = sorted(a.names & b.names)
     return _conjunction((x, _constraint_bound(a.by_name[x], b.by_name[x], max_in)) for x in shared)
 
@@ -676,17 +689,36 @@ def _shrink(conj: Conjunction, max_in: int) -> Conjunction:
 # --------------------------------------------------------------------------------------------
 def _topic_points(conj: Conjunction) -> frozenset[str] | None:
     """The topics ``conj`` is restricted to, if its ``$topic`` constraint is a finite set of
-    strings (every subscription's is); None otherwise."""
-    c = conj.by_name.get(TOPIC)
-    if c is None or not sets.is_empty(c.num) or not isinstance(c.text, Points):
-        return None
-    return c.text.values
+    strings (every subscription's is); None otherwise. Cached on the conjunction."""
+    found = conj._topics
+    if found is False:
+        c = conj.by_name.get(TOPIC)
+        if c is None or not sets.is_empty(c.num) or not isinstance(c.text, Points):
+            found = None
+        else:
+            found = c.text.values
+        object.__setattr__(conj, "_topics", found)
+    return found  # type: ignore[return-value]
 
 
-def _rest(conj: Conjunction, attr: str) -> tuple[str, tuple[tuple[str, Constraint], ...]]:
-    """``conj`` without its constraint on ``attr``: two conjunctions on the same attributes
-    that differ on ``attr`` only share it."""
-    return (attr, tuple(item for item in conj.items if item[0] != attr))
+def _rest(conj: Conjunction, attr: str) -> str:
+    """``conj`` without its constraint on ``attr``, as canonical text: two conjunctions on the
+    same attributes that differ on ``attr`` only share it (equal constraints have equal
+    expressions). Cached on the conjunction; a string hashes once."""
+    rests = conj._rests
+    if rests is None:
+        whole = json.loads(conj.text)
+        rests = {
+            a: json.dumps(
+                {k: v for k, v in whole.items() if k != a},
+                sort_keys=True,
+                separators=(",", ":"),
+                ensure_ascii=False,
+            )
+            for a in whole
+        }
+        object.__setattr__(conj, "_rests", rests)
+    return rests[attr]
 
 
 class _Group:
@@ -697,7 +729,7 @@ class _Group:
         self.members: dict[Conjunction, int] = {}
         self.by_topic: dict[str, dict[Conjunction, None]] = {}
         self.wide: dict[Conjunction, None] = {}
-        self.by_rest: dict[tuple[str, tuple[tuple[str, Constraint], ...]], set[Conjunction]] = {}
+        self.by_rest: dict[str, set[Conjunction]] = {}
 
     def add(self, conj: Conjunction, seq: int) -> None:
         self.members[conj] = seq
@@ -718,6 +750,15 @@ class _Group:
             del self.by_topic[topic][conj]
         for attr in conj.names:
             self.by_rest[_rest(conj, attr)].discard(conj)
+
+    def copy(self) -> _Group:
+        """An independent copy (empty index entries left behind by removals are not kept)."""
+        new = _Group.__new__(_Group)
+        new.members = dict(self.members)
+        new.by_topic = {t: dict(d) for t, d in self.by_topic.items() if d}
+        new.wide = dict(self.wide)
+        new.by_rest = {k: set(s) for k, s in self.by_rest.items() if s}
+        return new
 
     def covering(self, conj: Conjunction) -> Iterable[Conjunction]:
         """Members that may cover ``conj``: those admitting one of its topics, and the wide."""
@@ -766,6 +807,13 @@ class _Pool:
 
     def __len__(self) -> int:
         return sum(len(group.members) for group in self.groups.values())
+
+    def copy(self) -> _Pool:
+        """An independent copy: inserting into it continues the same sequence of inserts."""
+        new = _Pool.__new__(_Pool)
+        new.groups = {names: group.copy() for names, group in self.groups.items()}
+        new.max_in, new.merge, new.seq = self.max_in, self.merge, self.seq
+        return new
 
     def remove(self, conj: Conjunction) -> None:
         group = self.groups[conj.names]
@@ -878,20 +926,81 @@ def _reduce(
 ) -> Disjunction:
     """:func:`reduce`, memoized on its input: the nodes of a filter wave reduce the same
     unions over and over (conjunctions hash by their cached text)."""
-    pool = _Pool(max_in if bound else None, merge)
-    for conj in disjunction:
-        if conj.satisfiable:  # step 1
-            pool.insert(_shrink(conj, max_in) if bound else conj)  # steps 2-3
-    if bound and (hull or len(pool) > max_conj):  # step 4
-        by_topic: dict[str, list[Conjunction]] = {}
-        for conj in pool.alive:
-            topic = maintenance_topic(conj)
-            if topic is not None:
-                by_topic.setdefault(topic, []).append(conj)
-        for topic in sorted(by_topic):
-            group = sorted(by_topic[topic])
-            if len(group) > MAINTENANCE_HULL:
-                _merge_cheapest(pool, group, MAINTENANCE_HULL, max_in)
-        if len(pool) > max_conj:
-            _merge_cheapest(pool, sorted(pool.alive), max_conj, max_in)
-    return tuple(sorted(pool.alive))
+    reducer = Reducer(max_conj=max_conj, max_in=max_in, bound=bound, merge=merge, hull=hull)
+    reducer.extend(disjunction)
+    return reducer.result()
+
+
+class Reducer:
+    """:func:`reduce` one part at a time, for unions that share a prefix.
+
+    ``Reducer(...)`` followed by :meth:`extend` with the parts of a disjunction in order and
+    :meth:`result` gives exactly ``reduce`` of their concatenation (same arguments; ``bound``
+    and ``hull`` as :func:`reduce` resolves them): steps 1–3 insert each conjunction into the
+    pool in input order, and step 4 runs on a copy when the result is asked for. A
+    :meth:`copy` taken after some parts continues from there, so the reductions of
+    ``A + B₁`` and ``A + B₂`` insert A once (the chord stack's union filters h for nested
+    ranges, papers/003 §4.4, are such prefixes)."""
+
+    __slots__ = ("bound", "hull", "max_conj", "max_in", "pool")
+
+    def __init__(self, *, max_conj: int, max_in: int, bound: bool, merge: bool, hull: bool) -> None:
+        self.pool = _Pool(max_in if bound else None, merge)
+        self.max_conj, self.max_in, self.bound, self.hull = max_conj, max_in, bound, hull
+
+    def copy(self) -> Reducer:
+        new = Reducer.__new__(Reducer)
+        new.pool = self.pool.copy()
+        new.max_conj, new.max_in, new.bound, new.hull = (
+            self.max_conj,
+            self.max_in,
+            self.bound,
+            self.hull,
+        )
+        return new
+
+    def extend(self, conjunctions: Iterable[Conjunction]) -> None:
+        """Steps 1–3 for each conjunction, in order."""
+        pool, bound, max_in = self.pool, self.bound, self.max_in
+        for conj in conjunctions:
+            if conj.satisfiable:  # step 1
+                pool.insert(_shrink(conj, max_in) if bound else conj)  # steps 2-3
+
+    def result(self) -> Disjunction:
+        """Step 4 (on a copy, so more parts may still be added) and the canonical order."""
+        pool, max_conj, max_in = self.pool, self.max_conj, self.max_in
+        if self.bound and (self.hull or len(pool) > max_conj):  # step 4
+            pool = pool.copy()
+            by_topic: dict[str, list[Conjunction]] = {}
+            for conj in pool.alive:
+                topic = maintenance_topic(conj)
+                if topic is not None:
+                    by_topic.setdefault(topic, []).append(conj)
+            for topic in sorted(by_topic):
+                group = sorted(by_topic[topic])
+                if len(group) > MAINTENANCE_HULL:
+                    _merge_cheapest(pool, group, MAINTENANCE_HULL, max_in)
+            if len(pool) > max_conj:
+                _merge_cheapest(pool, sorted(pool.alive), max_conj, max_in)
+        return tuple(sorted(pool.alive))
+
+
+def reducer(
+    *,
+    max_conj: int = 128,
+    max_in: int = 64,
+    bound: bool = True,
+    merge: bool = True,
+    hull_maintenance: bool = False,
+) -> Reducer:
+    """An empty :class:`Reducer` for :func:`reduce`'s keyword arguments."""
+    if max_conj < 1 or max_in < 1:
+        raise ValueError("max_conj and max_in must be positive")
+    bounded = bound and merge
+    return Reducer(
+        max_conj=max_conj,
+        max_in=max_in,
+        bound=bounded,
+        merge=merge,
+        hull=bounded and hull_maintenance,
+    )
