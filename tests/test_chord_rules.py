@@ -183,7 +183,10 @@ def test_the_warm_overlay_satisfies_q_and_keeps_it_when_run(n: int, keys: str) -
     for node in cluster.peers:
         cluster.command(node, Subscribe(f"t{node % 3}"))
     _warm(cluster)
-    replay = _replay(f"warm_overlay and {n}- and {keys}", 1)
+    replay = (
+        "seed 1; replay: pytest "
+        f"'tests/test_chord_rules.py::test_the_warm_overlay_satisfies_q_and_keeps_it_when_run[{keys}-{n}]'"
+    )
     _assert_q(cluster, f"warm n={n} {keys} ({replay})")
     cluster.quiesce(30.0)
     _assert_q(cluster, f"warm n={n} {keys} after 30 s ({replay})")

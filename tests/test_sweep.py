@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 import simstacks  # noqa: F401  (registers the probe stack in this process only)
-from pubmesh.analysis.sweep import load_grid, run_sweep
+from pubmesh.analysis.sweep import inert_section, load_grid, run_sweep
 from pubmesh.sim.runner import run_scenario
 from pubmesh.sim.scenario import load_scenario
 
@@ -120,3 +120,64 @@ def test_swept_values_plot_as_numbers_when_they_are_numbers() -> None:
     assert rates.dtype == float and sorted(rates) == [0.5, 2.0, 16.0]
     modes = _numeric(pd.Series(["True", "False"]))
     assert list(modes) == ["True", "False"]
+
+
+# ------------------------------------------------------------- parameters that change nothing
+def _grid(tmp_path: Path, body: str) -> Any:
+    path = tmp_path / "g.toml"
+    path.write_text(f'base = "{ROOT / "scenarios" / "paper004_fail50.toml"}"\n{body}')
+    return load_grid(path)
+
+
+def test_a_swept_parameter_the_scenario_never_reads_is_named_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """paper004_fail50 sets active_view = 4, so sweeping fanout (issue 15's example) runs the
+    same scenario twice: one line names the parameter and why, and the report marks it."""
+    grid = _grid(
+        tmp_path, '[grid]\n"faults.0.fraction" = [0.0, 0.5]\n"stack.gossip.fanout" = [3, 4]'
+    )
+    assert len(grid.warnings) == 1, grid.warnings
+    (line,) = grid.warnings
+    assert "stack.gossip.fanout changes nothing" in line
+    assert "active_view is set (4), so fanout is unused" in line
+    assert "points 0 and 1" in line
+    section = inert_section(grid)
+    assert section is not None and "stack.gossip.fanout" in section[1]
+
+
+def test_parameters_that_matter_are_not_flagged(tmp_path: Path) -> None:
+    """With active_view = 0 fanout sizes the active view, so the same sweep is silent; so is
+    a sweep of the active view itself."""
+    grid = _grid(
+        tmp_path,
+        '[grid]\n"stack.gossip.fanout" = [3, 4]\n[set]\n"stack.gossip.active_view" = 0',
+    )
+    assert grid.warnings == []
+    assert inert_section(grid) is None
+    assert _grid(tmp_path, '[grid]\n"stack.gossip.active_view" = [3, 4]').warnings == []
+
+
+def test_workload_keys_without_effect_are_flagged(tmp_path: Path) -> None:
+    """No publications: their rate is never read."""
+    grid = _grid(
+        tmp_path,
+        '[grid]\n"workload.publish_rate" = [1.0, 5.0]\n[set]\n"workload.publications" = 0',
+    )
+    assert len(grid.warnings) == 1
+    assert "workload.publications = 0, so publish_rate is unused" in grid.warnings[0]
+
+
+def test_two_scenario_files_that_run_the_same_thing_are_flagged(tmp_path: Path) -> None:
+    """Swept base files that differ only in name and comments: caught by the effective
+    scenario, with no rule needed."""
+    text = (ROOT / "scenarios" / "paper004_fail50.toml").read_text()
+    (tmp_path / "a.toml").write_text(text)
+    (tmp_path / "b.toml").write_text("# a copy\n" + text)
+    (tmp_path / "g.toml").write_text('[grid]\nscenario = ["a.toml", "b.toml"]')
+    grid = load_grid(tmp_path / "g.toml")
+    assert len(grid.warnings) == 1
+    assert (
+        "scenario changes nothing here: the scenario files differ only in their names"
+        in (grid.warnings[0])
+    )

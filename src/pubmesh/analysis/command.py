@@ -53,6 +53,8 @@ def _default_out(roots: list[Path]) -> Path:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
     from pubmesh.analysis.spark import get_session
     from pubmesh.analysis.sweep import load_grid, print_comparison, run_sweep
 
@@ -64,6 +66,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         f"{len(grid.points)} grid points × {len(grid.seeds)} seeds = {len(grid.tasks)} "
         f"simulations, as Spark tasks"
     )
+    for line in grid.warnings:  # a swept parameter that changes nothing (still run: say so)
+        console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
     spark = get_session(args.master)
     sweep = run_sweep(spark, grid, out, progress=not args.quiet, console=console)
     print_comparison(sweep, console, f"pubmesh sweep {grid.path.name}: mean ± sd over seeds")
@@ -132,7 +136,7 @@ def register(sub: Any) -> None:
             "  seeds = [1, 2, 3]                            # or a count: seeds = 3\n"
             "  [grid]                                       # every combination is a point\n"
             '  "faults.0.fraction" = [0.0, 0.1, 0.5, 0.85]  # any pubmesh sim --set key\n'
-            '  "stack.gossip.fanout" = [3, 4]\n'
+            '  "stack.gossip.active_view" = [3, 4]\n'
             "  [set]                                        # fixed overrides\n"
             '  "run.duration" = 120.0\n'
             'The grid key "scenario" = ["a.toml", "b.toml"] sweeps base scenarios (e.g. stacks).'

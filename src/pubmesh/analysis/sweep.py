@@ -7,7 +7,7 @@ A grid file is TOML::
     seeds = [1, 2, 3]                           # or a count: seeds = 3 means 1, 2, 3
     [grid]                                      # every combination is one grid point
     "faults.0.fraction" = [0.0, 0.1, 0.5, 0.85]
-    "stack.gossip.fanout" = [3, 4]
+    "stack.gossip.active_view" = [3, 4]
     [set]                                       # overrides applied to every point
     "run.duration" = 120.0
 
@@ -105,6 +105,8 @@ class Grid:
     points: list[dict[str, Any]]
     seeds: list[int]
     tasks: list[Task] = field(default_factory=list)
+    #: one line per swept parameter that changes nothing (:func:`inert_warnings`)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _toml_literal(value: Any) -> str:
@@ -118,7 +120,7 @@ def _toml_literal(value: Any) -> str:
 
 def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
     """Read and check a grid file; every (point, seed) scenario is validated here."""
-    from pubmesh.sim.scenario import load_scenario
+    from pubmesh.sim.scenario import Scenario, load_scenario
 
     path = Path(path)
     try:
@@ -161,6 +163,7 @@ def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
     swept = [k for k in parameters if k != "scenario"]
     points: list[dict[str, Any]] = []
     tasks: list[Task] = []
+    firsts: list[Scenario] = []  # each point's scenario at its first seed
     combos = itertools.product(*(grid[k] for k in swept)) if swept else [()]
     for base, combo in itertools.product(bases, list(combos)):
         values: dict[str, Any] = {}
@@ -180,6 +183,8 @@ def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
                 shown = ", ".join(f"{k}={v}" for k, v in values.items())
                 where = f"grid point {shown}" if shown else "base scenario"
                 raise ScenarioError(f"{path}: {where}: {error}") from None
+            if len(firsts) == point:
+                firsts.append(scenario)
             tasks.append(
                 Task(
                     index=len(tasks),
@@ -191,7 +196,58 @@ def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
                     text=scenario.text,
                 )
             )
-    return Grid(path, parameters, points, list(raw_seeds), tasks)
+    grid_ = Grid(path, parameters, points, list(raw_seeds), tasks)
+    grid_.warnings = inert_warnings(grid_, firsts)
+    return grid_
+
+
+def inert_warnings(grid: Grid, scenarios: list[Any]) -> list[str]:
+    """One line per swept parameter that changes nothing: two grid points that differ in it
+    run the same effective scenario (:func:`pubmesh.sim.scenario.effective_signature`, seed
+    and name aside). The line says why when the scenario can tell
+    (:func:`pubmesh.sim.scenario.inert_parameters`, e.g. "active_view is set, so fanout is
+    unused"), else that the values give the same scenario."""
+    from pubmesh.sim.scenario import effective_signature, inert_parameters
+
+    seen: dict[str, int] = {}
+    reasons: dict[str, str] = {}
+    examples: dict[str, tuple[int, int]] = {}
+    for point, scenario in enumerate(scenarios):
+        inert = inert_parameters(scenario)
+        signature = effective_signature(scenario, inert)
+        other = seen.setdefault(signature, point)
+        if other == point:
+            continue
+        for key in grid.parameters:
+            if key in examples or grid.points[other].get(key) == grid.points[point].get(key):
+                continue
+            examples[key] = (other, point)
+            if key in inert:
+                reasons[key] = inert[key]
+            elif key == "scenario":
+                reasons[key] = "the scenario files differ only in their names"
+            else:
+                reasons[key] = "its values give the same scenario"
+    lines = []
+    for key, (a, b) in examples.items():
+        values = f"{grid.points[a].get(key)!r} and {grid.points[b].get(key)!r}"
+        lines.append(
+            f"{grid.path.name}: {key} changes nothing here: {reasons[key]} "
+            f"(points {a} and {b}, {key} = {values}, run the same scenario)"
+        )
+    return lines
+
+
+def inert_section(grid: Grid) -> tuple[str, str] | None:
+    """The report's section naming the swept parameters that change nothing, if any."""
+    if not grid.warnings:
+        return None
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in grid.warnings)
+    return (
+        "Parameters that change nothing",
+        f"<p>Grid points that differ only in these run the same scenario, so their rows "
+        f"below differ by nothing but chance.</p><ul>{items}</ul>",
+    )
 
 
 def run_task(task: Task, out: str) -> dict[str, Any]:
@@ -442,6 +498,9 @@ def run_sweep(
         columns.append((f"{metric}_std", "sd", "{:.2g}"))
     extra = [("Comparison by grid point (mean and sd over seeds)",
               html_table(comparison, columns, first="point"))]  # fmt: skip
+    inert = inert_section(grid)
+    if inert is not None:
+        extra.insert(0, inert)
     if failures:
         items = "".join(
             f"<li>point {f['point']}, seed {f['seed']}: {html.escape(f['error'])} — "
@@ -450,7 +509,12 @@ def run_sweep(
         )
         extra.append(("Failed tasks", f"<ul>{items}</ul>"))
     summary = json.loads((out / "summary.json").read_text())
-    summary["grid"] = {"file": str(grid.path), "parameters": grid.parameters, "seeds": grid.seeds}
+    summary["grid"] = {
+        "file": str(grid.path),
+        "parameters": grid.parameters,
+        "seeds": grid.seeds,
+        "inert": grid.warnings,
+    }
     summary["comparison"] = comparison
     summary["failures"] = failures
     (out / "summary.json").write_text(

@@ -83,11 +83,12 @@ a bare word is taken as a string. ``faults.0.fraction=0.8`` reaches into the fir
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
@@ -395,6 +396,52 @@ def parse_scenario(
     if own:
         canonical["stack"] = {run.stack: own}
     return dataclasses.replace(scenario, text=dump_toml(canonical))
+
+
+def inert_parameters(scenario: Scenario) -> dict[str, str]:
+    """Override keys (``section.key``) whose value this scenario never reads, each with the
+    reason: the workload's and the stack's (a stack's params class may say which of its own
+    are unused, through an ``inert()`` method). ``pubmesh sweep`` uses it to explain a grid
+    parameter that changes nothing."""
+    found: dict[str, str] = {}
+    workload = scenario.workload
+    if workload.publications == 0:
+        for name in ("publish_start", "publish_rate", "publisher", "payload_size"):
+            found[f"workload.{name}"] = f"workload.publications = 0, so {name} is unused"
+    if workload.topic_popularity != "zipf":
+        found["workload.zipf_s"] = "topic_popularity is not zipf, so zipf_s is unused"
+    if workload.unsubscribe_fraction == 0:
+        found["workload.unsubscribe_at"] = "unsubscribe_fraction = 0, so unsubscribe_at is unused"
+    inert = getattr(scenario.stack_params, "inert", None)
+    if callable(inert):
+        for name, why in inert().items():
+            found[f"stack.{scenario.run.stack}.{name}"] = why
+    return found
+
+
+def effective_signature(scenario: Scenario, leave_out: Iterable[str] = ()) -> str:
+    """The scenario as it runs, as canonical JSON: every section with its defaults filled in,
+    without the seed and the name, and without the ``leave_out`` keys (``section.key``, e.g.
+    the :func:`inert_parameters`). Two grid points with equal signatures simulate the same
+    thing."""
+    data: dict[str, Any] = {
+        "run": dataclasses.asdict(scenario.run),
+        "network": dataclasses.asdict(scenario.network),
+        "workload": dataclasses.asdict(scenario.workload),
+        "init": dataclasses.asdict(scenario.init),
+        "trace": dataclasses.asdict(scenario.trace),
+        "faults": [dataclasses.asdict(f) for f in scenario.faults],
+        "stack": {scenario.run.stack: dataclasses.asdict(scenario.stack_params)},
+    }
+    del data["run"]["seed"], data["run"]["name"]
+    for key in leave_out:
+        table: Any = data
+        *path, last = key.split(".")
+        for part in path:
+            table = table.get(part) if isinstance(table, dict) else None
+        if isinstance(table, dict):
+            table.pop(last, None)
+    return json.dumps(data, sort_keys=True, default=repr)
 
 
 def _apply_override(data: dict[str, Any], override: str, source: str) -> None:

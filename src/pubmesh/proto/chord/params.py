@@ -53,6 +53,16 @@ class ChordParams:
     #: Publications held while the node has no successor yet (spec §5).
     queue_limit: int = 1024
 
+    def inert(self) -> dict[str, str]:
+        """Parameters these values make unused, each with the reason (``pubmesh sweep`` warns
+        when a swept one changes nothing)."""
+        if self.routing != "merging":
+            return {
+                "max_conj": f"routing = {self.routing!r} never merges beyond a bound, so "
+                "max_conj is unused (it bounds merging only)"
+            }
+        return {}
+
     def check(self) -> str | None:
         """Refuse impossible values (called by the scenario loader)."""
         if self.routing not in ROUTING_MODES:

@@ -105,3 +105,28 @@ class GossipParams:
     @property
     def active_size(self) -> int:
         return self.active_view or self.fanout + 1
+
+    def inert(self) -> dict[str, str]:
+        """Parameters these values make unused, each with the reason (``pubmesh sweep`` warns
+        when a swept one changes nothing)."""
+        found: dict[str, str] = {}
+        if self.active_view:
+            found["fanout"] = (
+                f"active_view is set ({self.active_view}), so fanout is unused "
+                "(the active view holds fanout + 1 nodes only when active_view = 0)"
+            )
+        if self.flood:
+            for name in (
+                "ihave_timeout1",
+                "ihave_timeout2",
+                "ihave_batch_interval",
+                "optimization",
+                "optimization_threshold",
+                "prune_guard",
+            ):
+                found[name] = f"flood = true sends no IHAVE and no PRUNE, so {name} is unused"
+        elif not self.optimization:
+            found["optimization_threshold"] = (
+                "optimization = false, so optimization_threshold is unused"
+            )
+        return found
