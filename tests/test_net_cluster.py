@@ -357,3 +357,100 @@ def test_pubmesh_analyze_reads_a_network_run_unchanged(tmp_path: Path) -> None:
     result = subprocess.run(command, env=node_env(), capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout}\n{result.stderr}"
     assert (tmp_path / "report").exists()
+
+
+# ------------------------------------------------------------------------------------------
+# One clock: the workload file's times, in both runtimes (issue 16)
+# ------------------------------------------------------------------------------------------
+#: issue 16's case: nodes start over [run] start_spread's default 5 s while publications begin
+#: at 2 s; a fault at 8 s. The old controller waited 30 s for an overlay whose later nodes it
+#: had not booted yet, then shifted everything after it.
+CLOCK_SCENARIO = """
+[run]
+stack = "gossip"
+nodes = 10
+seed = 3
+duration = 14.0
+[workload]
+topics = 1
+subscriptions_per_node = 1
+publications = 40
+publish_start = 2.0
+publish_rate = 5.0
+payload_size = 100
+[[faults]]
+at = 8.0
+kind = "crash"
+fraction = 0.3
+"""
+
+#: how far a real process's action may lag its scenario time on a loaded 2-core machine
+CLOCK_SLACK = 0.5
+
+
+def _times(run_dir: Path) -> tuple[dict[int, float], list[tuple[str, float]], dict[int, float]]:
+    publications = {p["pub_id"]: p["t"] for p in table(run_dir, "publications")}
+    faults = sorted((f["kind"], f["t"]) for f in table(run_dir, "faults"))
+    ups = {r["node"]: r["t"] for r in table(run_dir, "nodes") if r["event"] == "up"}
+    return publications, faults, ups
+
+
+@pytest.mark.parametrize("wait", [None, "10"])
+def test_a_net_trace_keeps_the_workload_files_clock(tmp_path: Path, wait: str | None) -> None:
+    """Node starts, publications and faults happen at the scenario's times from the run's
+    start in `pubmesh cluster` as in `pubmesh sim`, so the two traces of one file line up;
+    the run lasts the file's duration. A late overlay is said in one line and recorded per
+    node (``cluster.overlay_not_ready``), never waited for silently. ``--wait-overlay`` is the
+    explicit way to wait: the schedule from the first publication on then moves by the
+    recorded shift, and only by it."""
+    from pubmesh.sim.runner import run_scenario
+    from pubmesh.sim.scenario import parse_scenario
+
+    scenario_file = tmp_path / "clock.toml"
+    scenario_file.write_text(CLOCK_SCENARIO)
+    run_scenario(parse_scenario(CLOCK_SCENARIO), tmp_path / "sim")
+    extra = ["--wait-overlay", wait] if wait else []
+    out = tmp_path / "net"
+    command = [
+        sys.executable, "-m", "pubmesh", "cluster", "--stack", "gossip", "--nodes", "10",
+        "--workload", str(scenario_file), "--out", str(out), "--quiet", *extra,
+    ]  # fmt: skip
+    result = subprocess.run(command, env=node_env(), capture_output=True, text=True, timeout=150)
+    replay = f"replay: {' '.join(command)}"
+    assert result.returncode == 0, f"{replay}\n{result.stderr}"
+    info = json.loads((out / "run.json").read_text())
+    shift = info["publish_shift"]
+    if wait is None:
+        assert shift == 0.0, replay
+    else:
+        assert 0.0 <= shift <= float(wait) + CLOCK_SLACK, (shift, replay)
+    (run,) = table(out, "runs")
+    assert run["duration"] == pytest.approx(14.0 + shift), replay
+    sim_pubs, sim_faults, sim_ups = _times(tmp_path / "sim")
+    net_pubs, net_faults, net_ups = _times(out)
+    assert sorted(net_pubs) == sorted(sim_pubs) and len(sim_pubs) == 40, replay
+    lags = {p: net_pubs[p] - shift - sim_pubs[p] for p in sim_pubs}
+    assert all(-0.05 <= lag <= CLOCK_SLACK for lag in lags.values()), (
+        f"publication times off the file's: {sorted(lags.items(), key=lambda x: -abs(x[1]))[:5]}; "
+        f"{replay}"
+    )
+    assert [k for k, _ in net_faults] == [k for k, _ in sim_faults] == ["crash"], replay
+    for (_, t_net), (_, t_sim) in zip(net_faults, sim_faults, strict=True):
+        assert -0.05 <= t_net - shift - t_sim <= CLOCK_SLACK, (t_net, t_sim, shift, replay)
+    assert sorted(net_ups) == sorted(sim_ups) == list(range(10)), replay
+    for node, t_sim in sim_ups.items():
+        # a node planned after the first publication moves with the schedule under a wait
+        moved = shift if wait is not None and t_sim >= 2.0 else 0.0
+        assert -0.05 <= net_ups[node] - moved - t_sim <= CLOCK_SLACK, (node, replay)
+    events = table(out, "events")
+    late = [e for e in events if e["kind"] == "cluster.overlay_not_ready"]
+    shifted = [e for e in events if e["kind"] == "cluster.schedule_shifted"]
+    if wait is None:
+        assert len(late) == info.get("overlay_not_ready", 0), replay
+        assert ("overlay not ready at the first publication" in result.stderr) == bool(late)
+        assert all(e["t"] == 2.0 for e in late) and not shifted
+    else:
+        assert not late
+        assert len(shifted) == (1 if info.get("overlay_timeout") is not None else 0), replay
+        if shifted:
+            assert json.loads(shifted[0]["detail"])["by"] == pytest.approx(shift, abs=1e-6)

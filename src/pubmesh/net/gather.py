@@ -45,6 +45,9 @@ class ControllerRecords:
     publications: list[tuple[int, int, str, float, int]] = field(default_factory=list)
     #: (t, kind, detail)
     faults: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)
+    #: the controller's own trace events: (t, node, kind, detail); node -1 = the run as a
+    #: whole (pubmesh.net.cluster.controller.CONTROLLER)
+    events: list[tuple[float, int, str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -162,12 +165,15 @@ def gather(
             )
         for t, kind, detail in sorted(records.faults, key=lambda r: (r[0], r[1])):
             writer.fault(t, kind, detail)
-        for row in sorted(read_table(dirs, "events"), key=_key("t", "node", "kind")):
+        events: list[tuple[float, int, str, dict[str, Any]]] = list(records.events)
+        for row in read_table(dirs, "events"):
             detail = _json(row["detail"])
             for name in ("peer",):
                 if isinstance(detail.get(name), int):
                     detail[name] = node(detail[name])
-            writer.event(row["t"] - t0, node(row["node"]) or 0, row["kind"], detail)
+            events.append((row["t"] - t0, node(row["node"]) or 0, row["kind"], detail))
+        for t, index, kind, detail in sorted(events, key=lambda e: (e[0], e[1], e[2])):
+            writer.event(t, index, kind, detail)
         counts = dict(writer.rows_written)
     return {**counts, "deliveries": len(deliveries), "messages": len(messages)}
 

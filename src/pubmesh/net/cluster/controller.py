@@ -10,9 +10,15 @@ instant (starts, publications, unsubscriptions, faults, delayed subscriptions):
 1. it boots the nodes at the start times of the workload plan (:mod:`pubmesh.net.workload`: the
    same draws as the simulator, so one scenario means one workload in both runtimes),
    infrastructure and contact nodes first, and subscribes them;
-2. it waits until the overlay is up (every booted subscriber reports a neighbour in each of its
-   topics) before the first publication — if that takes longer than ``publish_start``, the
-   publications are shifted later by the wait, and ``run.json`` says by how much;
+2. it keeps the workload file's clock: every event happens at its scenario time ``t`` from
+   time 0, as in ``pubmesh sim``, so the two traces of one scenario line up. It watches whether
+   the overlay is up (every subscriber planned to have started by the first publication
+   reports a neighbour in each of its topics that another such subscriber shares); if it is
+   not when the first publication is due, it says so in one line and records a
+   ``cluster.overlay_not_ready`` event per node that was not ready. Only ``--wait-overlay S``
+   departs from the clock, explicitly: it waits up to S seconds at the first publication and
+   shifts the rest of the schedule by the wait (a ``cluster.schedule_shifted`` event and
+   ``run.json`` say by how much);
 3. it issues the publications at their planned times from their planned publishers, SIGKILLs
    the planned victims at ``--kill FRACTION@SECONDS`` (and runs any ``[[faults]]`` of kind
    crash or leave), all while a live table (:mod:`pubmesh.net.cluster.live`) shows every node's
@@ -51,6 +57,9 @@ from pubmesh.net.workload import (
     WorkloadPlan,
 )
 
+#: the ``node`` of a trace event about the run as a whole (``cluster.schedule_shifted``)
+CONTROLLER = -1
+
 
 def run_cluster(config: ClusterConfig) -> int:
     """Run one cluster to its end; the exit status (see :meth:`Cluster.main`)."""
@@ -75,7 +84,7 @@ class StartNode:
 
 @dataclass(frozen=True)
 class PublishAt:
-    """Issue a planned publication from its publisher (shifted if the overlay was late)."""
+    """Issue a planned publication from its publisher (shifted only under --wait-overlay)."""
 
     ORDER: ClassVar[int] = 1
     t: float
@@ -145,7 +154,7 @@ class SubscribeNode:
 
 @dataclass(frozen=True)
 class StopAll:
-    """The end of the run (``--duration``, shifted with the publications)."""
+    """The end of the run (``--duration``; shifted with the rest under --wait-overlay)."""
 
     ORDER: ClassVar[int] = 5
     t: float
@@ -363,11 +372,16 @@ class Cluster:
         for node in first_booted:
             if plan.starts[node] == 0.0:
                 await self._boot(node)
+        watcher = None
+        if plan.publications:
+            first = min(p.t for p in plan.publications)
+            watcher = asyncio.ensure_future(self._watch_overlay(first))
+        checked = False
         for event in timeline(plan, self.scenario.run.duration):
-            if isinstance(event, PublishAt) and self.overlay_up_at is None:
-                await self._wait_overlay(event.t)
-            shift = 0.0 if isinstance(event, StartNode) else self.publish_shift
-            await self.sleep_until(event.t + shift)
+            if isinstance(event, PublishAt) and not checked:
+                checked = True
+                await self._first_publication(event.t, watcher)
+            await self.sleep_until(event.t + self.publish_shift)
             match event:
                 case StartNode(node=node):
                     if self.children[node].booted_at is None:
@@ -385,6 +399,10 @@ class Cluster:
                 case StopAll():
                     if pending:
                         await asyncio.wait(pending, timeout=GRACE_SECONDS)
+        if watcher is not None and not watcher.done():
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
 
     async def _boot(self, index: int) -> None:
         child = self.children[index]
@@ -479,42 +497,103 @@ class Cluster:
                 self._end_subscription(index, topic, t_leave)
         self.records.faults.append((t, fault.KIND, {"nodes": list(fault.nodes)}))
 
-    async def _wait_overlay(self, publish_start: float) -> None:
-        """Wait until every booted subscriber has a neighbour in each of its topics."""
-        limit = self.now() + self.config.overlay_timeout
-        while self.now() < limit:
-            if self._overlay_up(publish_start):
-                self.overlay_up_at = self.now()
-                break
+    async def _watch_overlay(self, publish_start: float) -> None:
+        """Note when the overlay is first up (:meth:`_overlay_up`), from time 0 on."""
+        while not self._overlay_up(publish_start):
             await asyncio.sleep(0.1)
-        else:
-            self.overlay_up_at = self.now()
-            self.summary["overlay_timeout"] = True
-        self.publish_shift = max(0.0, self.overlay_up_at - publish_start)
+        self.overlay_up_at = self.now()
 
-    def _overlay_up(self, publish_start: float) -> bool:
-        """Every node planned to have started and subscribed before the first publication has
-        done so and reports (in a stats line newer than its subscriptions) a neighbour in each
-        of its topics."""
+    async def _first_publication(self, t: float, watcher: asyncio.Future[None] | None) -> None:
+        """At the first publication: with ``--wait-overlay S``, wait up to S seconds for the
+        overlay and shift the rest of the schedule by the wait (explicit, recorded); without
+        it, keep the clock and, if the overlay is not up, say so in one line and record a
+        ``cluster.overlay_not_ready`` event for each node that is not ready."""
+        wait = self.config.wait_overlay
+        await self.sleep_until(t)
+        if wait > 0 and watcher is not None and not watcher.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(watcher), wait)
+            self.publish_shift = self.now() - t
+            self.summary["overlay_timeout"] = not watcher.done()
+            self.records.events.append(
+                (t, CONTROLLER, "cluster.schedule_shifted", {"by": round(self.publish_shift, 6)})
+            )
+            if not watcher.done():
+                self._say(
+                    f"overlay not up after waiting {wait:g} s at the first publication "
+                    f"(t = {t:g} s); publishing anyway, the schedule shifted by "
+                    f"{self.publish_shift:.2f} s"
+                )
+            return
+        if self.overlay_up_at is not None:
+            return
+        late = self._not_ready(t)
+        if not late:  # up at this very moment: the watcher has not looked yet
+            self.overlay_up_at = self.now()
+            return
+        self.summary["overlay_not_ready"] = len(late)
+        for index, topics in late:
+            self.records.events.append(
+                (t, index, "cluster.overlay_not_ready", {"topics": list(topics)})
+            )
+        considered = len(self._considered(t))
+        self._say(
+            f"overlay not ready at the first publication (t = {t:g} s): {len(late)} of "
+            f"{considered} started subscribers have no neighbour in a topic yet; publishing "
+            f"on the workload's clock (--wait-overlay S waits and shifts the schedule)"
+        )
+
+    def _say(self, line: str) -> None:
+        print(f"pubmesh cluster: {line}", file=sys.stderr, flush=True)
+
+    def _considered(self, publish_start: float) -> dict[int, list[str]]:
+        """The subscribers the first publication is owed to: started by then, subscribed to
+        these topics by then, and not killed, failed or stopped."""
+        considered: dict[int, list[str]] = {}
         for index, topics in self.plan.topics.items():
             if self.plan.starts[index] > publish_start:
+                continue
+            if self.plan.subscribe_time(index) >= publish_start:
                 continue
             child = self.children[index]
             if child.state in (ChildState.KILLED, ChildState.FAILED, ChildState.STOPPED):
                 continue
-            if child.booted_at is None:
-                return False
-            stats = child.stats
-            if stats is None or not stats.booted:
-                return False
-            reported = self.run_time(stats.t)
+            considered[index] = list(topics)
+        return considered
+
+    def _not_ready(self, publish_start: float) -> list[tuple[int, list[str]]]:
+        """The considered subscribers (:meth:`_considered`) that have not booted, or whose
+        latest stats line (newer than their subscriptions) shows no neighbour in a topic that
+        another considered subscriber shares: a subscriber alone in a topic needs none."""
+        considered = self._considered(publish_start)
+        sharing: dict[str, int] = {}
+        for topics in considered.values():
             for topic in topics:
-                if self.plan.subscribe_time(index) >= publish_start:
+                sharing[topic] = sharing.get(topic, 0) + 1
+        late: list[tuple[int, list[str]]] = []
+        for index, topics in considered.items():
+            child = self.children[index]
+            stats = child.stats
+            if child.booted_at is None or stats is None or not stats.booted:
+                late.append((index, topics))
+                continue
+            reported = self.run_time(stats.t)
+            missing = []
+            for topic in topics:
+                if sharing[topic] < 2:
                     continue
                 since = self.open_subscriptions.get((index, topic))
                 if since is None or reported <= since or not stats.neighbors.get(topic):
-                    return False
-        return True
+                    missing.append(topic)
+            if missing:
+                late.append((index, missing))
+        return late
+
+    def _overlay_up(self, publish_start: float) -> bool:
+        """Every subscriber the first publication is owed to has booted and reports, in a
+        stats line newer than its subscriptions, a neighbour in each of its topics that another
+        of them shares (:meth:`_not_ready`)."""
+        return not self._not_ready(publish_start)
 
     # ------------------------------------------------------------------ stopping
     async def _stop_all(self) -> None:

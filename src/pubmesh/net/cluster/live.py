@@ -109,9 +109,12 @@ def print_summary(out: Path, stats: dict[str, Any]) -> None:
     )
     table.add_row("messages", f"{stats['messages']:,}")
     table.add_row("nodes killed", str(len(stats["killed"])))
-    table.add_row("overlay up after (s)", f"{stats['overlay_up_at'] or 0:.2f}")
+    up = stats["overlay_up_at"]
+    table.add_row("overlay up after (s)", "never" if up is None else f"{up:.2f}")
+    if stats.get("overlay_not_ready"):
+        table.add_row("not ready at the first publication", str(stats["overlay_not_ready"]))
     if stats["publish_shift"]:
-        table.add_row("publications shifted by (s)", f"{stats['publish_shift']:.2f}")
+        table.add_row("schedule shifted by (s, --wait-overlay)", f"{stats['publish_shift']:.2f}")
     console = Console()
     console.print(table)
     if stats["unexpected_exits"]:

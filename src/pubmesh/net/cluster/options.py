@@ -33,8 +33,9 @@ from pubmesh.sim.scenario import Scenario, _apply_override, parse_scenario
 from pubmesh.stacks.base import get_stack
 
 DESCRIPTION = """\
-Start N node processes on 127.0.0.1, wait until their overlay is up, run a workload,
-kill a fraction of the nodes if asked, stop everything and gather one run directory
+Start N node processes on 127.0.0.1, run a workload on the workload file's clock (each
+start, subscription, publication and fault at its time from the run's start, as in
+`pubmesh sim`), kill a fraction of the nodes if asked, stop everything and gather one run directory
 (trace v1, runtime "net") that `pubmesh analyze` reads like a simulated run.
 
 The workload file takes the keys of scenario files (`pubmesh sim --help`): [workload]
@@ -117,11 +118,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="seconds between overlay snapshots in the trace (default: [trace] of the file)",
     )
     parser.add_argument(
-        "--overlay-timeout",
+        "--wait-overlay",
         type=float,
-        default=30.0,
+        default=0.0,
         metavar="S",
-        help="longest wait for the overlay before publishing anyway (default 30)",
+        help="at the first publication, wait up to S seconds for the overlay and shift the "
+        "rest of the schedule by the wait (recorded in the trace). Default 0: every event "
+        "at the workload file's time, as in pubmesh sim; a late overlay is reported",
     )
     parser.add_argument(
         "--keep-partial",
@@ -155,7 +158,8 @@ class ClusterConfig:
     out: Path
     key_file: Path | None
     key_text: str | None
-    overlay_timeout: float = 30.0
+    #: ``--wait-overlay``: seconds the first publication may wait for the overlay (0: none)
+    wait_overlay: float = 0.0
     keep_partial: bool = False
     quiet: bool = False
     snapshot_interval: float = 0.0
@@ -314,15 +318,15 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         if args.snapshot_interval is not None
         else scenario.trace.snapshot_interval
     )
-    if snapshot < 0 or args.overlay_timeout < 0:
-        raise UserError("--snapshot-interval and --overlay-timeout must be ≥ 0")
+    if snapshot < 0 or args.wait_overlay < 0:
+        raise UserError("--snapshot-interval and --wait-overlay must be ≥ 0")
     return ClusterConfig(
         scenario=scenario,
         plan=workload_plan,
         out=out,
         key_file=key_file,
         key_text=key_text,
-        overlay_timeout=args.overlay_timeout,
+        wait_overlay=args.wait_overlay,
         keep_partial=args.keep_partial,
         quiet=args.quiet,
         snapshot_interval=snapshot,
