@@ -564,7 +564,8 @@ class Cluster:
     def _not_ready(self, publish_start: float) -> list[tuple[int, list[str]]]:
         """The considered subscribers (:meth:`_considered`) that have not booted, or whose
         latest stats line (newer than their subscriptions) shows no neighbour in a topic that
-        another considered subscriber shares: a subscriber alone in a topic needs none."""
+        another considered subscriber shares (a subscriber alone in a topic needs none; the
+        neighbours a stack reports for topic "" serve every topic)."""
         considered = self._considered(publish_start)
         sharing: dict[str, int] = {}
         for topics in considered.values():
@@ -583,7 +584,9 @@ class Cluster:
                 if sharing[topic] < 2:
                     continue
                 since = self.open_subscriptions.get((index, topic))
-                if since is None or reported <= since or not stats.neighbors.get(topic):
+                # a stack with one overlay for all topics (chord's ring) reports it as ""
+                near = stats.neighbors.get(topic) or stats.neighbors.get("")
+                if since is None or reported <= since or not near:
                     missing.append(topic)
             if missing:
                 late.append((index, missing))
