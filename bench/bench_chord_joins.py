@@ -10,7 +10,7 @@ last start it runs the protocol in one-second steps and checks Q
 The figures are the simulated seconds from the last start to Q, the messages per join and the
 CPU seconds. It exits 1 if Q does not hold within the limit, printing the violations and the
 command that replays the case. N = 1,000 is not the default: its CPU cost grows about as
-N^2.2 (~13,000 CPU s; BENCHMARKS.md).
+N^2.2 (~6,800 CPU s since the union filters share their prefixes; BENCHMARKS.md).
 
     PYTHONPATH=src .venv/bin/python bench/bench_chord_joins.py [--sizes 100,200] [--gap 1.0]
 """
