@@ -501,7 +501,8 @@ class Cluster:
         """Note when the overlay is first up (:meth:`_overlay_up`), from time 0 on."""
         while not self._overlay_up(publish_start):
             await asyncio.sleep(0.1)
-        self.overlay_up_at = self.now()
+        if self.overlay_up_at is None:  # the first publication may have seen it first
+            self.overlay_up_at = self.now()
 
     async def _first_publication(self, t: float, watcher: asyncio.Future[None] | None) -> None:
         """At the first publication: with ``--wait-overlay S``, wait up to S seconds for the
@@ -527,7 +528,8 @@ class Cluster:
             return
         if self.overlay_up_at is not None:
             return
-        late = self._not_ready(t)
+        considered = self._considered(t)
+        late = self._not_ready(considered)
         if not late:  # up at this very moment: the watcher has not looked yet
             self.overlay_up_at = self.now()
             return
@@ -536,10 +538,9 @@ class Cluster:
             self.records.events.append(
                 (t, index, "cluster.overlay_not_ready", {"topics": list(topics)})
             )
-        considered = len(self._considered(t))
         self._say(
             f"overlay not ready at the first publication (t = {t:g} s): {len(late)} of "
-            f"{considered} started subscribers have no neighbour in a topic yet; publishing "
+            f"{len(considered)} started subscribers have no neighbour in a topic yet; publishing "
             f"on the workload's clock (--wait-overlay S waits and shifts the schedule)"
         )
 
@@ -561,12 +562,11 @@ class Cluster:
             considered[index] = list(topics)
         return considered
 
-    def _not_ready(self, publish_start: float) -> list[tuple[int, list[str]]]:
-        """The considered subscribers (:meth:`_considered`) that have not booted, or whose
+    def _not_ready(self, considered: dict[int, list[str]]) -> list[tuple[int, list[str]]]:
+        """The ``considered`` subscribers (:meth:`_considered`) that have not booted, or whose
         latest stats line (newer than their subscriptions) shows no neighbour in a topic that
         another considered subscriber shares (a subscriber alone in a topic needs none; the
         neighbours a stack reports for topic "" serve every topic)."""
-        considered = self._considered(publish_start)
         sharing: dict[str, int] = {}
         for topics in considered.values():
             for topic in topics:
@@ -596,7 +596,7 @@ class Cluster:
         """Every subscriber the first publication is owed to has booted and reports, in a
         stats line newer than its subscriptions, a neighbour in each of its topics that another
         of them shares (:meth:`_not_ready`)."""
-        return not self._not_ready(publish_start)
+        return not self._not_ready(self._considered(publish_start))
 
     # ------------------------------------------------------------------ stopping
     async def _stop_all(self) -> None:

@@ -907,12 +907,19 @@ def reduce(
     matches exactly what the input matches. With ``hull_maintenance`` (and ``bound``) every
     maintenance topic is hulled to :data:`MAINTENANCE_HULL` conjunctions whatever the total
     (see the chord stack's :mod:`pubmesh.proto.chord.routing`). Sorted by canonical text."""
+    return _reduce(tuple(disjunction), *_settings(max_conj, max_in, bound, merge, hull_maintenance))
+
+
+def _settings(
+    max_conj: int, max_in: int, bound: bool, merge: bool, hull_maintenance: bool
+) -> tuple[int, int, bool, bool, bool]:
+    """:func:`reduce`'s keyword arguments checked and resolved as the reduction uses them:
+    (max_conj, max_in, bound, merge, hull), bounding only when merging, hulling only when
+    bounding."""
     if max_conj < 1 or max_in < 1:
         raise ValueError("max_conj and max_in must be positive")
     bounded = bound and merge
-    return _reduce(
-        tuple(disjunction), max_conj, max_in, bounded, merge, bounded and hull_maintenance
-    )
+    return max_conj, max_in, bounded, merge, bounded and hull_maintenance
 
 
 @lru_cache(maxsize=1 << 14)
@@ -994,13 +1001,7 @@ def reducer(
     hull_maintenance: bool = False,
 ) -> Reducer:
     """An empty :class:`Reducer` for :func:`reduce`'s keyword arguments."""
-    if max_conj < 1 or max_in < 1:
-        raise ValueError("max_conj and max_in must be positive")
-    bounded = bound and merge
-    return Reducer(
-        max_conj=max_conj,
-        max_in=max_in,
-        bound=bounded,
-        merge=merge,
-        hull=bounded and hull_maintenance,
+    max_conj, max_in, bound, merge, hull = _settings(
+        max_conj, max_in, bound, merge, hull_maintenance
     )
+    return Reducer(max_conj=max_conj, max_in=max_in, bound=bound, merge=merge, hull=hull)
