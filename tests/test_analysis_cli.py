@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from browser import assert_renders
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -28,6 +30,10 @@ def pubmesh(*args: str) -> subprocess.CompletedProcess[str]:
         cwd=ROOT,
     )
 
+
+# one worker runs this module, so its module-scoped fixture is built once (make test
+# runs --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("analysis_cli")
 
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -151,6 +157,9 @@ def test_analyze_cli_writes_report_and_prints_the_run_table(good_run: Path, tmp_
     assert row["reliability"] == 1.0  # no faults in paper004
     assert "reliability" in done.stdout and row["run_id"] in done.stdout
     assert (tmp_path / "a" / "report.html").stat().st_size > 10_000
+    # opened in headless Chromium: every plot drew, no JavaScript error, nothing fetched
+    shown = assert_renders(tmp_path / "a" / "report.html", tmp_path / "analyze.png", min_charts=5)
+    assert row["run_id"] in shown.text and "latency" in shown.text.lower()
 
 
 def test_a_java_older_than_17_is_named_in_one_line(good_run: Path, tmp_path: Path) -> None:

@@ -437,6 +437,15 @@ def test_counts_mode_traces_give_node_totals_but_no_rmr(spark: Any) -> None:
     pubs = metrics.per_publication(t, empty, first)
     row = pubs.select("receivers", "payload_messages", "rmr", "false_positives").first()
     assert row is not None and tuple(row) == (2, None, None, None)
+    # the report says so rather than failing: one section naming the run and the metrics
+    from pubmesh.analysis.job import counts_note
+
+    note = counts_note(t)
+    assert note is not None
+    heading, text = note
+    assert "cannot give" in heading and "rmr_mean" in text and "false-positive" in text
+    (run_id,) = [r["run_id"] for r in t.runs.collect()]
+    assert run_id in text
 
 
 def test_edge_filters_are_read_from_the_last_snapshot(spark: Any) -> None:
@@ -471,7 +480,7 @@ def test_reliability_plot_skips_time_buckets_nobody_expected(spark: Any) -> None
     """A content-based run can publish for a while nothing any subscriber's filter matches:
     that bucket has no reliability (it was a division by zero under ANSI SQL and failed the
     whole report, found by `pubmesh sweep scenarios/grids/brokertree_acks.toml`)."""
-    from pubmesh.analysis.job import compute, make_plots
+    from pubmesh.analysis.job import compute, make_plots, plot_data
 
     t = trace(
         spark,
@@ -483,5 +492,5 @@ def test_reliability_plot_skips_time_buckets_nobody_expected(spark: Any) -> None
         deliveries=[{"pub_id": 1, "node": 1, "t": 1.1, "hops": 1}],
         nodes=[{"node": n, "t": 0.0, "event": "up", "role": "peer"} for n in (1, 2)],
     )
-    figures = make_plots(t, compute(spark, t))
+    figures = make_plots(plot_data(t, compute(spark, t)))
     assert "Reliability by publish time" in figures

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from browser import assert_renders
 from pubmesh.analysis.demo import demo_scenarios
 
 
@@ -36,6 +37,17 @@ def test_demo_quick_runs_every_stack_and_prints_the_papers_tables(tmp_path: Path
     assert len(tasks) == 4 * len(stacks) and all(t["ok"] for t in tasks), tasks
     report = (tmp_path / "report.html").read_text()
     assert "papers/004 Tables 1-3" in report and report.count("data:image/png") >= 5
+    # as a reader opens it: headless Chromium, offline, every chart drawn, no JavaScript error;
+    # the comparison comes first: a sentence naming a stack, then the interactive charts
+    shown = assert_renders(tmp_path / "report.html", tmp_path / "demo.png", min_charts=5)
+    assert "papers/004 Tables 1-3" in shown.text
+    text = " ".join(shown.text.split())
+    assert text.index("Which stack delivers what") < text.index("papers/004 Tables 1-3")
+    assert "With 50% of the nodes failed," in text and "delivered" in text
+    charts = [c for c in shown.charts if c["kind"] == "svg"]
+    assert len({c["label"] for c in charts}) >= 5, shown.charts
+    assert "/scenarios/" not in text  # scenario names, never absolute paths
+    assert (tmp_path / "report.html").stat().st_size < 10_000_000
     summary = json.loads((tmp_path / "summary.json").read_text())
     by_point = {(r["scenario"], r["faults_0_fraction"]): r for r in summary["comparison"]}
     gossip_clean = next(v for k, v in by_point.items() if "paper004" in k[0] and k[1] == "0.0")

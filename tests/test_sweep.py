@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 import simstacks  # noqa: F401  (registers the probe stack in this process only)
+from browser import assert_renders
 from pubmesh.analysis.sweep import inert_section, load_grid, run_sweep
 from pubmesh.sim.runner import run_scenario
 from pubmesh.sim.scenario import load_scenario
@@ -31,6 +32,10 @@ kind = "crash"
 fraction = 0.5
 """
 
+
+# one worker runs this module, so its module-scoped fixture is built once (make test
+# runs --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("sweep")
 
 @pytest.fixture(scope="module")
 def sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
@@ -64,6 +69,13 @@ def test_every_task_ran_and_failures_are_reported_with_seed_and_replay(sweep: An
         assert "probe.toml" in failure["replay"]
     report = (sweep.analysis.sources[0].root.parent / "report.html").read_text()
     assert "Failed tasks" in report and "probe.toml" in report
+
+
+def test_the_sweep_report_renders_in_a_real_browser(sweep: Any, tmp_path: Path) -> None:
+    """Headless Chromium: every plot drew, no JavaScript error, nothing fetched from outside."""
+    report = sweep.analysis.sources[0].root.parent / "report.html"
+    shown = assert_renders(report, tmp_path / "sweep.png", min_charts=5)
+    assert "Failed tasks" in shown.text and "Comparison by grid point" in shown.text
 
 
 def test_traces_land_in_one_dataset_partitioned_by_run(sweep: Any) -> None:

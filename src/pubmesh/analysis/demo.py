@@ -26,6 +26,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from pubmesh.analysis import compare
 from pubmesh.analysis.sweep import Grid, SweepResult, column_name, load_grid, run_sweep
 from pubmesh.errors import UserError
 
@@ -228,7 +229,10 @@ def run_demo(
     rows = paper_table(spark, sweep)
     sweep.write_report(
         out / "report.html",
-        [("papers/004 Tables 1-3 in shape (totals over seeds)", paper_table_html(rows))],
+        [
+            compare.section(sweep, rows),
+            ("papers/004 Tables 1-3 in shape (totals over seeds)", paper_table_html(rows)),
+        ],
     )
     summary_path = out / "summary.json"
     summary = json.loads(summary_path.read_text())

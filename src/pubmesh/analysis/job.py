@@ -17,6 +17,7 @@ The job reads one or many run directories (or sweep datasets), computes the metr
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import tomllib
@@ -159,9 +160,36 @@ def run_rows(runs: DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def make_plots(trace: Trace, result: Metrics) -> dict[str, bytes]:
-    """The report's plots, from small Spark aggregates."""
-    figures: dict[str, bytes] = {}
+#: what a ``messages = "counts"`` trace cannot give: metrics that need each payload message
+COUNTS_MISSING = ("rmr_mean", "rmr_std", "rmr_late", "false_positive_rate")
+
+
+def counts_note(trace: Trace) -> tuple[str, str] | None:
+    """A report section naming the runs whose trace keeps message counts only, and the
+    metrics those runs cannot have (shown as "–"), instead of failing on them (issue 17)."""
+    rows = trace.runs.where(F.col("messages_mode") == "counts").select("run_id").collect()
+    if not rows:
+        return None
+    names = ", ".join(sorted(r["run_id"] for r in rows))
+    return (
+        "What message-count traces cannot give",
+        f"<p class='note'>{len(rows)} run(s) keep per-second message counts, not each message "
+        f'(<code>[trace] messages = "counts"</code>): {html.escape(names)}. RMR per '
+        "publication (rmr_mean, rmr_std, rmr_late) and the false-positive rate need each "
+        "payload message, so they show as – for these runs; every other metric (reliability, "
+        "latency, LDH, load, control overhead, degree) is computed as usual.</p>",
+    )
+
+
+def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
+    """The small frames every plot is drawn from (pandas, aggregated by Spark): ``cdf``
+    (run_id, q, latency), ``buckets`` (run_id, bucket_t, reliability) with
+    ``bucket_seconds``, ``faults`` (run_id, t, kind), ``load`` (run_id, load_bin, count) with
+    ``load_width``, ``degrees`` (run_id, degree, count) and ``per_second`` (second, type,
+    sent). A frame the trace has no data for is absent."""
+    import pandas as pd
+
+    data: dict[str, Any] = {}
     cdf = result.first.groupBy("run_id").agg(F.percentile("latency", CDF_POINTS).alias("qs"))
     cdf_rows = [
         (r["run_id"], q, v)
@@ -169,12 +197,9 @@ def make_plots(trace: Trace, result: Metrics) -> dict[str, bytes]:
         if r["qs"]
         for q, v in zip(CDF_POINTS, r["qs"], strict=True)
     ]
-    import pandas as pd
-
     if cdf_rows:
-        figures["Latency CDF"] = plots.latency_cdf(
-            pd.DataFrame(cdf_rows, columns=["run_id", "q", "latency"])
-        )
+        data["cdf"] = pd.DataFrame(cdf_rows, columns=["run_id", "q", "latency"])
+    data["faults"] = trace.faults.select("run_id", "t", "kind").toPandas()
     span = result.publications.agg(F.min("t"), F.max("t")).first()
     if span is not None and span[0] is not None:
         bucket = max(1.0, math.ceil((span[1] - span[0]) / 40))
@@ -191,39 +216,54 @@ def make_plots(trace: Trace, result: Metrics) -> dict[str, bytes]:
             .where(F.col("reliability").isNotNull())
             .toPandas()
         )
-        faults = trace.faults.select("run_id", "t", "kind").toPandas()
         if len(buckets):
-            figures["Reliability by publish time"] = plots.reliability_over_time(
-                buckets, faults, bucket
-            )
+            data["buckets"], data["bucket_seconds"] = buckets, bucket
     load = result.nodes.select("run_id", "load")
     top = load.agg(F.max("load")).first()
     if top is not None and top[0]:
         width = max(1.0, math.ceil(top[0] / 30))
-        hist = (
+        data["load"] = (
             load.withColumn("load_bin", F.floor(F.col("load") / width) * width)
             .groupBy("run_id", "load_bin")
             .agg(F.count("*").alias("count"))
             .toPandas()
         )
-        figures["Per-node load"] = plots.histogram(
-            hist, "load_bin", "count", "Per-node load (messages in + out)",
-            f"messages (bins of {width:g})",
-        )  # fmt: skip
+        data["load_width"] = width
     degrees = metrics.node_degrees(trace.snapshots)
     degree_hist = metrics.at_last_snapshot(degrees).groupBy("run_id", "degree").count().toPandas()
     if len(degree_hist):
-        figures["Degree distribution (last snapshot)"] = plots.histogram(
-            degree_hist, "degree", "count", "Degree distribution at the last snapshot",
-            "degree (overlay neighbours per node and topic)",
-        )  # fmt: skip
+        data["degrees"] = degree_hist
     per_second = (
         result.messages_per_second.groupBy("second", "type")
         .agg(F.sum("sent").alias("sent"))
         .toPandas()
     )
     if len(per_second):
-        figures["Messages per second by type"] = plots.messages_per_second(per_second)
+        data["per_second"] = per_second
+    return data
+
+
+def make_plots(data: dict[str, Any]) -> dict[str, bytes]:
+    """The report's PNG plots, from :func:`plot_data`'s frames."""
+    figures: dict[str, bytes] = {}
+    if "cdf" in data:
+        figures["Latency CDF"] = plots.latency_cdf(data["cdf"])
+    if "buckets" in data:
+        figures["Reliability by publish time"] = plots.reliability_over_time(
+            data["buckets"], data["faults"], data["bucket_seconds"]
+        )
+    if "load" in data:
+        figures["Per-node load"] = plots.histogram(
+            data["load"], "load_bin", "count", "Per-node load (messages in + out)",
+            f"messages (bins of {data['load_width']:g})",
+        )  # fmt: skip
+    if "degrees" in data:
+        figures["Degree distribution (last snapshot)"] = plots.histogram(
+            data["degrees"], "degree", "count", "Degree distribution at the last snapshot",
+            "degree (overlay neighbours per node and topic)",
+        )  # fmt: skip
+    if "per_second" in data:
+        figures["Messages per second by type"] = plots.messages_per_second(data["per_second"])
     return figures
 
 
@@ -239,6 +279,10 @@ class Analysis:
     metrics: Metrics
     rows: list[dict[str, Any]]
     figures: dict[str, bytes]
+    #: the frames the figures were drawn from (:func:`plot_data`)
+    data: dict[str, Any]
+    #: report sections about the data itself (:func:`counts_note`)
+    notes: list[tuple[str, str]]
 
 
 def analyze(
@@ -260,7 +304,9 @@ def analyze(
         out.mkdir(parents=True, exist_ok=True)
         write_tables(result, out)
         rows = run_rows(result.runs)
-        figures = make_plots(trace, result)
+        data = plot_data(trace, result)
+        figures = make_plots(data)
+        notes = [note] if (note := counts_note(trace)) else []
     except Exception as error:  # a data page that only Spark's reader found broken
         raise _trace_error(error, sources) from error
     (out / "summary.json").write_text(
@@ -275,8 +321,9 @@ def analyze(
             title or "pubmesh analyze: " + ", ".join(str(s.root) for s in sources),
             rows,
             figures,
+            notes,
         )
-    return Analysis(sources, trace, result, rows, figures)
+    return Analysis(sources, trace, result, rows, figures, data, notes)
 
 
 def _trace_error(error: Exception, sources: list[TraceSource]) -> Exception:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ RUN_TABLE: list[tuple[str, str, str]] = [
 
 
 def fmt(value: Any, pattern: str) -> str:
-    if value is None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if pattern == "ms":
         return f"{value * 1000:.1f}"
@@ -106,8 +107,8 @@ def html_table(
         cells = "".join(f"<td>{html.escape(fmt(row.get(k), p))}</td>" for k, _, p in columns)
         body.append(f"<tr><th>{html.escape(str(row.get(first, '')))}</th>{cells}</tr>")
     return (
-        f"<table><thead><tr><th>{html.escape(first)}</th>{head}</tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table>"
+        f"<div class='scroll'><table><thead><tr><th>{html.escape(first)}</th>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -120,7 +121,15 @@ thead th { background: #f2f2f2; } tbody th { text-align: left; font-weight: norm
 .plots { display: flex; flex-wrap: wrap; gap: 12px; }
 figure { margin: 0; } figcaption { font-size: 0.85em; color: #555; }
 p.note { font-size: 0.85em; color: #555; }
+p.headline { font-size: 1.1em; line-height: 1.5; max-width: 60em; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.charts { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 8px; }
+@media (max-width: 1100px) { .charts { grid-template-columns: minmax(0, 1fr); } }
+details > summary { cursor: pointer; font-size: 1.15em; font-weight: bold; margin: 1.2em 0 0.4em; }
 """
+
+#: Above this many runs the run table starts collapsed (a sweep's or the demo's).
+COLLAPSE_RUNS_ABOVE = 6
 
 
 def write_report(
@@ -132,9 +141,15 @@ def write_report(
 ) -> None:
     """Write a self-contained HTML report: ``sections`` (heading, HTML) first, then the run
     table and the plots."""
+    interactive = any("plotly-graph-div" in content for _, content in sections)
+    script = ""
+    if interactive:  # the Plotly bundle once, inlined: the file opens offline
+        from pubmesh.analysis.charts import plotly_js
+
+        script = f"<script>{plotly_js()}</script>"
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style>{script}</head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f"<p class='note'>pubmesh {__version__}. Metric names and definitions: DESIGN.md "
         "(reliability counts a (subscriber, publication) pair when the subscription and the "
@@ -142,18 +157,28 @@ def write_report(
     ]
     for heading, content in sections:
         parts.append(f"<h2>{html.escape(heading)}</h2>{content}")
-    parts.append("<h2>Runs</h2>")
     ordered = sorted(rows, key=lambda r: (str(r.get("stack")), r.get("nodes") or 0,
                                           r.get("seed") or 0, str(r.get("run_id"))))  # fmt: skip
-    parts.append(html_table(ordered, present_columns(ordered)))
+    runs = html_table(ordered, present_columns(ordered))
+    if len(rows) > COLLAPSE_RUNS_ABOVE:
+        parts.append(f"<details><summary>Runs ({len(rows)})</summary>{runs}</details>")
+    else:
+        parts.append(f"<h2>Runs</h2>{runs}")
     if figures:
-        parts.append("<h2>Plots</h2><div class='plots'>")
+        if interactive:  # the charts above answer first; the rest on request
+            parts.append(
+                f"<details><summary>All plots ({len(figures)}: every metric against every "
+                "swept parameter, and the runs' distributions)</summary>"
+            )
+        else:
+            parts.append("<h2>Plots</h2>")
+        parts.append("<div class='plots'>")
         for caption, png in figures.items():
             data = base64.b64encode(png).decode("ascii")
             parts.append(
                 f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
                 f"<figcaption>{html.escape(caption)}</figcaption></figure>"
             )
-        parts.append("</div>")
+        parts.append("</div></details>" if interactive else "</div>")
     parts.append("</body></html>\n")
     path.write_text("".join(parts), encoding="utf-8")

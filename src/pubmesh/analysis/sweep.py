@@ -355,6 +355,13 @@ def _completed(sc: Any, group: str) -> int:
     return done
 
 
+def shown_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as a reader sees them: a swept scenario by its name (the file's stem), never by
+    its absolute path (issue 15)."""
+    key = column_name("scenario")
+    return [r | {key: Path(str(r[key])).stem} if r.get(key) else r for r in rows]
+
+
 def column_name(parameter: str) -> str:
     """A Spark-safe column for a grid key ("faults.0.fraction" -> "faults_0_fraction")."""
     return "".join(c if c.isalnum() else "_" for c in parameter)
@@ -419,6 +426,8 @@ def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, by
         # swept values arrive as strings: numbers become numbers, so the x axis is numeric
         # and the series sort 100, 300, 1000 rather than 100, 1000, 300
         for name in (column, *others):
+            if name == column_name("scenario"):
+                data[name] = data[name].map(lambda v: Path(str(v)).stem)
             data[name] = _numeric(data[name])
         categorical = data[column].dtype == object
         data = data.rename(columns={column: parameter})
@@ -497,10 +506,11 @@ def run_sweep(
         columns.append((f"{metric}_mean", f"{metric} mean", "{:.4g}"))
         columns.append((f"{metric}_std", "sd", "{:.2g}"))
     extra = [("Comparison by grid point (mean and sd over seeds)",
-              html_table(comparison, columns, first="point"))]  # fmt: skip
+              html_table(shown_rows(comparison), columns, first="point"))]  # fmt: skip
     inert = inert_section(grid)
     if inert is not None:
         extra.insert(0, inert)
+    extra.extend(analysis.notes)
     if failures:
         items = "".join(
             f"<li>point {f['point']}, seed {f['seed']}: {html.escape(f['error'])} — "
@@ -539,7 +549,7 @@ def print_comparison(sweep: SweepResult, console: Any, title: str) -> None:
     shown = [m for m in sweep.present if m in PRINTED]
     for metric in shown:
         table.add_column(metric, justify="right")
-    for row in sweep.comparison:
+    for row in shown_rows(sweep.comparison):
         cells = [str(row["point"])]
         cells += [str(row[column_name(k)]) for k in sweep.grid.parameters]
         cells.append(str(row["runs"]))
