@@ -5,11 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv java demo test lint bench compiled clean help
+.PHONY: all venv java chromium demo test figures lint bench compiled clean help
 
 help:
 	@echo "make demo   - build the environment, run the default experiment, write out/demo/report.html"
-	@echo "make test   - build the environment and run the whole test suite"
+	@echo "make test   - build the environment and run the whole test suite (<= 20 min)"
+	@echo "make figures - the papers' figure tests at every seed and size (the cases marked full)"
 	@echo "make lint   - ruff, mypy --strict and the sans-IO rule"
 	@echo "make bench  - benchmarks (figures go into BENCHMARKS.md)"
 	@echo "make compiled - the optional mypyc build of the simulator's hot modules in build/compiled"
@@ -37,12 +38,26 @@ java:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	  if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "make: Java >= 17 is required for Spark, found $$v"; exit 2; fi
 
+# The report tests open every kind of report in a real browser: Debian's headless Chromium.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "make: installing Chromium (the report tests render in a real browser)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	      { echo "make: could not install Chromium with apt-get (see above); the report tests need it"; exit 2; }; \
+	  else echo "make: Chromium is required for the report tests (Debian: apt-get install chromium)"; exit 2; fi; \
+	fi
+
 demo: venv java
 	$(VENV)/bin/pubmesh demo --out out/demo
 
-test: venv java
+test: venv java chromium
 	$(PY) tools/lint_sansio.py
-	$(PY) -m pytest -q -p no:cacheprovider -n 3
+	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadgroup
+
+# The full tier: the same figure tests at every seed and size the papers' figures use (~1 h).
+figures: venv java chromium
+	PUBMESH_FULL=1 $(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadgroup -m full
 
 lint: venv
 	$(PY) tools/lint_sansio.py

@@ -2,6 +2,10 @@
 
 * ``tests/`` is importable: the runtime probe stacks (``simstacks``) and the tiny stack
   (``tinystack``) live there.
+* Two tiers. ``make test`` (the default) runs every test at the sizes and seeds that decide
+  correctness within the suite's 20 minutes; cases marked ``full`` (more seeds, larger n, the
+  papers' whole figure grids) are deselected unless ``PUBMESH_FULL=1``, and ``make figures``
+  runs exactly them. Same assertions, same bounds: only the sample differs.
 * The tiny test-only stack is loaded the way a user's own stack would be, through
   ``$PUBMESH_STACK_MODULES``, and ``tests/`` is on ``PYTHONPATH``, so every child process a test
   starts (``pubmesh sim``, node processes, Spark workers) loads it too. Nothing outside
@@ -25,6 +29,18 @@ os.environ["PUBMESH_STACK_MODULES"] = "tinystack.spec"
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(TESTS.parent / "src"), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
 )
+
+
+FULL = os.environ.get("PUBMESH_FULL") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FULL:
+        return
+    dropped = [item for item in items if item.get_closest_marker("full")]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not item.get_closest_marker("full")]
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ from pubmesh.proto.brokertree.view import View
 from pubmesh.proto.core import Publish, Subscribe
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import load_scenario, parse_scenario
+from tiers import full, tiered
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "scenarios/brokertree_base.toml"
@@ -119,7 +120,7 @@ topology_seed = {seed}
 """
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", tiered([1], [2]))
 def test_after_a_bypass_input_stays_and_output_grows(seed: int, tmp_path: Path) -> None:
     out = tmp_path / "run"
     sim = Simulation(parse_scenario(CHAIN3.format(seed=seed)), out)
@@ -211,6 +212,7 @@ def test_the_delay_peak_grows_by_one_detection_time_per_crashed_broker() -> None
 
 
 # ------------------------------------------------------------------------------ (g) Fig. 17
+@full
 def test_the_time_to_recover_is_about_the_same_at_every_rate(tmp_path: Path) -> None:
     base = load_scenario(ROOT / "scenarios/brokertree_recover.toml")
     victims = adjacent_brokers(view_of(base), 3)

@@ -48,6 +48,7 @@ from pubmesh.proto.core import Subscribe, Unsubscribe
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import load_scenario
 from relayoracle import check_sim
+from tiers import full, tiered
 
 ROOT = Path(__file__).resolve().parent.parent
 CORRUPTED = "scenarios/clique_corrupted.toml"
@@ -119,7 +120,7 @@ def converge(
     return run, sim
 
 
-@pytest.mark.parametrize("n", [8, 16, 32])
+@pytest.mark.parametrize("n", tiered([8, 16], [32]))
 @pytest.mark.parametrize("kind", KINDS)
 def test_c1_convergence_from_every_corruption(kind: str, n: int) -> None:
     """C1: legitimate by 6·n ln n + 50 rounds and at every later snapshot, the oracle holding
@@ -170,7 +171,7 @@ def warm(n: int, seed: int, *extra: str) -> tuple[Simulation, tuple[str, ...]]:
     return Simulation(scenario, None, keep_deliveries=False), sets
 
 
-@pytest.mark.parametrize("n", [8, 16, 32])
+@pytest.mark.parametrize("n", tiered([8, 16], [32]))
 def test_c2_closure_and_work_in_a_legitimate_clique(n: int) -> None:
     """C2 (papers/002 Theorem 9.4, closure): legitimate at every snapshot for 200 rounds,
     D = ∅ throughout, and (5 − 6/n) ± 0.3 messages per member per round (AskForIntro 1,
@@ -218,7 +219,7 @@ def _theorem_9_5(n: int, seed: int, feedback: bool) -> tuple[float, float, str]:
     return known, knows, replay(CORRUPTED, seed, *sets)
 
 
-@pytest.mark.parametrize("n", [16, 32])
+@pytest.mark.parametrize("n", tiered([16], [32]))
 def test_c3_theorem_9_5_and_feedback(n: int) -> None:
     """C3: one join into a legitimate clique, over ``SEEDS``, with and without feedback."""
     scale = n * math.log(n)
@@ -354,6 +355,7 @@ def _search_run(
     return found / rounds, after, where
 
 
+@full
 def test_c5_search_success_grows_with_d(tmp_path: Path) -> None:
     """C5: success during convergence monotone in d; 1.0 in one hop once legitimate."""
     means = {}

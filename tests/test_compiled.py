@@ -83,6 +83,10 @@ overlay = "warm"
 """
 
 
+# one worker runs this module, so its module-scoped fixture is built once (make test
+# runs --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("compiled")
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("compiled")

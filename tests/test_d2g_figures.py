@@ -41,6 +41,7 @@ from pubmesh.proto.d2g.node import D2GNode
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import load_scenario
 from relayoracle import check_sim
+from tiers import tiered
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = "scenarios/d2g_corrupted.toml"
@@ -123,7 +124,7 @@ def run_c6(
     return shape, sim, where
 
 
-@pytest.mark.parametrize("n", [16, 64])
+@pytest.mark.parametrize("n", tiered([16], [64]))
 def test_c6_degree_connectivity_far_pairs_and_twins(n: int) -> None:
     """Per seed: degree, max |N|, far pairs, twins; over the snapshots of all seeds: the
     share strongly connected (the spec's figure is a share of snapshots)."""

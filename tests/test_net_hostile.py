@@ -69,6 +69,10 @@ class Target:
     port: int
 
 
+# one worker runs this module, so its module-scoped fixture is built once (make test
+# runs --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("net_hostile")
+
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     tmp = tmp_path_factory.mktemp("hostile")

@@ -32,6 +32,7 @@ from figures import replay
 from pubmesh.proto.skipring.corruption import KINDS
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import load_scenario
+from tiers import tiered
 
 ROOT = Path(__file__).resolve().parent.parent
 CORRUPTED = "scenarios/skipring_corrupted.toml"
@@ -144,7 +145,7 @@ def diameter(adjacency: dict[int, set[int]]) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n", [64, 256, 1024])
+@pytest.mark.parametrize("n", tiered([64, 256], [1024]))
 def test_paper_claims(n: int, tmp_path: Path) -> None:
     """Every claim on every seed, except the configuration-request rate: papers/000 §3.2.1
     bounds its *expectation* (fewer than 3/4 requests per timeout interval for the whole ring,
