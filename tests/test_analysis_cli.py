@@ -35,6 +35,7 @@ def pubmesh(*args: str) -> subprocess.CompletedProcess[str]:
 # runs --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("analysis_cli")
 
+
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("good") / "run"

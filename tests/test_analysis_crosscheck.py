@@ -126,6 +126,7 @@ def duckdb_run_metrics(run_dir: Path) -> dict[str, Any]:
 # runs --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("crosscheck")
 
+
 @pytest.fixture(scope="module")
 def analysed(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     base = tmp_path_factory.mktemp("crosscheck")

@@ -87,6 +87,7 @@ overlay = "warm"
 # runs --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("compiled")
 
+
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("compiled")

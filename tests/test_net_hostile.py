@@ -73,6 +73,7 @@ class Target:
 # runs --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("net_hostile")
 
+
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     tmp = tmp_path_factory.mktemp("hostile")

@@ -37,6 +37,7 @@ fraction = 0.5
 # runs --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("sweep")
 
+
 @pytest.fixture(scope="module")
 def sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     base = tmp_path_factory.mktemp("sweep")
