@@ -13,17 +13,20 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from browser import assert_renders
 from pubmesh.analysis.demo import demo_scenarios
 
 
+# a hang guard, not a bound: ~4 min alone, twice that beside the suite's Spark-heavy workers
+@pytest.mark.timeout(1500)
 def test_demo_quick_runs_every_stack_and_prints_the_papers_tables(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pubmesh", "demo", "--quick", "--quiet", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1400,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     stacks = sorted(demo_scenarios())

@@ -81,7 +81,7 @@ def _pubmesh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=900,
         env={**os.environ, "PUBMESH_SPARK_MEMORY": "1g"},
         check=False,
     )
@@ -109,7 +109,11 @@ def runs(cluster: StandaloneCluster, spark: Any, tmp_path_factory: pytest.TempPa
     return base, swept, analysed
 
 
-def test_the_sweep_ran_its_tasks_on_the_cluster(cluster: StandaloneCluster, runs: Any) -> None:
+def test_sweep_and_analyze_on_a_standalone_cluster_equal_local_mode(
+    cluster: StandaloneCluster, runs: Any, tmp_path: Path
+) -> None:
+    """One test, so one cluster and one set of runs whatever the scheduler does with modules
+    (a module fixture shared by three tests was built twice in one suite run)."""
     base, swept, analysed = runs
     # the worker ran executors for two applications (sweep, analyze): the work was not local
     apps = sorted(p.name for p in (cluster.dir / "worker-0").iterdir() if p.is_dir())
@@ -120,10 +124,7 @@ def test_the_sweep_ran_its_tasks_on_the_cluster(cluster: StandaloneCluster, runs
     assert "pubmesh analyze (2 runs)" in analysed.stdout
     assert len(pq.read_table(base / "on-cluster" / "metrics" / "grid")) == 2
 
-
-def test_the_cluster_tasks_wrote_the_traces_pubmesh_sim_writes(runs: Any, tmp_path: Path) -> None:
-    """Each task's partition holds exactly the rows a direct local run of its scenario writes."""
-    base, _, _ = runs
+    # each task's partition holds exactly the rows a direct local run of its scenario writes
     grid = load_grid(base / "grid.toml")
     for task in grid.tasks:
         result = run_scenario(
@@ -131,14 +132,10 @@ def test_the_cluster_tasks_wrote_the_traces_pubmesh_sim_writes(runs: Any, tmp_pa
         )
         for table in ("runs", "publications", "deliveries", "messages", "nodes"):
             direct = pq.read_table(tmp_path / str(task.index) / table).drop_columns(["run_id"])
-            swept = base / "on-cluster" / "traces" / table / f"run_id={result.run_id}"
-            assert _rows(swept) == _rows(direct), f"{table} differs; replay: {task.replay()}"
+            swept_rows = base / "on-cluster" / "traces" / table / f"run_id={result.run_id}"
+            assert _rows(swept_rows) == _rows(direct), f"{table} differs; replay: {task.replay()}"
 
-
-def test_cluster_metrics_equal_local_mode_metrics(runs: Any) -> None:
-    """The per-run metrics the sweep and the re-analysis computed on the cluster equal what
-    local mode computes from the same traces."""
-    base, _, _ = runs
+    # the per-run metrics both cluster jobs computed equal local mode's from the same traces
     local_metrics = base / "local" / "metrics"
     names = sorted(p.name for p in local_metrics.iterdir() if p.is_dir())
     assert "runs" in names, names
