@@ -31,7 +31,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
-FULL = os.environ.get("PUBMESH_FULL") == "1"
+from tiers import FULL  # noqa: E402  (tests/ is on sys.path from here)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

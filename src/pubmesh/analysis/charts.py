@@ -180,7 +180,9 @@ def latency_cdfs(cdf: Any) -> go.Figure:
     )
 
 
-def reliability_over_time(buckets: Any, faults: Any, bucket_seconds: float, title: str) -> Any:
+def reliability_over_time(
+    buckets: Any, faults: Any, bucket_seconds: float, title: str
+) -> go.Figure:
     """buckets: stack, run_id, seed, bucket_t, reliability; faults: t, kind — a step line per
     run coloured by stack, faults as dashed vertical lines."""
     fig = go.Figure()

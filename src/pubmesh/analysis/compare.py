@@ -122,13 +122,12 @@ def _name(stack: str) -> str:
 
 
 def _cost(row: Any) -> str:
+    import pandas as pd
+
     parts = []
-    if row.get("payload") is not None and row["payload"] == row["payload"]:
+    if pd.notna(row.get("payload")):
         parts.append(f"{row['payload'] + (row['control_per_delivery'] or 0):.1f} messages")
-    if (
-        row.get("latency_p50_mean") == row.get("latency_p50_mean")
-        and row.get("latency_p50_mean") is not None
-    ):
+    if pd.notna(row.get("latency_p50_mean")):
         parts.append(f"p50 latency {row['latency_p50_mean'] * 1000:.0f} ms")
     return f" at {' and '.join(parts)} per delivery" if parts else ""
 

@@ -171,11 +171,12 @@ def counts_note(trace: Trace) -> tuple[str, str] | None:
     if not rows:
         return None
     names = ", ".join(sorted(r["run_id"] for r in rows))
+    missing = ", ".join(COUNTS_MISSING)
     return (
         "What message-count traces cannot give",
         f"<p class='note'>{len(rows)} run(s) keep per-second message counts, not each message "
         f'(<code>[trace] messages = "counts"</code>): {html.escape(names)}. RMR per '
-        "publication (rmr_mean, rmr_std, rmr_late) and the false-positive rate need each "
+        f"publication and the false-positive rate ({missing}) need each "
         "payload message, so they show as – for these runs; every other metric (reliability, "
         "latency, LDH, load, control overhead, degree) is computed as usual.</p>",
     )

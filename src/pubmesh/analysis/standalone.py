@@ -151,6 +151,10 @@ class StandaloneCluster:
     def pids(self) -> list[int]:
         return [proc.pid for proc in self._procs]
 
+    def running(self) -> bool:
+        """Whether every daemon started is still alive."""
+        return bool(self._procs) and all(proc.poll() is None for proc in self._procs)
+
     def __enter__(self) -> StandaloneCluster:
         self.start()
         return self
@@ -229,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Spark standalone master {url} ({args.workers} worker(s)); Ctrl-C stops it")
     print(f"  e.g. pubmesh sweep scenarios/grids/paper004_failures.toml --master {url}")
     with contextlib.suppress(KeyboardInterrupt):
-        while all(proc.poll() is None for proc in cluster._procs):
+        while cluster.running():
             time.sleep(0.5)
     cluster.stop()
     return 0

@@ -355,11 +355,16 @@ def _completed(sc: Any, group: str) -> int:
     return done
 
 
+def scenario_name(value: Any) -> str:
+    """A swept scenario as a reader sees it: its name (the file's stem), never its absolute
+    path (issue 15)."""
+    return Path(str(value)).stem
+
+
 def shown_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows as a reader sees them: a swept scenario by its name (the file's stem), never by
-    its absolute path (issue 15)."""
+    """Rows with a swept scenario shown by :func:`scenario_name`."""
     key = column_name("scenario")
-    return [r | {key: Path(str(r[key])).stem} if r.get(key) else r for r in rows]
+    return [r | {key: scenario_name(r[key])} if r.get(key) else r for r in rows]
 
 
 def column_name(parameter: str) -> str:
@@ -427,7 +432,7 @@ def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, by
         # and the series sort 100, 300, 1000 rather than 100, 1000, 300
         for name in (column, *others):
             if name == column_name("scenario"):
-                data[name] = data[name].map(lambda v: Path(str(v)).stem)
+                data[name] = data[name].map(scenario_name)
             data[name] = _numeric(data[name])
         categorical = data[column].dtype == object
         data = data.rename(columns={column: parameter})
