@@ -35,6 +35,12 @@ CHARTS_JS = """
 """
 
 
+# Open every <details> (the report sizes the Plotly charts inside on "toggle").
+OPEN_ALL_JS = """
+() => { for (const d of document.querySelectorAll("details")) { d.open = true; } }
+"""
+
+
 @dataclass
 class Rendered:
     title: str
@@ -78,6 +84,8 @@ def render(report: Path, screenshot: Path, *, width: int = 1280) -> Rendered:
             page.route("http*://**", refuse)  # the report must open offline
             page.goto(report.resolve().as_uri(), wait_until="load")
             page.wait_for_load_state("networkidle")
+            page.evaluate(OPEN_ALL_JS)  # as a reader who opens every collapsed section
+            page.wait_for_timeout(300)
             charts = page.evaluate(CHARTS_JS)
             title = page.title()
             text = page.inner_text("body")

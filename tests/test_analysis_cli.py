@@ -31,12 +31,14 @@ def pubmesh(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-# one worker runs this module, so its module-scoped fixture is built once (make test
-# runs --dist loadgroup)
+# one worker runs this module, so its expensive fixture is built once (make test runs
+# --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("analysis_cli")
 
 
-@pytest.fixture(scope="module")
+# session scope, not module: a module fixture is torn down whenever the worker runs another
+# module's test in between, and under xdist that rebuilt it (~220 s) within one run
+@pytest.fixture(scope="session")
 def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("good") / "run"
     done = pubmesh(
@@ -194,3 +196,28 @@ def test_missing_java_is_named_in_one_line(good_run: Path, tmp_path: Path) -> No
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("pubmesh: error: Spark needs Java 17 or newer and none was found")
+
+
+@pytest.mark.parametrize("command", ["analyze", "sweep", "demo"])
+def test_static_without_chromium_is_named_in_one_line(
+    command: str, good_run: Path, tmp_path: Path
+) -> None:
+    """--static draws PNGs in headless Chromium: without one, one line before any work."""
+    target = {
+        "analyze": [str(good_run)],
+        "sweep": [str(ROOT / "scenarios" / "grids" / "paper004_failures.toml")],
+        "demo": [],
+    }[command]
+    done = subprocess.run(
+        [sys.executable, "-m", "pubmesh", command, *target, "--static",
+         "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": str(tmp_path)},  # no browser on PATH, no BROWSER_PATH
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("pubmesh: error: --static draws the charts as PNG in headless Chromium")
+    assert "apt-get install chromium" in line
+    assert not (tmp_path / "o").exists()

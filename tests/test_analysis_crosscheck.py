@@ -122,12 +122,14 @@ def duckdb_run_metrics(run_dir: Path) -> dict[str, Any]:
     return out
 
 
-# one worker runs this module, so its module-scoped fixture is built once (make test
-# runs --dist loadgroup)
+# one worker runs this module, so its expensive fixture is built once (make test runs
+# --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("crosscheck")
 
 
-@pytest.fixture(scope="module")
+# session scope, not module: a module fixture is torn down whenever the worker runs another
+# module's test in between, and under xdist that rebuilt it (~220 s) within one run
+@pytest.fixture(scope="session")
 def analysed(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     base = tmp_path_factory.mktemp("crosscheck")
     dirs = []
@@ -174,9 +176,14 @@ def test_analysis_writes_metrics_summary_and_report(
                   "runs"):  # fmt: skip
         assert list((out / "metrics" / table).glob("*.parquet")), table
     report = (out / "report.html").read_text()
-    assert report.count("data:image/png;base64,") == 5, "latency CDF, reliability, load, "
-    "degree and messages-per-second plots"
-    for caption in ("Latency CDF", "Reliability by publish time", "Per-node load",
-                    "Degree distribution", "Messages per second by type"):  # fmt: skip
+    # the latency CDF, reliability, load, degree and messages-per-second charts, interactive
+    assert report.count('class="plotly-graph-div"') == 5, "five charts"
+    captions = ("Latency CDF", "Reliability of publications by publish time", "Per-node load",
+                "Degree distribution", "Messages per second by type")  # fmt: skip
+    for caption in captions:
         assert caption in report
+    charts = ("latency-cdf", "reliability-by-publish-time", "per-node-load",
+              "degree-distribution-last-snapshot", "messages-per-second-by-type")  # fmt: skip
+    for chart in charts:
+        assert f'id="fig-{chart}"' in report, chart
     assert "history_reliability" in (out / "summary.json").read_text()

@@ -83,12 +83,14 @@ overlay = "warm"
 """
 
 
-# one worker runs this module, so its module-scoped fixture is built once (make test
-# runs --dist loadgroup)
+# one worker runs this module, so its expensive fixture is built once (make test runs
+# --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("compiled")
 
 
-@pytest.fixture(scope="module")
+# session scope, not module: a module fixture is torn down whenever the worker runs another
+# module's test in between, and under xdist that rebuilt it (~220 s) within one run
+@pytest.fixture(scope="session")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("compiled")
     build_compiled.build(out)

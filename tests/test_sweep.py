@@ -3,6 +3,7 @@ analysis, a comparison per grid point, and failed tasks reported while the rest 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,14 @@ fraction = 0.5
 """
 
 
-# one worker runs this module, so its module-scoped fixture is built once (make test
-# runs --dist loadgroup)
+# one worker runs this module, so its expensive fixture is built once (make test runs
+# --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("sweep")
 
 
-@pytest.fixture(scope="module")
+# session scope, not module: a module fixture is torn down whenever the worker runs another
+# module's test in between, and under xdist that rebuilt it (~220 s) within one run
+@pytest.fixture(scope="session")
 def sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     base = tmp_path_factory.mktemp("sweep")
     (base / "probe.toml").write_text(PROBE)
@@ -77,6 +80,28 @@ def test_the_sweep_report_renders_in_a_real_browser(sweep: Any, tmp_path: Path) 
     report = sweep.analysis.sources[0].root.parent / "report.html"
     shown = assert_renders(report, tmp_path / "sweep.png", min_charts=5)
     assert "Failed tasks" in shown.text and "Comparison by grid point" in shown.text
+    # interactive: the Plotly bundle once, and every chart (comparison plots and the runs'
+    # distributions) is a Plotly chart that drew
+    html = report.read_text()
+    assert html.count("<script>") >= 1 and "<figure class='chart'" not in html  # no PNG
+    drawn = {c["label"] for c in shown.charts if c["kind"] == "svg"}
+    assert len(drawn) == len(sweep.figures), (sorted(drawn), sorted(sweep.figures))
+
+
+def test_a_static_report_draws_the_same_charts_as_png(sweep: Any, tmp_path: Path) -> None:
+    """--static: every chart a PNG (Kaleido in headless Chromium), in the page and in
+    figures/ beside it; no JavaScript at all."""
+    report = tmp_path / "report.html"
+    dataclasses.replace(sweep, static=True).write_report(report)
+    html = report.read_text()
+    assert "<script" not in html and "plotly-graph-div" not in html
+    pngs = sorted((tmp_path / "figures").glob("*.png"))
+    assert len(pngs) == len(sweep.figures) == html.count("<figure class='chart'")
+    for png in pngs:
+        data = png.read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5_000, png
+    shown = assert_renders(report, tmp_path / "static.png", min_charts=len(pngs))
+    assert {c["kind"] for c in shown.charts} == {"img"}
 
 
 def test_traces_land_in_one_dataset_partitioned_by_run(sweep: Any) -> None:

@@ -4,7 +4,8 @@ Why Plotly: the Python package carries ``plotly.min.js`` (~4.8 MB), so a report 
 self-contained file that opens offline, with hover (run, seed, value), legend toggling and
 zoom built in, and a PNG download button on every chart (the mode bar's camera) for papers.
 Vega-Lite through Altair would need ``vl-convert`` or three bundles inlined by hand for the
-same. The static PNG plots (:mod:`pubmesh.analysis.plots`) remain for ``--static`` reports.
+same. ``--static`` reports draw these same figures as PNG through Kaleido (plotly's image
+export, which drives a headless Chromium): one look for both, and no second plotting library.
 
 Every function takes small pandas frames Spark has already aggregated and returns a
 :class:`go.Figure`; :func:`div` renders one into the page with a deterministic element id (the
@@ -33,6 +34,9 @@ EXTRA_COLOURS = ["#F0E442", "#000000", "#8C564B", "#7F7F7F", "#BCBD22", "#17BECF
 #: message roles (papers/004 Tables 2-3 in kind): payload, repair (lazy), maintenance
 ROLE_COLOURS = {"payload": "#4477AA", "repair": "#EE6677", "maintenance": "#BBBBBB"}
 FAULT_COLOUR = "crimson"
+#: lines that are not stacks (a sweep's other parameters): Paul Tol's "muted", no pale yellow
+SERIES_COLOURS = ["#332288", "#117733", "#CC6677", "#88CCEE", "#AA4499", "#44AA99", "#999933",
+                  "#882255", "#DDCC77"]  # fmt: skip
 
 CONFIG = {
     "displaylogo": False,
@@ -175,7 +179,7 @@ def latency_cdfs(cdf: Any) -> go.Figure:
     fig.update_yaxes(title="fraction of deliveries", row=1, col=1)
     return _layout(
         fig,
-        "Latency CDF: publish → first delivery (ms, log scale); drag to zoom",
+        "Latency CDF: publish → first delivery (ms, log scale)",
         height=380,
     )
 
@@ -205,15 +209,7 @@ def reliability_over_time(
             )
         )
         shown.add(stack)
-    labelled: set[str] = set()
-    for t, kind in sorted({(float(r["t"]), str(r["kind"])) for _, r in faults.iterrows()}):
-        fig.add_vline(x=t, line={"color": FAULT_COLOUR, "dash": "dash", "width": 1})
-        if kind not in labelled:  # one label per kind of fault, at its first occurrence
-            labelled.add(kind)
-            fig.add_annotation(
-                x=t, y=1.05, text=kind, showarrow=False, xanchor="left",
-                font={"color": FAULT_COLOUR, "size": 11},
-            )  # fmt: skip
+    _mark_faults(fig, faults)
     fig.update_xaxes(title=f"publish time (s, buckets of {bucket_seconds:g} s)")
     fig.update_yaxes(title="reliability", range=[-0.02, 1.08])
     return _layout(fig, title)
@@ -260,3 +256,192 @@ def metric_by_stack(points: Any, metric: str, label: str, title: str) -> go.Figu
     fig.update_xaxes(title="nodes failed before publishing")
     fig.update_yaxes(title=label)
     return _layout(fig, title)
+
+
+# ---------------------------------------------------------------------------------------------
+# The single-run report (`pubmesh analyze`) and the sweep's "every metric against every swept
+# parameter": the same look as the comparison above, one line or bar group per run, coloured
+# by the run's stack (runs of one stack differ by dash).
+# ---------------------------------------------------------------------------------------------
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+#: above this many runs a chart keeps its lines but drops the legend (hover still names them)
+MAX_LEGEND = 12
+
+
+def _run_styles(runs: list[str], stacks: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Per run: its stack's colour, and a dash that tells runs of one stack apart."""
+    styles: dict[str, dict[str, Any]] = {}
+    seen: dict[str, int] = {}
+    for run_id in sorted(runs):
+        stack = stacks.get(run_id, "")
+        index = seen.get(stack, 0)
+        seen[stack] = index + 1
+        styles[run_id] = {
+            "stack": stack,
+            "color": stack_colour(stack),
+            "dash": DASHES[index % len(DASHES)],
+        }
+    return styles
+
+
+def _legend_if_few(fig: go.Figure, entries: int) -> go.Figure:
+    """The legend under the plot (run ids are long; a side legend halves a grid cell's plot),
+    and none above :data:`MAX_LEGEND` entries."""
+    rows = (entries + 1) // 2
+    fig.update_layout(
+        showlegend=0 < entries <= MAX_LEGEND,
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "font": {"size": 11}},
+        height=380 + 18 * rows,
+        margin={"l": 60, "r": 20, "t": 50, "b": 70 + 18 * rows},
+    )
+    return fig
+
+
+def run_latency_cdf(cdf: Any, stacks: dict[str, str]) -> go.Figure:
+    """cdf: run_id, q (0..1), latency (s) — one line per run."""
+    fig = go.Figure()
+    styles = _run_styles(list(cdf["run_id"].unique()), stacks)
+    for run_id, style in styles.items():
+        part = cdf[cdf["run_id"] == run_id].sort_values("q")
+        fig.add_trace(
+            go.Scatter(
+                x=part["latency"] * 1000,
+                y=part["q"],
+                mode="lines",
+                name=run_id,
+                line={"color": style["color"], "dash": style["dash"], "width": 1.6},
+                hovertemplate=(
+                    f"<b>{run_id}</b> ({style['stack']})<br>"
+                    "%{y:.0%} within %{x:.1f} ms<extra></extra>"
+                ),
+            )
+        )
+    fig.update_xaxes(type="log", dtick=1, title="publish → first delivery (ms, log scale)")
+    fig.update_yaxes(title="fraction of deliveries", tickformat=".0%", range=[0, 1.02])
+    return _legend_if_few(_layout(fig, "Latency CDF"), len(styles))
+
+
+def run_reliability(
+    buckets: Any, faults: Any, bucket_seconds: float, stacks: dict[str, str]
+) -> go.Figure:
+    """buckets: run_id, bucket_t, reliability; faults: run_id, t, kind — a step line per run,
+    each fault a dashed vertical line labelled with its kind."""
+    fig = go.Figure()
+    styles = _run_styles(list(buckets["run_id"].unique()), stacks)
+    for run_id, style in styles.items():
+        part = buckets[buckets["run_id"] == run_id].sort_values("bucket_t")
+        fig.add_trace(
+            go.Scatter(
+                x=part["bucket_t"],
+                y=part["reliability"],
+                mode="lines",
+                name=run_id,
+                line={"shape": "hv", "color": style["color"], "dash": style["dash"]},
+                hovertemplate=(
+                    f"<b>{run_id}</b><br>published at %{{x:.0f}} s: "
+                    "reliability %{y:.3f}<extra></extra>"
+                ),
+            )
+        )
+    _mark_faults(fig, faults)
+    fig.update_xaxes(title=f"publish time (s, buckets of {bucket_seconds:g} s)")
+    fig.update_yaxes(title="reliability (delivered / expected)", range=[-0.02, 1.08])
+    title = "Reliability of publications by publish time (faults dashed)"
+    return _legend_if_few(_layout(fig, title), len(styles))
+
+
+def _mark_faults(fig: go.Figure, faults: Any) -> None:
+    labelled: set[str] = set()
+    for t, kind in sorted({(float(r["t"]), str(r["kind"])) for _, r in faults.iterrows()}):
+        fig.add_vline(x=t, line={"color": FAULT_COLOUR, "dash": "dash", "width": 1})
+        if kind not in labelled:  # one label per kind of fault, at its first occurrence
+            labelled.add(kind)
+            fig.add_annotation(
+                x=t, y=1.05, text=kind, showarrow=False, xanchor="left",
+                font={"color": FAULT_COLOUR, "size": 11},
+            )  # fmt: skip
+
+
+def run_histogram(
+    frame: Any, value: str, weight: str, stacks: dict[str, str], *, title: str, xlabel: str
+) -> go.Figure:
+    """frame: run_id, <value>, <weight> (a histogram Spark already counted) — grouped bars,
+    one colour per run's stack."""
+    fig = go.Figure()
+    styles = _run_styles(list(frame["run_id"].unique()), stacks)
+    for run_id, style in styles.items():
+        part = frame[frame["run_id"] == run_id].sort_values(value)
+        fig.add_trace(
+            go.Bar(
+                x=part[value],
+                y=part[weight],
+                name=run_id,
+                marker={"color": style["color"], "opacity": 0.85},
+                hovertemplate=f"<b>{run_id}</b><br>{xlabel}: %{{x}}<br>%{{y}} nodes<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="group", bargap=0.1)
+    fig.update_xaxes(title=xlabel)
+    fig.update_yaxes(title="nodes")
+    return _legend_if_few(_layout(fig, title), len(styles))
+
+
+def messages_per_second(frame: Any) -> go.Figure:
+    """frame: second, type, sent (summed over the runs analysed) — a line per message type."""
+    fig = go.Figure()
+    types = sorted(frame["type"].unique())
+    for index, name in enumerate(types):
+        part = frame[frame["type"] == name].sort_values("second")
+        fig.add_trace(
+            go.Scatter(
+                x=part["second"],
+                y=part["sent"],
+                mode="lines",
+                name=name,
+                line={"width": 1.3, "color": (list(STACK_COLOURS.values()) + EXTRA_COLOURS)[
+                    index % (len(STACK_COLOURS) + len(EXTRA_COLOURS))]},
+                hovertemplate=f"<b>{name}</b><br>second %{{x}}: %{{y:,}} sent<extra></extra>",
+            )
+        )  # fmt: skip
+    fig.update_xaxes(title="time (s)")
+    fig.update_yaxes(title="messages sent per second (all runs)")
+    return _layout(fig, "Messages per second by type")
+
+
+def metric_against(
+    frame: Any, parameter: str, metric: str, series: list[str], categorical: bool
+) -> go.Figure:
+    """frame: <parameter>, <metric>_mean, <metric>_std, runs and the ``series`` columns — one
+    line (mean ± sd over seeds) per combination of the other swept parameters."""
+    fig = go.Figure()
+    groups = list(frame.groupby(series)) if series else [((), frame)]
+    for index, (key, part) in enumerate(groups):
+        part = part.sort_values(parameter)
+        keys = key if isinstance(key, tuple) else (key,)
+        label = ", ".join(f"{s}={k}" for s, k in zip(series, keys, strict=False)) or metric
+        stack = next((str(k) for s, k in zip(series, keys, strict=False) if "stack" in s), None)
+        colour = stack_colour(stack) if stack else SERIES_COLOURS[index % len(SERIES_COLOURS)]
+        x = part[parameter].astype(str) if categorical else part[parameter]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=part[f"{metric}_mean"],
+                error_y={"type": "data", "array": part[f"{metric}_std"].fillna(0)},
+                mode="lines+markers",
+                name=label,
+                line={"color": colour, "width": 1.6},
+                customdata=part[["runs"]].to_numpy() if "runs" in part else None,
+                hovertemplate=(
+                    f"<b>{label}</b><br>{parameter} = %{{x}}<br>{metric} %{{y:.4g}}"
+                    + ("<br>mean of %{customdata[0]} runs" if "runs" in part else "")
+                    + "<extra></extra>"
+                ),
+            )
+        )
+    values = frame[parameter]
+    if not categorical and len(values) and values.min() > 0 and values.max() >= 50 * values.min():
+        fig.update_xaxes(type="log")  # sizes 100 … 10,000: equal steps for equal ratios
+    fig.update_xaxes(title=parameter)
+    fig.update_yaxes(title=metric)
+    title = f"{metric} against {parameter} (mean ± sd over seeds)"
+    return _legend_if_few(_layout(fig, title, height=320), len(groups))

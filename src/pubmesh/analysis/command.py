@@ -14,6 +14,10 @@ MASTER_HELP = (
     "Spark master URL (default: $PUBMESH_SPARK_MASTER, else local[*], Spark embedded in this "
     "process; e.g. spark://host:7077 for a cluster)"
 )
+STATIC_HELP = (
+    "PNG charts instead of interactive ones (drawn in headless Chromium; also written to "
+    "OUT/figures/ for papers): no JavaScript, a smaller file"
+)
 
 
 def _console() -> Any:
@@ -31,19 +35,28 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     roots = [Path(p) for p in args.run_dir]
     for root in roots:  # fail on a bad trace before paying for the JVM
         inspect(root)
+    _check_static(args)
     out = Path(args.out) if args.out else _default_out(roots)
     console = _console()
     started = time.perf_counter()
     with console.status("starting Spark and analysing…", spinner="dots") as status:
         spark = get_session(args.master)
         status.update(f"analysing {len(roots)} trace(s) on Spark ({spark.sparkContext.master})…")
-        analysis = analyze(spark, roots, out)
+        analysis = analyze(spark, roots, out, static=args.static)
     print_runs(analysis.rows, f"pubmesh analyze ({len(analysis.rows)} runs)", console)
     console.print(
         f"metrics: [bold]{out / 'metrics'}[/]  summary: {out / 'summary.json'}  "
         f"report: [bold]{out / 'report.html'}[/]  ({time.perf_counter() - started:.1f} s)"
     )
     return 0
+
+
+def _check_static(args: argparse.Namespace) -> None:
+    """--static needs Chromium: say so before the simulations and the JVM, not after."""
+    if args.static:
+        from pubmesh.analysis.report import chromium_path
+
+        chromium_path()
 
 
 def _default_out(roots: list[Path]) -> Path:
@@ -60,6 +73,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
     grid = load_grid(args.grid, seeds=seeds)
+    _check_static(args)
     out = Path(args.out) if args.out else Path("out") / "sweeps" / Path(args.grid).stem
     console = _console()
     console.print(
@@ -69,7 +83,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     for line in grid.warnings:  # a swept parameter that changes nothing (still run: say so)
         console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
     spark = get_session(args.master)
-    sweep = run_sweep(spark, grid, out, progress=not args.quiet, console=console)
+    sweep = run_sweep(
+        spark, grid, out, progress=not args.quiet, console=console, static=args.static
+    )
     print_comparison(sweep, console, f"pubmesh sweep {grid.path.name}: mean ± sd over seeds")
     console.print(
         f"traces: {out / 'traces'}  metrics: {out / 'metrics'}  "
@@ -83,10 +99,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from pubmesh.analysis.spark import get_session
 
     out = Path(args.out)
+    _check_static(args)
     console = _console()
     started = time.perf_counter()
     spark = get_session(args.master)
-    run_demo(spark, out, quick=args.quick, progress=not args.quiet, console=console)
+    run_demo(
+        spark, out, quick=args.quick, progress=not args.quiet, console=console,
+        static=args.static,
+    )  # fmt: skip
     console.print(
         f"report: [bold]{out / 'report.html'}[/]  grid: {out / 'grid.toml'}  "
         f"({time.perf_counter() - started:.0f} s)"
@@ -106,7 +126,10 @@ def register(sub: Any) -> None:
             "(messages by type and layer, control overhead, load, deliveries) and per run\n"
             "(reliability, history_reliability, order_violations, load max/mean/Gini, degree,\n"
             "diameter, convergence_time, supervisor_messages, config_requests).\n\n"
-            "Writes OUT/metrics/*.parquet, OUT/summary.json and OUT/report.html (plots inlined)."
+            "Writes OUT/metrics/*.parquet, OUT/summary.json and OUT/report.html: one file that\n"
+            "opens offline, with interactive charts (hover for run and value, click a legend\n"
+            "entry to hide a run, drag to zoom, the camera icon saves a PNG). --static draws\n"
+            "the same charts as PNG (in headless Chromium) into the page and OUT/figures/."
         ),
         epilog=(
             "examples:\n"
@@ -114,12 +137,14 @@ def register(sub: Any) -> None:
             "  pubmesh analyze runs/p50                      # -> runs/p50/analysis/report.html\n"
             "  pubmesh analyze runs/a runs/b --out out/ab    # several runs, one report\n"
             "  pubmesh analyze runs/p50 --master spark://head:7077\n"
+            "  pubmesh analyze runs/p50 --static             # PNG charts for a paper\n"
         ),
         formatter_class=formatter,
     )
     analyze.add_argument("run_dir", nargs="+", help="run directories or sweep datasets")
     analyze.add_argument("--out", help="output directory (default RUN_DIR/analysis)")
     analyze.add_argument("--master", help=MASTER_HELP)
+    analyze.add_argument("--static", action="store_true", help=STATIC_HELP)
     analyze.set_defaults(func=_cmd_analyze)
 
     sweep = sub.add_parser(
@@ -153,6 +178,7 @@ def register(sub: Any) -> None:
     sweep.add_argument("--seeds", help="comma-separated seeds, overriding the grid's")
     sweep.add_argument("--master", help=MASTER_HELP)
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    sweep.add_argument("--static", action="store_true", help=STATIC_HELP)
     sweep.set_defaults(func=_cmd_sweep)
 
     demo = sub.add_parser(
@@ -173,6 +199,7 @@ def register(sub: Any) -> None:
     demo.add_argument("--quick", action="store_true", help="one seed instead of three")
     demo.add_argument("--master", help=MASTER_HELP)
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
+    demo.add_argument("--static", action="store_true", help=STATIC_HELP)
     demo.set_defaults(func=_cmd_demo)
 
 

@@ -20,7 +20,7 @@ import html
 from typing import Any
 
 from pubmesh.analysis import charts
-from pubmesh.analysis.report import html_table
+from pubmesh.analysis.report import Chart, Section, html_table
 
 #: The failed fraction the headline sentence is about (issue 15: "under 50% failures").
 HEADLINE_FRACTION = 0.5
@@ -132,8 +132,8 @@ def _cost(row: Any) -> str:
     return f" at {' and '.join(parts)} per delivery" if parts else ""
 
 
-def figures(sweep: Any, meta: Any, table: Any) -> list[tuple[str, str]]:
-    """(caption, chart HTML) in reading order."""
+def figures(sweep: Any, meta: Any, table: Any) -> list[Chart]:
+    """The comparison's charts in reading order."""
     import pandas as pd
 
     data = sweep.analysis.data
@@ -176,7 +176,7 @@ def figures(sweep: Any, meta: Any, table: Any) -> list[tuple[str, str]]:
                 "Convergence of the self-stabilizing stacks (mean ± sd over seeds)",
             ),
         ))  # fmt: skip
-    return [(name, charts.div(fig, f"compare-{name}")) for name, fig in out]
+    return [Chart(f"compare-{name}", fig, name) for name, fig in out]
 
 
 def _one_run_per_stack(meta: Any, fraction: float) -> Any:
@@ -184,22 +184,27 @@ def _one_run_per_stack(meta: Any, fraction: float) -> Any:
     return at.groupby("stack").head(1)[["run_id", "stack", "seed"]]
 
 
-def section(sweep: Any, paper_rows: list[dict[str, Any]]) -> tuple[str, str]:
-    """The report's first section: (heading, HTML)."""
+def section(sweep: Any, paper_rows: list[dict[str, Any]]) -> Section:
+    """The report's first section: (heading, HTML and charts)."""
     meta = run_meta(sweep)
     table = points(sweep, meta, paper_rows)
     shown = table.assign(failed=[f"{f:.0%}" for f in table["fraction"]]).to_dict("records")
-    parts = [
+    parts: list[str | Chart] = [
         headline(table),
         "<div class='charts'>",
-        *(chart for _, chart in figures(sweep, meta, table)),
+        *figures(sweep, meta, table),
         "</div>",
         "<h3>Per stack and failed fraction (mean over seeds)</h3>",
         html_table(shown, HEADLINE_COLUMNS, first="stack"),
         "<p class='note'>control msgs / delivery: repair and maintenance messages (the stack's "
         "spec gives each message its role) per delivered publication; RMR and LDH as in "
-        "papers/004 §4; latency from publish to first delivery. Hover a chart for run, seed "
-        "and value; click a legend entry to hide a stack; drag to zoom; the camera icon saves "
-        "a PNG.</p>",
+        "papers/004 §4; latency from publish to first delivery."
+        + (
+            ""
+            if sweep.static
+            else " Hover a chart for run, seed and value; click a legend entry to hide a "
+            "stack; drag to zoom; the camera icon saves a PNG."
+        )
+        + "</p>",
     ]
-    return "Which stack delivers what, at what cost, under how much failure?", "".join(parts)
+    return "Which stack delivers what, at what cost, under how much failure?", parts

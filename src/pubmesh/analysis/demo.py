@@ -214,7 +214,13 @@ def paper_table_html(rows: list[dict[str, Any]]) -> str:
 
 
 def run_demo(
-    spark: Any, out: Path, *, quick: bool, progress: bool, console: Console
+    spark: Any,
+    out: Path,
+    *,
+    quick: bool,
+    progress: bool,
+    console: Console,
+    static: bool = False,
 ) -> list[dict[str, Any]]:
     seeds = [1] if quick else [1, 2, 3]
     grid = load_grid(write_grid(out, seeds))
@@ -225,6 +231,8 @@ def run_demo(
         progress=progress,
         console=console,
         title="pubmesh demo: every stack × 0/10/50/85% of the nodes failed",
+        static=static,
+        report=False,
     )
     rows = paper_table(spark, sweep)
     sweep.write_report(

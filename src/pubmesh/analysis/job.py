@@ -10,9 +10,9 @@ The job reads one or many run directories (or sweep datasets), computes the metr
 ``summary.json``
     the per-run metrics as JSON, for scripts and CI.
 ``report.html``
-    self-contained (PNG plots inlined): the run table, latency CDF, reliability by publish
-    time with the faults marked, per-node load and degree distributions, messages per second
-    by type.
+    one self-contained file (the Plotly bundle inlined; ``--static``: PNG charts, also in
+    ``figures/``): the run table, latency CDF, reliability by publish time with the faults
+    marked, per-node load and degree distributions, messages per second by type.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pubmesh.analysis import metrics, plots
+from pubmesh.analysis import charts, metrics
 from pubmesh.analysis.load import TraceSource, inspect, load
 from pubmesh.analysis.metrics import Trace
 from pubmesh.errors import TraceError
@@ -186,11 +187,14 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     """The small frames every plot is drawn from (pandas, aggregated by Spark): ``cdf``
     (run_id, q, latency), ``buckets`` (run_id, bucket_t, reliability) with
     ``bucket_seconds``, ``faults`` (run_id, t, kind), ``load`` (run_id, load_bin, count) with
-    ``load_width``, ``degrees`` (run_id, degree, count) and ``per_second`` (second, type,
-    sent). A frame the trace has no data for is absent."""
+    ``load_width``, ``degrees`` (run_id, degree, count), ``per_second`` (second, type,
+    sent) and ``stacks`` (run_id → stack, for the colours). A frame the trace has no data
+    for is absent."""
     import pandas as pd
 
-    data: dict[str, Any] = {}
+    data: dict[str, Any] = {
+        "stacks": {r["run_id"]: r["stack"] for r in trace.runs.select("run_id", "stack").collect()}
+    }
     cdf = result.first.groupBy("run_id").agg(F.percentile("latency", CDF_POINTS).alias("qs"))
     cdf_rows = [
         (r["run_id"], q, v)
@@ -244,27 +248,30 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     return data
 
 
-def make_plots(data: dict[str, Any]) -> dict[str, bytes]:
-    """The report's PNG plots, from :func:`plot_data`'s frames."""
-    figures: dict[str, bytes] = {}
+def make_plots(data: dict[str, Any]) -> dict[str, go.Figure]:
+    """The report's charts (captioned Plotly figures), from :func:`plot_data`'s frames."""
+    stacks = data.get("stacks", {})
+    figures: dict[str, go.Figure] = {}
     if "cdf" in data:
-        figures["Latency CDF"] = plots.latency_cdf(data["cdf"])
+        figures["Latency CDF"] = charts.run_latency_cdf(data["cdf"], stacks)
     if "buckets" in data:
-        figures["Reliability by publish time"] = plots.reliability_over_time(
-            data["buckets"], data["faults"], data["bucket_seconds"]
+        figures["Reliability by publish time"] = charts.run_reliability(
+            data["buckets"], data["faults"], data["bucket_seconds"], stacks
         )
     if "load" in data:
-        figures["Per-node load"] = plots.histogram(
-            data["load"], "load_bin", "count", "Per-node load (messages in + out)",
-            f"messages (bins of {data['load_width']:g})",
+        figures["Per-node load"] = charts.run_histogram(
+            data["load"], "load_bin", "count", stacks,
+            title="Per-node load (messages in + out)",
+            xlabel=f"messages in + out (bins of {data['load_width']:g})",
         )  # fmt: skip
     if "degrees" in data:
-        figures["Degree distribution (last snapshot)"] = plots.histogram(
-            data["degrees"], "degree", "count", "Degree distribution at the last snapshot",
-            "degree (overlay neighbours per node and topic)",
+        figures["Degree distribution (last snapshot)"] = charts.run_histogram(
+            data["degrees"], "degree", "count", stacks,
+            title="Degree distribution at the last snapshot",
+            xlabel="degree (overlay neighbours per node and topic)",
         )  # fmt: skip
     if "per_second" in data:
-        figures["Messages per second by type"] = plots.messages_per_second(data["per_second"])
+        figures["Messages per second by type"] = charts.messages_per_second(data["per_second"])
     return figures
 
 
@@ -279,7 +286,7 @@ class Analysis:
     trace: Trace
     metrics: Metrics
     rows: list[dict[str, Any]]
-    figures: dict[str, bytes]
+    figures: dict[str, go.Figure]
     #: the frames the figures were drawn from (:func:`plot_data`)
     data: dict[str, Any]
     #: report sections about the data itself (:func:`counts_note`)
@@ -293,10 +300,11 @@ def analyze(
     *,
     title: str | None = None,
     report: bool = True,
+    static: bool = False,
 ) -> Analysis:
     """Check, load, compute and write ``metrics/`` and ``summary.json`` (and ``report.html``
-    unless ``report`` is false: a sweep adds its comparison first)."""
-    from pubmesh.analysis.report import write_report
+    unless ``report`` is false: a sweep adds its comparison first; ``static``: PNG charts)."""
+    from pubmesh.analysis.report import charts_of, write_report
 
     sources: list[TraceSource] = [inspect(root) for root in roots]
     trace = load(spark, sources)
@@ -321,8 +329,9 @@ def analyze(
             out / "report.html",
             title or "pubmesh analyze: " + ", ".join(str(s.root) for s in sources),
             rows,
-            figures,
+            charts_of(figures),
             notes,
+            static=static,
         )
     return Analysis(sources, trace, result, rows, figures, data, notes)
 

@@ -1,18 +1,33 @@
-"""Reports: a self-contained ``report.html`` (plots inlined as PNG) and rich tables."""
+"""Reports: a self-contained ``report.html`` and rich tables.
+
+A report is one HTML file that opens offline. Its charts are Plotly figures
+(:mod:`pubmesh.analysis.charts`) with the Plotly bundle inlined once: hover, legend toggling,
+zoom, and a PNG download on every chart. ``--static`` reports draw the same figures as PNG
+images instead (rendered by Kaleido in headless Chromium, embedded in the page and written to
+``figures/`` next to it, for papers): no JavaScript, a smaller file, the same look.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
 import math
+import os
+import re
+import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from pubmesh import __version__
+from pubmesh.errors import UserError
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 #: The run table's columns: (metric, heading, format).
 RUN_TABLE: list[tuple[str, str, str]] = [
@@ -118,8 +133,7 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
 table { border-collapse: collapse; font-size: 0.8em; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 3px 6px; text-align: right; }
 thead th { background: #f2f2f2; } tbody th { text-align: left; font-weight: normal; }
-.plots { display: flex; flex-wrap: wrap; gap: 12px; }
-figure { margin: 0; } figcaption { font-size: 0.85em; color: #555; }
+figure { margin: 0; } figure img { max-width: 100%; }
 p.note { font-size: 0.85em; color: #555; }
 p.headline { font-size: 1.1em; line-height: 1.5; max-width: 60em; }
 .scroll { overflow-x: auto; max-width: 100%; }
@@ -128,22 +142,137 @@ p.headline { font-size: 1.1em; line-height: 1.5; max-width: 60em; }
 details > summary { cursor: pointer; font-size: 1.15em; font-weight: bold; margin: 1.2em 0 0.4em; }
 """
 
+# A chart drawn while its <details> was closed has no width; size it when it opens.
+RESIZE_ON_OPEN = """<script>
+document.querySelectorAll("details").forEach(function (d) {
+  d.addEventListener("toggle", function () {
+    if (d.open && window.Plotly) {
+      d.querySelectorAll(".plotly-graph-div").forEach(function (g) { Plotly.Plots.resize(g); });
+    }
+  });
+});
+</script>"""
+
+HOW_TO_READ = (
+    "<p class='note'>Hover a chart for run and value; click a legend entry to hide it "
+    "(double-click to show it alone); drag to zoom, double-click to zoom out; the camera icon "
+    "saves a PNG.</p>"
+)
+
 #: Above this many runs the run table starts collapsed (a sweep's or the demo's).
 COLLAPSE_RUNS_ABOVE = 6
+#: PNG size of a --static chart: CSS pixels, drawn at twice the resolution for print
+STATIC_WIDTH, STATIC_SCALE = 760, 2
+CHROMIUM = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart of a report: a Plotly figure, placed under a deterministic element id."""
+
+    element_id: str
+    figure: go.Figure
+    caption: str = ""
+
+
+#: A report section: (heading, content), the content HTML or HTML interleaved with charts.
+Section = tuple[str, "str | Sequence[str | Chart]"]
+
+
+def chart_id(caption: str, prefix: str = "fig") -> str:
+    """A stable element id (and PNG file name) from a caption: "fig-latency-cdf"."""
+    return f"{prefix}-" + (re.sub(r"[^a-z0-9]+", "-", caption.lower()).strip("-") or "chart")
+
+
+def charts_of(figures: dict[str, go.Figure], prefix: str = "fig") -> list[Chart]:
+    """Captioned figures as charts with unique ids (two captions may slug alike)."""
+    out: list[Chart] = []
+    used: set[str] = set()
+    for caption, figure in figures.items():
+        base = element_id = chart_id(caption, prefix)
+        index = 2
+        while element_id in used:
+            element_id, index = f"{base}-{index}", index + 1
+        used.add(element_id)
+        out.append(Chart(element_id, figure, caption))
+    return out
+
+
+def chromium_path() -> str:
+    """The browser Kaleido draws static charts with, or one line saying how to get one."""
+    given = os.environ.get("BROWSER_PATH")
+    if given and Path(given).exists():
+        return given
+    for name in CHROMIUM:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise UserError(
+        "--static draws the charts as PNG in headless Chromium and none was found on PATH; "
+        "install it (Debian: apt-get install chromium, or `make chromium`) or drop --static"
+    )
+
+
+def render_static(charts: Sequence[Chart], directory: Path) -> dict[str, bytes]:
+    """Every chart as PNG bytes, rendered in one Chromium session and written to
+    ``directory/<element id>.png``."""
+    if not charts:
+        return {}
+    import plotly.io as pio
+
+    os.environ["BROWSER_PATH"] = chromium_path()  # what Kaleido's browser finder reads
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / f"{chart.element_id}.png" for chart in charts]
+    figures = [chart.figure for chart in charts]
+    try:
+        pio.write_images(figures, paths, format="png", width=STATIC_WIDTH, scale=STATIC_SCALE)
+    except Exception as error:  # Kaleido or Chromium failed: one line, not a traceback
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise UserError(f"--static: Chromium could not draw the charts ({first})") from None
+    return {chart.element_id: path.read_bytes() for chart, path in zip(charts, paths, strict=True)}
+
+
+def _charts_in(sections: Sequence[Section]) -> list[Chart]:
+    return [
+        part
+        for _, content in sections
+        if not isinstance(content, str)
+        for part in content
+        if isinstance(part, Chart)
+    ]
+
+
+def _place(chart: Chart, pngs: dict[str, bytes] | None) -> str:
+    if pngs is None:
+        from pubmesh.analysis.charts import div
+
+        return div(chart.figure, chart.element_id)
+    data = base64.b64encode(pngs[chart.element_id]).decode("ascii")
+    alt = html.escape(chart.caption or chart.element_id)
+    return (
+        f"<figure class='chart' id='{chart.element_id}'><img alt='{alt}' "
+        f"src='data:image/png;base64,{data}'></figure>"
+    )
 
 
 def write_report(
     path: Path,
     title: str,
     rows: Sequence[dict[str, Any]],
-    figures: dict[str, bytes],
-    sections: Sequence[tuple[str, str]] = (),
+    figures: Sequence[Chart],
+    sections: Sequence[Section] = (),
+    *,
+    static: bool = False,
 ) -> None:
-    """Write a self-contained HTML report: ``sections`` (heading, HTML) first, then the run
-    table and the plots."""
-    interactive = any("plotly-graph-div" in content for _, content in sections)
+    """Write a self-contained HTML report: ``sections`` (heading, content) first, then the run
+    table and ``figures``. Interactive unless ``static`` (PNG charts, also written to
+    ``figures/`` beside the report). When the sections have charts of their own (the demo's
+    comparison), the figures below them start collapsed: the charts above answer first."""
+    leading = _charts_in(sections)
+    everything = [*leading, *figures]
+    pngs = render_static(everything, path.parent / "figures") if static else None
     script = ""
-    if interactive:  # the Plotly bundle once, inlined: the file opens offline
+    if everything and not static:  # the Plotly bundle once, inlined: the file opens offline
         from pubmesh.analysis.charts import plotly_js
 
         script = f"<script>{plotly_js()}</script>"
@@ -156,7 +285,10 @@ def write_report(
         "subscriber's life cover the publish time to the end of the run).</p>",
     ]
     for heading, content in sections:
-        parts.append(f"<h2>{html.escape(heading)}</h2>{content}")
+        body = content if isinstance(content, str) else "".join(
+            part if isinstance(part, str) else _place(part, pngs) for part in content
+        )  # fmt: skip
+        parts.append(f"<h2>{html.escape(heading)}</h2>{body}")
     ordered = sorted(rows, key=lambda r: (str(r.get("stack")), r.get("nodes") or 0,
                                           r.get("seed") or 0, str(r.get("run_id"))))  # fmt: skip
     runs = html_table(ordered, present_columns(ordered))
@@ -165,20 +297,22 @@ def write_report(
     else:
         parts.append(f"<h2>Runs</h2>{runs}")
     if figures:
-        if interactive:  # the charts above answer first; the rest on request
+        grid = "<div class='charts'>" + "".join(_place(c, pngs) for c in figures) + "</div>"
+        if not static:
+            grid = HOW_TO_READ + grid
+        if leading:
             parts.append(
                 f"<details><summary>All plots ({len(figures)}: every metric against every "
-                "swept parameter, and the runs' distributions)</summary>"
+                f"swept parameter, and the runs' distributions)</summary>{grid}</details>"
             )
         else:
-            parts.append("<h2>Plots</h2>")
-        parts.append("<div class='plots'>")
-        for caption, png in figures.items():
-            data = base64.b64encode(png).decode("ascii")
-            parts.append(
-                f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
-                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-            )
-        parts.append("</div></details>" if interactive else "</div>")
+            parts.append(f"<h2>Plots</h2>{grid}")
+    if not static:
+        parts.append(RESIZE_ON_OPEN)
+    if static:
+        parts.append(
+            "<p class='note'>Static report: every chart is also a PNG in <code>figures/</code> "
+            "beside this file.</p>"
+        )
     parts.append("</body></html>\n")
     path.write_text("".join(parts), encoding="utf-8")

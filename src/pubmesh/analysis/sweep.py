@@ -416,13 +416,13 @@ def _numeric(values: Any) -> Any:
     return numbers.astype(float)
 
 
-def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, bytes]:
+def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, Any]:
     """Each compared metric against each swept parameter, one line per combination of the
-    other swept parameters."""
-    from pubmesh.analysis import plots
+    other swept parameters (captioned Plotly figures)."""
+    from pubmesh.analysis import charts
 
     frame = table.toPandas()
-    figures: dict[str, bytes] = {}
+    figures: dict[str, Any] = {}
     swept = [k for k in grid.parameters if len({str(p.get(k)) for p in grid.points}) > 1]
     for parameter in swept:
         column = column_name(parameter)
@@ -437,7 +437,7 @@ def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, by
         categorical = data[column].dtype == object
         data = data.rename(columns={column: parameter})
         for metric in present:
-            figures[f"{metric} against {parameter}"] = plots.metric_against(
+            figures[f"{metric} against {parameter}"] = charts.metric_against(
                 data, parameter, metric, others, categorical
             )
     return figures
@@ -451,17 +451,19 @@ class SweepResult:
     comparison: list[dict[str, Any]]
     present: list[str]
     analysis: Any
-    figures: dict[str, bytes]
-    sections: list[tuple[str, str]]
+    #: captioned Plotly figures
+    figures: dict[str, Any]
+    sections: list[Any]
     title: str
+    static: bool = False
 
-    def write_report(self, path: Path, leading: list[tuple[str, str]] | None = None) -> None:
+    def write_report(self, path: Path, leading: list[Any] | None = None) -> None:
         """``report.html``: ``leading`` sections, the grid comparison, failures, the runs and
-        every plot."""
-        from pubmesh.analysis.report import write_report
+        every plot (PNG charts when the sweep is ``static``)."""
+        from pubmesh.analysis.report import charts_of, write_report
 
-        write_report(path, self.title, self.analysis.rows, self.figures,
-                     [*(leading or []), *self.sections])  # fmt: skip
+        write_report(path, self.title, self.analysis.rows, charts_of(self.figures),
+                     [*(leading or []), *self.sections], static=self.static)  # fmt: skip
 
 
 def run_sweep(
@@ -472,9 +474,12 @@ def run_sweep(
     progress: bool = True,
     console: Any = None,
     title: str | None = None,
+    static: bool = False,
+    report: bool = True,
 ) -> SweepResult:
     """Simulate every task, analyse all runs in one Spark job, compare the grid points and
-    write ``OUT/report.html`` (comparison first, then the runs)."""
+    write ``OUT/report.html`` (comparison first, then the runs; PNG charts if ``static``;
+    none if not ``report``: the demo writes its own)."""
     from rich.console import Console
 
     from pubmesh.analysis.job import analyze
@@ -537,9 +542,10 @@ def run_sweep(
     )
     result = SweepResult(
         grid, results, failures, comparison, present, analysis, figures, extra,
-        title or f"pubmesh sweep: {grid.path.name}",
+        title or f"pubmesh sweep: {grid.path.name}", static,
     )  # fmt: skip
-    result.write_report(out / "report.html")
+    if report:
+        result.write_report(out / "report.html")
     return result
 
 
