@@ -2,8 +2,10 @@
 
 The planner lives in :mod:`pubmesh.workload` and both runtimes consume its
 :class:`~pubmesh.workload.WorkloadPlan`; this module keeps the names ``pubmesh cluster`` has
-always imported from here. The cluster runs fault kinds crash and leave only, so :func:`plan`
-refuses a scenario with any other kind (one line naming the fault) before the cluster starts.
+always imported from here. The cluster runs fault kinds crash and leave, and across network
+namespaces (``--netns``) partition and heal; :func:`plan` refuses a scenario with any other
+kind, or a partition that would split a namespace (one line naming the fault) before the
+cluster starts.
 
 What the cluster reads of the plan: ``nodes``, ``roles``, ``contacts``, ``starts``,
 ``topics``, ``subscribe_at``, ``subscribe_time(node)``, ``publications`` (``t``, ``pub_id``,
@@ -15,11 +17,21 @@ from __future__ import annotations
 
 from pubmesh.errors import ScenarioError
 from pubmesh.sim.scenario import Scenario
-from pubmesh.workload import FaultEvent, Publication, Unsubscription, WorkloadPlan
+from pubmesh.workload import (
+    FaultEvent,
+    Heal,
+    Partition,
+    Publication,
+    Unsubscription,
+    WorkloadPlan,
+)
 from pubmesh.workload import plan as plan_workload
 
 __all__ = [
+    "NETNS_FAULTS",
     "SUPPORTED_FAULTS",
+    "Heal",
+    "Partition",
     "PlannedFault",
     "PlannedPublication",
     "PlannedUnsubscribe",
@@ -28,6 +40,8 @@ __all__ = [
 ]
 
 SUPPORTED_FAULTS = ("crash", "leave")
+#: fault kinds a cluster runs across network namespaces only (``--netns``)
+NETNS_FAULTS = ("partition", "heal")
 
 #: the names the cluster knew these types by
 PlannedPublication = Publication
@@ -35,13 +49,48 @@ PlannedFault = FaultEvent
 PlannedUnsubscribe = Unsubscription
 
 
-def plan(scenario: Scenario) -> WorkloadPlan:
+def plan(scenario: Scenario, *, netns: int = 0) -> WorkloadPlan:
     """The workload of ``scenario`` (:func:`pubmesh.workload.plan`), for fault kinds the
-    network runtime supports."""
+    network runtime supports: crash and leave, and with ``netns`` namespaces (``--netns``) partition
+    and heal, whose groups must keep every namespace whole (its links are what is cut)."""
+    kinds = (*SUPPORTED_FAULTS, *NETNS_FAULTS) if netns else SUPPORTED_FAULTS
     for index, fault in enumerate(scenario.faults):
-        if fault.kind not in SUPPORTED_FAULTS:
+        if fault.kind in NETNS_FAULTS and not netns:
+            raise ScenarioError(
+                f"{scenario.source}: [[faults]] #{index + 1} kind: a {fault.kind} cuts real "
+                "links between network namespaces; run the cluster with --netns K (root)"
+            )
+        if fault.kind not in kinds:
             raise ScenarioError(
                 f"{scenario.source}: [[faults]] #{index + 1} kind: {fault.kind!r} is not "
-                f"supported by the network runtime (kinds: {', '.join(SUPPORTED_FAULTS)})"
+                f"supported by the network runtime (kinds: {', '.join(kinds)})"
             )
-    return plan_workload(scenario)
+    workload = plan_workload(scenario)
+    if netns:
+        from pubmesh.net.cluster.netns import namespace_of
+
+        for event in workload.faults:
+            if not isinstance(event, Partition):
+                continue
+            for group in event.groups:
+                sides = {namespace_of(node, netns, scenario.run.nodes) for node in group}
+                for other in event.groups:
+                    if other is group:
+                        continue
+                    shared = sides & {namespace_of(n, netns, scenario.run.nodes) for n in other}
+                    if shared:
+                        k = min(shared)
+                        raise ScenarioError(
+                            f"{scenario.source}: [[faults]] #{event.index + 1}: the partition "
+                            f"splits namespace {k} (with --netns {netns} it holds nodes "
+                            f"{_span(k, netns, scenario.run.nodes)}); give groups = [[ids], …] "
+                            "that keep each namespace's nodes together"
+                        )
+    return workload
+
+
+def _span(namespace: int, count: int, nodes: int) -> str:
+    from pubmesh.net.cluster.netns import namespace_of
+
+    members = [n for n in range(nodes) if namespace_of(n, count, nodes) == namespace]
+    return f"{members[0]}..{members[-1]}" if members else "none"

@@ -49,8 +49,11 @@ from pubmesh.net import control
 from pubmesh.net.address import format_id
 from pubmesh.net.cluster.children import GRACE_SECONDS, Child, ChildState, child_env, terminate
 from pubmesh.net.cluster.children import wait_exit as _wait_exit
+from pubmesh.net.cluster.netns import NetnsLayout, remove_leftovers
 from pubmesh.net.cluster.options import ClusterConfig
 from pubmesh.net.workload import (
+    Heal,
+    Partition,
     PlannedFault,
     PlannedPublication,
     PlannedUnsubscribe,
@@ -140,6 +143,37 @@ class LeaveAt:
 
 
 @dataclass(frozen=True)
+class CutAt:
+    """A planned partition (``--netns`` only): cut the links between these namespace groups
+    (:meth:`.netns.NetnsLayout.partition`); ``sizes`` are the node groups' sizes, as the
+    simulator traces them."""
+
+    ORDER: ClassVar[int] = 3
+    KIND: ClassVar[str] = "partition"
+    t: float
+    index: int
+    groups: tuple[tuple[int, ...], ...]
+
+    @property
+    def seq(self) -> int:
+        return self.index
+
+
+@dataclass(frozen=True)
+class HealAt:
+    """A planned heal: every namespace link restored."""
+
+    ORDER: ClassVar[int] = 3
+    KIND: ClassVar[str] = "heal"
+    t: float
+    index: int
+
+    @property
+    def seq(self) -> int:
+        return self.index
+
+
+@dataclass(frozen=True)
 class SubscribeNode:
     """Subscribe node ``node`` to its planned topics (``subscribe_at`` after its start)."""
 
@@ -164,7 +198,10 @@ class StopAll:
         return 0
 
 
-TimelineEvent = StartNode | SubscribeNode | PublishAt | UnsubscribeAt | KillAt | LeaveAt | StopAll
+TimelineEvent = (
+    StartNode | SubscribeNode | PublishAt | UnsubscribeAt | KillAt | LeaveAt | CutAt | HealAt
+    | StopAll
+)  # fmt: skip
 
 
 def timeline(plan: WorkloadPlan, duration: float) -> list[TimelineEvent]:
@@ -182,6 +219,10 @@ def timeline(plan: WorkloadPlan, duration: float) -> list[TimelineEvent]:
             events.append(KillAt(fault.t, i, tuple(fault.nodes)))
         elif isinstance(fault, PlannedFault) and fault.kind == LeaveAt.KIND:
             events.append(LeaveAt(fault.t, i, tuple(fault.nodes)))
+        elif isinstance(fault, Partition):
+            events.append(CutAt(fault.t, i, fault.groups))
+        elif isinstance(fault, Heal):
+            events.append(HealAt(fault.t, i))
         else:  # plan() refuses the other kinds
             raise ValueError(f"fault {fault!r} has no timeline event in the network runtime")
     events.sort(key=lambda e: (e.t, e.ORDER, e.seq))
@@ -213,6 +254,8 @@ class Cluster:
         self.id_map: dict[int, int] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.summary: dict[str, Any] = {}
+        #: ``--netns K``: where the nodes run (None: all on 127.0.0.1)
+        self.layout: NetnsLayout | None = None
 
     @property
     def unexpected_exits(self) -> list[int]:
@@ -252,6 +295,8 @@ class Cluster:
         live = None
         interrupted = False
         try:
+            if self.config.netns:
+                self._make_namespaces()
             await self._launch()
             if not self.config.quiet and sys.stdout.isatty():
                 live = start_live_table(self)
@@ -265,6 +310,8 @@ class Cluster:
                 with contextlib.suppress(asyncio.CancelledError):
                     await live
             await terminate(self.children)
+            if self.layout is not None:
+                self.layout.remove()
         if interrupted:
             self.summary["interrupted"] = True
             if self.t0_wall:
@@ -291,16 +338,28 @@ class Cluster:
         self.partial.mkdir(parents=True)
 
     # ------------------------------------------------------------------ launching
+    def _make_namespaces(self) -> None:
+        """``--netns K``: the namespaces, links and addresses (see :mod:`.netns`), after
+        removing what a killed controller left behind."""
+        removed = remove_leftovers()
+        if removed:
+            self._say(f"removed {len(removed)} network namespaces left by a killed cluster")
+        self.layout = NetnsLayout.plan(self.config.netns, self.scenario.run.nodes)
+        self.layout.create()
+
     def _command(self, index: int) -> list[str]:
         role = self.plan.roles.get(index, "peer")
+        host = "127.0.0.1" if self.layout is None else self.layout.address(index)
+        prefix = [] if self.layout is None else self.layout.exec_prefix(index)
         command = [
+            *prefix,
             sys.executable,
             "-m",
             "pubmesh.net.node_cli",
             "--stack",
             self.scenario.run.stack,
             "--listen",
-            "127.0.0.1:0",
+            f"{host}:0",
             "--control",
             "--stats-interval",
             "0.5",
@@ -396,6 +455,10 @@ class Cluster:
                     await self._kill(event)
                 case LeaveAt():
                     await self._leave(event)
+                case CutAt():
+                    self._cut(event)
+                case HealAt():
+                    self._heal()
                 case StopAll():
                     if pending:
                         await asyncio.wait(pending, timeout=GRACE_SECONDS)
@@ -496,6 +559,18 @@ class Cluster:
             for topic in self.plan.topics.get(index, ()):
                 self._end_subscription(index, topic, t_leave)
         self.records.faults.append((t, fault.KIND, {"nodes": list(fault.nodes)}))
+
+    def _cut(self, fault: CutAt) -> None:
+        assert self.layout is not None  # config_from_args refuses partitions without --netns
+        t = self.now()
+        self.layout.partition(self.layout.namespace_groups(fault.groups))
+        self.records.faults.append((t, fault.KIND, {"sizes": [len(g) for g in fault.groups]}))
+
+    def _heal(self) -> None:
+        assert self.layout is not None
+        t = self.now()
+        self.layout.heal()
+        self.records.faults.append((t, HealAt.KIND, {}))
 
     async def _watch_overlay(self, publish_start: float) -> None:
         """Note when the overlay is first up (:meth:`_overlay_up`), from time 0 on."""
@@ -633,6 +708,7 @@ class Cluster:
             "publish_shift": self.publish_shift,
             "node_addresses": {c.index: format_id(c.node_id) for c in self.children},
             **self.summary,
+            **self._netns_summary(),
         }
         (self.config.out / "run.json").write_text(
             json.dumps(stats, indent=2, sort_keys=True) + "\n"
@@ -640,3 +716,15 @@ class Cluster:
         if not self.config.keep_partial:
             shutil.rmtree(self.partial, ignore_errors=True)
         return stats
+
+    def _netns_summary(self) -> dict[str, Any]:
+        if self.layout is None:
+            return {}
+        layout = self.layout
+        return {
+            "netns": {
+                "namespaces": layout.count,
+                "subnet": str(layout.subnet),
+                "node_namespace": {c.index: layout.namespace_of(c.index) for c in self.children},
+            }
+        }

@@ -41,8 +41,14 @@ start, subscription, publication and fault at its time from the run's start, as 
 The workload file takes the keys of scenario files (`pubmesh sim --help`): [workload]
 topics, subscriptions_per_node, subscribe_at, publications, publish_start, publish_rate,
 publisher, payload_size, ...; [run] seed, duration, start_spread; [[faults]] of kind
-crash or leave; [stack.<name>] parameters. The same file and seed make the same
-subscriptions, publishers and victims as in the simulator.
+crash or leave, and with --netns partition and heal; [stack.<name>] parameters. The same
+file and seed make the same subscriptions, publishers and victims as in the simulator.
+
+--netns K (root) runs the nodes in K network namespaces on one bridge, each node on its own
+private address; nodes fill the namespaces in blocks (12 over 3: 0-3, 4-7, 8-11). A
+partition fault with groups = [[0, 1, 2, 3, 4, 5, 6, 7]] then cuts the links between
+namespaces 0-1 and 2 for real until a heal fault restores them.
+
 Without a workload file: one topic, every node subscribed, 100 publications of 100 bytes
 at 20 per second from t = 2 s.
 
@@ -53,6 +59,7 @@ examples:
   pubmesh cluster --stack gossip --nodes 12
   pubmesh cluster --stack gossip --nodes 32 --kill 0.25@6 --duration 15 --out runs/net32
   pubmesh cluster --stack skipring --nodes 12 --workload scenarios/net_small.toml
+  sudo pubmesh cluster --stack gossip --nodes 12 --netns 3   # across 3 network namespaces
   pubmesh analyze runs/net32
 """
 
@@ -136,6 +143,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="leave frames out of the trace (for benchmarks; RMR and load need them)",
     )
+    parser.add_argument(
+        "--netns",
+        type=int,
+        default=0,
+        metavar="K",
+        help="root only: place the nodes in K network namespaces joined by veth links and a "
+        "bridge, each node on its own private address, so traffic crosses real interfaces "
+        "(removed when the run ends; leftovers of a killed run at the next start)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live table, no summary")
     parser.set_defaults(func=run)
     return parser
@@ -166,6 +182,8 @@ class ClusterConfig:
     trace_messages: bool = True
     #: stack parameters as --set arguments for the node processes
     param_args: tuple[str, ...] = ()
+    #: ``--netns K``: namespaces the nodes are placed in (0: all on 127.0.0.1)
+    netns: int = 0
 
 
 @dataclass(frozen=True)
@@ -286,6 +304,11 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         )
     if args.nodes > MAX_NODES:
         raise UserError(f"--nodes {args.nodes}: at most {MAX_NODES} processes on one machine")
+    if args.netns:
+        from pubmesh.net.cluster.netns import NetnsLayout, require_root
+
+        require_root()
+        NetnsLayout.check(args.netns, args.nodes)
     kills = [parse_kill(k) for k in args.kill]
     scenario = build_scenario(
         spec.name,
@@ -296,7 +319,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         seed=args.seed,
         settings=args.set,
     )
-    workload_plan = plan(scenario)
+    workload_plan = plan(scenario, netns=max(0, args.netns))
     key_file = Path(args.key) if args.key else None
     key_text: str | None = None
     if key_file is not None:
@@ -311,8 +334,11 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         else Path("runs")
         / (f"net-{spec.name}-n{args.nodes}-s{scenario.run.seed}-{time.strftime('%Y%m%dT%H%M%S')}")
     )
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a directory")
+    try:
+        if out.exists() and not out.is_dir():
+            raise UserError(f"--out {out}: exists and is not a directory")
+    except OSError as error:  # e.g. a parent this user may not enter
+        raise UserError(f"--out {out}: {error.strerror or error}") from None
     snapshot = (
         args.snapshot_interval
         if args.snapshot_interval is not None
@@ -332,6 +358,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         snapshot_interval=snapshot,
         trace_messages=not args.no_message_trace,
         param_args=stack_param_args(scenario),
+        netns=args.netns,
     )
 
 
