@@ -236,7 +236,11 @@ def expected_pairs(
     Expected: subscription and life both cover [publish time, end of the observation window].
     With ``history`` (``history_reliability``): subscription and life cover the end of the
     window, and every matching publication counts, whenever it was issued."""
-    window = runs.select("run_id", F.col("duration").alias("t_window_end"))
+    # runs are tiny (a row per run): broadcast them rather than shuffle the candidate pairs by
+    # run_id alone (one task per run). The life intervals and subscriptions grow with the
+    # nodes (10^6 in a warm run): adaptive execution broadcasts them when they are measured
+    # small, and no hint forces a broadcast that could run the driver out of memory.
+    window = F.broadcast(runs.select("run_id", F.col("duration").alias("t_window_end")))
     life = life_intervals(nodes)
     candidates = matching_subscriptions(
         publications, subscriptions, content_based=content_based
@@ -250,8 +254,13 @@ def expected_pairs(
         candidates.where(subscribed)
         .join(life, ["run_id", "node"])
         .where(alive)
-        .select("run_id", "pub_id", "node")
+        # partitioned by publication like first_deliveries (per_publication joins the two and
+        # aggregates per publication without another shuffle); pub_id first in every key: a
+        # numeric sort prefix (run_id is the same string on every row of a run)
+        .select("pub_id", "node", "run_id")
+        .repartition("pub_id", "run_id")
         .distinct()
+        .select("run_id", "pub_id", "node")
     )
 
 
@@ -261,20 +270,24 @@ def expected_pairs(
 def first_deliveries(deliveries: DataFrame, publications: DataFrame) -> DataFrame:
     """(run_id, pub_id, node, t, hops, copies, latency): the first delivery of each
     (publication, node) and how many times it was delivered there."""
+    # partitioned by publication (like expected_pairs: per_publication joins the two and
+    # aggregates per publication without another shuffle), pub_id first in the keys (a
+    # numeric sort prefix; run_id is one string per run)
+    publish = publications.select("run_id", "pub_id", F.col("t").alias("t_publish"))
     return (
-        deliveries.groupBy("run_id", "pub_id", "node")
+        deliveries.repartition("pub_id", "run_id")
+        .groupBy("pub_id", "node", "run_id")
         .agg(
             F.min("t").alias("t"),
             F.min_by("hops", F.struct("t", "hops")).alias("hops"),
             F.count("*").alias("copies"),
         )
-        .join(
-            publications.select("run_id", "pub_id", F.col("t").alias("t_publish")),
-            ["run_id", "pub_id"],
+        .join(publish, ["pub_id", "run_id"])
+        .select(
+            "run_id", "pub_id", "node", "t", "hops", "copies",
+            (F.col("t") - F.col("t_publish")).alias("latency"),
         )
-        .withColumn("latency", F.col("t") - F.col("t_publish"))
-        .drop("t_publish")
-    )
+    )  # fmt: skip
 
 
 def payload_messages(messages: DataFrame, deliveries: DataFrame) -> DataFrame:
@@ -309,6 +322,25 @@ def _percentiles(column: str) -> list[Column]:
     ]
 
 
+def _ranks(n: Column, q: float) -> tuple[Column, Column]:
+    """0-based ranks below and above percentile ``q`` of ``n`` sorted values (as Spark's
+    ``percentile``: position (n - 1)·q, its floor and ceiling)."""
+    position = (n - 1) * F.lit(q)
+    return F.floor(position), F.ceil(position)
+
+
+def _interpolate(n: Column, q: float, low_value: Column, high_value: Column) -> Column:
+    """Percentile ``q`` from the values at its two ranks, computed as Spark's ``percentile``
+    does (the same double operations, so the same bits): null without values."""
+    position = (n - 1) * F.lit(q)
+    low, high = _ranks(n, q)
+    return (
+        F.when(n == 0, F.lit(None).cast("double"))
+        .when((high == low) | (low_value == high_value), low_value)
+        .otherwise((high - position) * low_value + (position - low) * high_value)
+    )
+
+
 def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> DataFrame:
     """One row per publication: expected, delivered, reliability, receivers, duplicates,
     latency p50/p95/p99/max, hops_mean, ldh, payload_messages, rmr, false_positives,
@@ -316,28 +348,59 @@ def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> Data
 
     ``expected`` and ``first`` are :func:`expected_pairs` and :func:`first_deliveries`."""
     pubs = trace.publications
-    hit = (
-        expected.join(first.select("run_id", "pub_id", "node"), ["run_id", "pub_id", "node"])
-        .groupBy("run_id", "pub_id")
-        .agg(F.count("*").alias("delivered"))
+    # expected_pairs and first_deliveries are both partitioned by publication: counting the
+    # expected pairs, flagging the first deliveries whose pair is expected (a left join,
+    # both distinct on the pair) and aggregating those per publication need no shuffle
+    keys = ["pub_id", "node", "run_id"]
+    wanted = expected.groupBy("pub_id", "run_id").agg(F.count("*").alias("expected"))
+    flagged = first.join(expected.select(*keys, F.lit(True).alias("_expected")), keys, "left")
+    # exact percentiles from ranks (Spark's `percentile` keeps a hash map of values per
+    # publication and merges them slowly): the latencies ranked within their publication,
+    # the two ranks around each percentile picked in the aggregate, interpolated after
+    by_latency = Window.partitionBy("pub_id", "run_id").orderBy(F.col("latency").asc_nulls_last())
+    ranked = flagged.select(
+        "*",
+        F.row_number().over(by_latency).alias("_rank"),
+        F.count("latency")
+        .over(by_latency.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
+        .alias("_n"),
     )
-    wanted = expected.groupBy("run_id", "pub_id").agg(F.count("*").alias("expected"))
-    got = first.groupBy("run_id", "pub_id").agg(
-        F.count("*").alias("receivers"),
-        F.sum(F.col("copies") - 1).alias("duplicates"),
-        *_percentiles("latency"),
-        F.avg("hops").alias("hops_mean"),
-        F.max_by("hops", F.struct("t", "hops")).alias("ldh"),
-    )
+    picks = []
+    for name, q in PERCENTILES:
+        low, high = _ranks(F.col("_n"), q)
+        picks += [
+            F.max(F.when(F.col("_rank") == low + 1, F.col("latency"))).alias(f"_lo_{name}"),
+            F.max(F.when(F.col("_rank") == high + 1, F.col("latency"))).alias(f"_hi_{name}"),
+        ]
+    got = (
+        ranked.groupBy("pub_id", "run_id")
+        .agg(
+            F.count("*").alias("receivers"),
+            F.count("_expected").alias("delivered"),
+            F.sum(F.col("copies") - 1).alias("duplicates"),
+            F.count("latency").alias("_n"),
+            *picks,
+            F.max("latency").alias("latency_max"),
+            F.avg("hops").alias("hops_mean"),
+            F.max_by("hops", F.struct("t", "hops")).alias("ldh"),
+        )
+        .select(
+            "run_id", "pub_id", "delivered", "receivers", "duplicates",
+            *(_interpolate(F.col("_n"), q, F.col(f"_lo_{name}"), F.col(f"_hi_{name}"))
+              .alias(f"latency_{name}") for name, q in PERCENTILES),
+            "latency_max", "hops_mean", "ldh",
+        )
+    )  # fmt: skip
     payload = payload_messages(trace.messages, trace.deliveries)
     full = trace.runs.where(F.col("messages_mode") == "full").select("run_id")
     out = (
         pubs.select("run_id", "pub_id", "publisher", "topic", "t")
-        .join(wanted, ["run_id", "pub_id"], "left")
-        .join(hit, ["run_id", "pub_id"], "left")
-        .join(got, ["run_id", "pub_id"], "left")
+        # one row per publication from here: a shuffle of these few rows ends the heavy stage,
+        # which then runs once (an orderBy on the result samples the stage before its sort)
+        .join(wanted.repartition("run_id", "pub_id"), ["run_id", "pub_id"], "left")
+        .join(got.repartition("run_id", "pub_id"), ["run_id", "pub_id"], "left")
         .join(payload, ["run_id", "pub_id"], "left")
-        .join(full.withColumn("_full", F.lit(True)), ["run_id"], "left")
+        .join(F.broadcast(full.withColumn("_full", F.lit(True))), ["run_id"], "left")
         .fillna(0, ["expected", "delivered", "receivers", "duplicates"])
     )
 
@@ -393,16 +456,22 @@ def message_totals(trace: Trace) -> DataFrame:
     """(run_id, node, type, layer, payload, sent, received, bytes_sent) from whichever of
     ``messages`` (full) and ``message_counts`` (counts) the run keeps."""
     keys = ["run_id", "node", "type", "layer", "payload"]
-    m = trace.messages
-    sent = m.groupBy("run_id", F.col("src").alias("node"), "type", "layer", "payload").agg(
-        F.count("*").alias("sent"), F.sum("bytes").cast("long").alias("bytes_sent")
+    # one pass over the messages: each message counts at its two ends (sent at src; received
+    # at dst when it arrived), one aggregate keyed by node instead of two joined afterwards
+    ends = trace.messages.select(
+        "run_id", "type", "layer", "payload", "bytes", "t_recv",
+        F.inline(F.array(
+            F.struct(F.col("src").alias("node"), F.lit(True).alias("_out")),
+            F.struct(F.col("dst").alias("node"), F.lit(False).alias("_out")),
+        )),
+    ).where(F.col("_out") | F.col("t_recv").isNotNull())  # fmt: skip
+    full = ends.groupBy(*keys).agg(
+        F.count(F.when(F.col("_out"), 1)).alias("sent"),
+        F.count(F.when(~F.col("_out"), 1)).alias("received"),
+        F.coalesce(F.sum(F.when(F.col("_out"), F.col("bytes"))), F.lit(0))
+        .cast("long")
+        .alias("bytes_sent"),
     )
-    received = (
-        m.where(F.col("t_recv").isNotNull())
-        .groupBy("run_id", F.col("dst").alias("node"), "type", "layer", "payload")
-        .agg(F.count("*").alias("received"))
-    )
-    full = sent.join(received, keys, "full_outer").fillna(0, ["sent", "received", "bytes_sent"])
     counted = trace.message_counts.groupBy(*keys).agg(
         F.sum("sent").alias("sent"),
         F.sum("received").alias("received"),
@@ -445,10 +514,16 @@ def per_node(trace: Trace, message_totals: DataFrame) -> DataFrame:
     roles = trace.nodes.groupBy("run_id", "node").agg(
         F.max_by("role", F.struct("t", "event")).alias("role")
     )
-    delivered = trace.deliveries.groupBy("run_id", "node").agg(
-        F.countDistinct("pub_id").alias("deliveries")
+    # distinct publications per node: the deliveries shuffled once, by node (countDistinct
+    # would shuffle them twice: by (node, publication), then by node)
+    delivered = (
+        trace.deliveries.select("node", "run_id", "pub_id")
+        .repartition("node", "run_id")
+        .distinct()
+        .groupBy("run_id", "node")
+        .agg(F.count("pub_id").alias("deliveries"))
     )
-    durations = trace.runs.select("run_id", "duration")
+    durations = F.broadcast(trace.runs.select("run_id", "duration"))
     return (
         roles.join(totals, ["run_id", "node"], "left")
         .join(delivered, ["run_id", "node"], "left")

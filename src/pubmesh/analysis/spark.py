@@ -101,6 +101,10 @@ def get_session(master: str | None = None, *, app: str = "pubmesh") -> SparkSess
         .config("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2) * 2)))
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
+        # a join may use its sides' partitioning by a subset of its keys: the metrics partition
+        # deliveries and expected pairs by publication once, then join them on (publication,
+        # node) and aggregate per publication without shuffling them again
+        .config("spark.sql.requireAllClusterKeysForCoPartition", "false")
         # broadcast joins only where adaptive execution has measured the small side: plan-time
         # estimates of exploded neighbour lists were far too small and a 16,384-node skipring
         # snapshot table ran the driver out of memory while broadcasting
