@@ -169,8 +169,16 @@ def load(spark: SparkSession, sources: list[TraceSource]) -> Trace:
             for source in sources
             if source.tables.get(table)
         ]
-        frame = parts[0] if parts else spark.createDataFrame([], schema)
+        frame = parts[0] if parts else _empty(spark, schema)
         for part in parts[1:]:
             frame = frame.unionByName(part)
         frames[table] = frame.select(*schema.fieldNames())
     return Trace(**frames)
+
+
+def _empty(spark: SparkSession, schema: T.StructType) -> DataFrame:
+    """An empty table of ``schema`` built in the JVM: ``createDataFrame([])`` is a Python RDD,
+    and every job that scanned it started Python workers for nothing."""
+    from pyspark.sql import functions as F
+
+    return spark.range(0).select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in schema))
