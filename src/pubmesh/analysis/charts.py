@@ -398,11 +398,10 @@ def messages_per_second(frame: Any) -> go.Figure:
                 y=part["sent"],
                 mode="lines",
                 name=name,
-                line={"width": 1.3, "color": (list(STACK_COLOURS.values()) + EXTRA_COLOURS)[
-                    index % (len(STACK_COLOURS) + len(EXTRA_COLOURS))]},
+                line={"width": 1.3, "color": SERIES_COLOURS[index % len(SERIES_COLOURS)]},
                 hovertemplate=f"<b>{name}</b><br>second %{{x}}: %{{y:,}} sent<extra></extra>",
             )
-        )  # fmt: skip
+        )
     fig.update_xaxes(title="time (s)")
     fig.update_yaxes(title="messages sent per second (all runs)")
     return _layout(fig, "Messages per second by type")

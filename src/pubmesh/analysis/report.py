@@ -309,7 +309,7 @@ def write_report(
             parts.append(f"<h2>Plots</h2>{grid}")
     if not static:
         parts.append(RESIZE_ON_OPEN)
-    if static:
+    else:
         parts.append(
             "<p class='note'>Static report: every chart is also a PNG in <code>figures/</code> "
             "beside this file.</p>"

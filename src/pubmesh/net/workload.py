@@ -69,28 +69,22 @@ def plan(scenario: Scenario, *, netns: int = 0) -> WorkloadPlan:
     if netns:
         from pubmesh.net.cluster.netns import namespace_of
 
+        nodes = scenario.run.nodes
         for event in workload.faults:
             if not isinstance(event, Partition):
                 continue
-            for group in event.groups:
-                sides = {namespace_of(node, netns, scenario.run.nodes) for node in group}
-                for other in event.groups:
-                    if other is group:
-                        continue
-                    shared = sides & {namespace_of(n, netns, scenario.run.nodes) for n in other}
-                    if shared:
-                        k = min(shared)
-                        raise ScenarioError(
-                            f"{scenario.source}: [[faults]] #{event.index + 1}: the partition "
-                            f"splits namespace {k} (with --netns {netns} it holds nodes "
-                            f"{_span(k, netns, scenario.run.nodes)}); give groups = [[ids], …] "
-                            "that keep each namespace's nodes together"
-                        )
+            sides: dict[int, set[int]] = {}  # namespace -> the groups its nodes are in
+            for side, group in enumerate(event.groups):
+                for node in group:
+                    sides.setdefault(namespace_of(node, netns, nodes), set()).add(side)
+            split = sorted(k for k, groups in sides.items() if len(groups) > 1)
+            if split:
+                k = split[0]
+                members = [n for n in range(nodes) if namespace_of(n, netns, nodes) == k]
+                raise ScenarioError(
+                    f"{scenario.source}: [[faults]] #{event.index + 1}: the partition splits "
+                    f"namespace {k} (with --netns {netns} it holds nodes "
+                    f"{members[0]}..{members[-1]}); give groups = [[ids], …] that keep each "
+                    "namespace's nodes together"
+                )
     return workload
-
-
-def _span(namespace: int, count: int, nodes: int) -> str:
-    from pubmesh.net.cluster.netns import namespace_of
-
-    members = [n for n in range(nodes) if namespace_of(n, count, nodes) == namespace]
-    return f"{members[0]}..{members[-1]}" if members else "none"
