@@ -228,7 +228,7 @@ class D2GNode(CliqueNode):
                 self._send(relay, self._ask(instance, instance.in_), now, out)
                 instance.n[rid] = relay  # back to the tail: N grows
         repair = self.d2g.repair_in and not self.d2g.literal
-        if repair and not instance.in_.incoming and instance.n:
+        if repair and not self._pointed_at(instance) and instance.n:
             self._send(self._random(instance), self._connect(instance), now, out)
         for rid in sorted(instance.d):
             relay = instance.d[rid]
@@ -241,17 +241,36 @@ class D2GNode(CliqueNode):
         """The clique's, then the in-link repair at once for an instance whose last in-link
         just went (a Release, an Adopt or a Probe answer): a member nobody points at misses
         every publication until the repair, and waiting for its Timeout leaves it out for
-        T/2 on average (ours; spec §4 runs the repair in Timeout only)."""
+        T/2 on average (ours; spec §4 runs the repair in Timeout only). A crash of the last
+        live holder (PeerDown) starts it too: see :meth:`_pointed_at`."""
         super()._apply(outcome, now, out)
         if self.d2g.literal or not self.d2g.repair_in:
             return
         for instance in self.instances.values():
-            if instance.in_.incoming or not instance.n or instance.leaving:
+            if self._pointed_at(instance) or not instance.n or instance.leaving:
                 continue
             if now - self.repaired.get(instance.key, -1e18) < self.d2g.timeout / 4:
                 continue
             self.repaired[instance.key] = now
             self._send(self._random(instance), self._connect(instance), now, out)
+
+    def _pointed_at(self, instance: Instance) -> bool:
+        """Whether a live process points at our ``in`` (repair_in's test, spec §4 [R]).
+
+        The relay layer keeps a crashed holder's count for ``grace`` after PeerDown (a
+        reference counted towards it may be on its way to another process, whose Adopt moves
+        the count there: spec §2.3), and drops it only at the next Probe of ``in``, every
+        ``in_probe_every`` T. Reading that count, a member whose last live in-link went while
+        a dead holder still counted saw itself pointed at and missed every publication until
+        someone happened to connect to it: seen on a 12-process cluster with 3 SIGKILLed, one
+        survivor out for 1-4 s (ours). The counts stay as they are; only the repair's
+        decision ignores holders reported down. A Connect too many is harmless: the twin it
+        makes is dropped at a later dequeue."""
+        down = self.layer.down
+        holders = instance.in_.holders
+        if not down:
+            return any(holders.values())
+        return any(count for holder, count in holders.items() if holder not in down)
 
     def _probe_more(self, instance: Instance, now: float, outcome: Outcome) -> None:
         """repair_in reads ``in.incoming``: its holders are probed every in_probe_every T."""
