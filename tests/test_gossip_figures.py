@@ -2,9 +2,16 @@
 
 * No faults: reliability 1.0, no duplicate delivery, RMR ≤ 0.1 over the last half of the
   publications, LDH ≤ 2 × the LDH of eager flooding on the same overlay (same seed, so the
-  same HyParView overlay: Plumtree draws nothing from the node's random stream).
+  same HyParView overlay: Plumtree draws nothing from the node's random stream), for the
+  paper's tree and for the rooted one (the default, issue 14).
 * 50% and 80% of the nodes crashed at once: publications issued two shuffle periods after
   the crash reach ≥ 99% of the surviving subscribers; first-broadcast reliability is reported.
+
+Issue 14's, the rooted tree under concurrent publications (8/s, 60 publications):
+reliability 1.0, no duplicate delivery, RMR ≤ 0.1 and LDH ≤ 1.5 × flooding's over the later
+half; and with the root itself crashed mid-run, a new root is agreed on, publications issued
+once it has had time (root_timeout and two rounds) reach every survivor, and the tree is a
+tree again.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from figures import publication_figures, replay
+from figures import PubFigures, publication_figures, replay
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import load_scenario
 from tiers import tiered
@@ -23,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SEEDS = tiered([1], [2, 3, 4, 5])  # seeds 2-5: make figures
 NO_FAULTS = "scenarios/gossip_1000.toml"
 CRASH = "scenarios/gossip_crash.toml"
+#: the rooted tree's root (node 0) crashes at t = 40 s amid publications at 2/s
+ROOT_CRASH = "scenarios/gossip_root_crash.toml"
 
 
 def simulate(path: str, seed: int, tmp: Path, *sets: str) -> tuple[Simulation, Path]:
@@ -35,11 +44,12 @@ def simulate(path: str, seed: int, tmp: Path, *sets: str) -> tuple[Simulation, P
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("tree", ["plumtree", "rooted"])
 @pytest.mark.parametrize("seed", SEEDS)
-def test_no_faults_reliable_tree_and_short_paths(seed: int, tmp_path: Path) -> None:
-    sim, run_dir = simulate(NO_FAULTS, seed, tmp_path)
+def test_no_faults_reliable_tree_and_short_paths(seed: int, tree: str, tmp_path: Path) -> None:
+    sim, run_dir = simulate(NO_FAULTS, seed, tmp_path, f"stack.gossip.tree={tree}")
     figures = publication_figures(sim, run_dir)
-    hint = replay(NO_FAULTS, seed)
+    hint = replay(NO_FAULTS, seed, f"stack.gossip.tree={tree}")
     assert len(figures) == 100, hint
     assert all(f.expected == 1000 for f in figures), hint
     reliability = sum(f.delivered for f in figures) / sum(f.expected for f in figures)
@@ -93,3 +103,58 @@ def test_mass_crash_repairs_within_two_shuffle_periods(
         f"{fraction:.0%} crash; {hint}"
     )
     assert sum(f.duplicates for f in figures) == 0, hint
+
+
+#: issue 14's load: 60 publications at 8 per second over gossip_1000's overlay
+LOAD = ("workload.publications=60", "workload.publish_rate=8.0", "run.duration=160.0")
+
+
+def late_figures(figures: list[PubFigures]) -> tuple[float, float]:
+    """RMR and LDH (mean of the deepest first delivery) over the later half."""
+    late = sorted(figures, key=lambda f: f.t)[len(figures) // 2 :]
+    rmr = statistics.fmean(f.rmr for f in late if f.rmr is not None)
+    return rmr, statistics.fmean(f.ldh for f in late)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+def test_concurrent_publications_keep_the_rooted_tree_a_tree(seed: int, tmp_path: Path) -> None:
+    sim, run_dir = simulate(NO_FAULTS, seed, tmp_path, *LOAD)
+    figures = publication_figures(sim, run_dir)
+    hint = replay(NO_FAULTS, seed, *LOAD)
+    assert sim.scenario.stack_params.tree == "rooted", "the default tree"
+    assert len(figures) == 60 and all(f.expected == 1000 for f in figures), hint
+    reliability = sum(f.delivered for f in figures) / sum(f.expected for f in figures)
+    assert reliability == 1.0, f"reliability {reliability}; {hint}"
+    assert sum(f.duplicates for f in figures) == 0, hint
+    rmr, ldh = late_figures(figures)
+
+    flood, flood_dir = simulate(NO_FAULTS, seed, tmp_path, *LOAD, "stack.gossip.flood=true")
+    _, flood_ldh = late_figures(publication_figures(flood, flood_dir))
+    print(f"seed {seed}, 8/s: RMR {rmr:.3f}, LDH {ldh:.2f} (flooding {flood_ldh:.2f})")
+    assert rmr <= 0.1, f"RMR over the later half {rmr:.3f} > 0.1; {hint}"
+    assert ldh <= 1.5 * flood_ldh, f"LDH {ldh:.2f} > 1.5 x flooding's {flood_ldh:.2f}; {hint}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_crashed_root_is_replaced_and_the_tree_rebuilt(seed: int, tmp_path: Path) -> None:
+    sim, run_dir = simulate(ROOT_CRASH, seed, tmp_path)
+    hint = replay(ROOT_CRASH, seed)
+    params = sim.scenario.stack_params
+    assert 0 not in sim.alive and len(sim.alive) == 999, hint
+    roots = set()
+    for node in sim.alive:
+        rt = sim.nodes[node].swarms["t0"].broadcast.rt  # type: ignore[attr-defined]
+        roots.add(rt.root)
+    assert roots == {1}, f"the survivors' roots: {sorted(roots)}; {hint}"
+    settled = 40.0 + params.root_timeout + 2 * params.beacon_interval + 2.0
+    figures = sorted(publication_figures(sim, run_dir), key=lambda f: f.t)
+    late = [f for f in figures if f.t >= settled]
+    assert len(late) >= 20, hint
+    reliability = sum(f.delivered for f in late) / sum(f.expected for f in late)
+    assert reliability == 1.0, f"reliability {reliability} after t = {settled}; {hint}"
+    assert sum(f.duplicates for f in figures) == 0, hint
+    rmr, _ = late_figures(late)
+    print(f"seed {seed}, root crashed: reliability after {settled} s {reliability}, RMR {rmr:.3f}")
+    assert rmr <= 0.1, f"RMR {rmr:.3f} over the later half of those; {hint}"

@@ -78,6 +78,9 @@ def hv(me: int = 1, seed: int = 0, **params: object) -> HyParView:
 def pt(
     me: int = 0, *, eager: tuple[int, ...] = (), lazy: tuple[int, ...] = (), **params: object
 ) -> Plumtree:
+    # the paper's rules: tree = "plumtree" unless a test says otherwise (the rooted tree's
+    # rules are tested below, under "the rooted tree")
+    params.setdefault("tree", "plumtree")
     tree = Plumtree(me, T, GossipParams(**params))  # type: ignore[arg-type]
     for peer in (*eager, *lazy):
         tree.handle(NeighborUp(peer), 0.0)
@@ -87,6 +90,7 @@ def pt(
 
 
 def node(me: int, seed: int = 0, **params: object) -> GossipNode:
+    params.setdefault("tree", "plumtree")
     # type: ignore[arg-type]
     return GossipNode(NodeContext(me, random.Random(seed), "peer", GossipParams(**params)))
 

@@ -94,6 +94,7 @@ from pubmesh.proto.gossip.plumtree import (
     Plumtree,
     Prune,
 )
+from pubmesh.proto.gossip.rooted import Beacon
 
 __all__ = ["GossipNode", "GossipParams", "Swarm", "SwarmTimer"]
 
@@ -103,7 +104,7 @@ _ROUTES: dict[type[Message], str] = {
     **dict.fromkeys(MEMBERSHIP_MESSAGES, _MEMBERSHIP),
     ContactRequest: _CONTACT,
     SwarmJoined: _CONTACT,
-    **dict.fromkeys((Gossip, IHave, Graft, Prune), _BROADCAST),
+    **dict.fromkeys((Gossip, IHave, Graft, Prune, Beacon), _BROADCAST),
 }
 
 #: membership messages whose sender holds (or is about to hold) us in its active view
@@ -288,6 +289,10 @@ class GossipNode(StackNode):
         """A broadcast-layer message: to Plumtree if it came over an active link."""
         swarm = self.swarms.get(topic)
         if swarm is None or src not in swarm.membership.active:
+            if type(msg) is Beacon:
+                # a new neighbour's beacon goes out with its NeighborUp, which may be before
+                # its NeighborReply: not a stale link, and the next round repeats it
+                return
             self._receive_off_link(src, msg, topic, swarm, now, out)
             return
         self._broadcast_receive(swarm, src, msg, now, out)

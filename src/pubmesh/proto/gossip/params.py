@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: the ways the eager links are chosen (GossipParams.tree)
+TREES = ("plumtree", "rooted")
+
 
 @dataclass(frozen=True)
 class GossipParams:
@@ -49,6 +52,17 @@ class GossipParams:
     #: (issue 14, experimental) a duplicate does not prune a link that carried the first copy
     #: of another message within this many seconds (0: Plumtree's rule, prune on every one)
     prune_guard: float = 0.0
+    #: (issue 14) how the eager links are chosen: "plumtree", the paper's (the first
+    #: broadcast's duplicates prune the overlay to a tree, §3), or "rooted", a breadth-first
+    #: tree towards the member with the lowest id kept by periodic beacons
+    #: (pubmesh.proto.gossip.rooted)
+    tree: str = "rooted"
+    #: tree = "rooted": seconds between the root's beacon rounds ...
+    beacon_interval: float = 2.0
+    #: ... seconds without a new round before the root is held dead and replaced ...
+    root_timeout: float = 6.0
+    #: ... and how long a link a GRAFT (or a first copy outside the tree) made eager stays so
+    temp_ttl: float = 2.0
     #: members the contact node remembers per topic (a uniform sample)
     directory_size: int = 8
     #: seconds before a swarm join that got no answer is retried
@@ -83,9 +97,14 @@ class GossipParams:
             "join_timeout",
             "payload_retention",
             "evict_slack",
+            "beacon_interval",
+            "root_timeout",
+            "temp_ttl",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.tree not in TREES:
+            raise ValueError(f"tree must be one of {', '.join(TREES)}, got {self.tree!r}")
         if self.optimization_threshold < 1:
             raise ValueError("optimization_threshold must be ≥ 1")
         if self.ihave_batch_interval < 0:
@@ -123,9 +142,23 @@ class GossipParams:
                 "optimization",
                 "optimization_threshold",
                 "prune_guard",
+                "tree",
+                "beacon_interval",
+                "root_timeout",
+                "temp_ttl",
             ):
                 found[name] = f"flood = true sends no IHAVE and no PRUNE, so {name} is unused"
-        elif not self.optimization:
+            return found
+        if self.tree == "plumtree":
+            for name in ("beacon_interval", "root_timeout", "temp_ttl"):
+                found[name] = f'tree = "plumtree" sends no beacons, so {name} is unused'
+        else:
+            for name in ("optimization", "optimization_threshold"):
+                found[name] = (
+                    f'tree = "rooted" is breadth-first already and runs no §3.8 optimization, '
+                    f"so {name} is unused"
+                )
+        if self.tree == "plumtree" and not self.optimization:
             found["optimization_threshold"] = (
                 "optimization = false, so optimization_threshold is unused"
             )

@@ -77,6 +77,7 @@ from pubmesh.proto.core import (
 )
 from pubmesh.proto.gossip.hyparview import NeighborDown, NeighborUp
 from pubmesh.proto.gossip.params import GossipParams
+from pubmesh.proto.gossip.rooted import Beacon, BeaconTick, RootedTree
 
 
 @mypyc_attr(native_class=False)
@@ -178,7 +179,7 @@ class EvictCache(Timer):
     """Drop payloads and ids older than their retention."""
 
 
-BroadcastTimer = SendGraft | FlushIHave | EvictCache
+BroadcastTimer = SendGraft | FlushIHave | EvictCache | BeaconTick
 BroadcastInput = Receive | TimerFired | NeighborUp | NeighborDown | Broadcast
 BroadcastOutput = Output | Delivered
 
@@ -202,6 +203,8 @@ class Plumtree:
         "p",
         "payloads",
         "received",
+        "rt",
+        "temp",
         "topic",
     )
 
@@ -231,30 +234,76 @@ class Plumtree:
         self.counters: dict[str, int] = {}
         #: with prune_guard: peer -> when it last brought the first copy of a message
         self.first_from: dict[NodeId, float] | None = None
+        #: tree = "rooted" (issue 14, pubmesh.proto.gossip.rooted): the tree's state, and the
+        #: temporary eager links with when each goes lazy
+        self.rt: RootedTree | None = None
+        self.temp: dict[NodeId, float] = {}
+        if params.tree == "rooted" and not params.flood:
+            self.rt = RootedTree(me, topic, params.beacon_interval, params.root_timeout)
 
     # ------------------------------------------------------------------ the one entry point
     def handle(self, event: BroadcastInput, now: float) -> list[BroadcastOutput]:
         """Plumtree's handler: a broadcast-layer message, one of its timers, a neighbour event
         from HyParView, or the node's Broadcast command in; sends, timers, deliveries out."""
         out: list[BroadcastOutput] = []
+        if self.rt is not None and not self.rt.ticking:
+            self.rt.start(now, out)  # type: ignore[arg-type]  # a warm-started node's first event
         match event:
             case Receive(src=src, message=msg):
                 self._receive(src, msg, now, out)
             case NeighborUp(peer=peer):
                 self._neighbor_up(peer)
+                if self.rt is not None:
+                    self._keep(peer, now)
+                    self.rt.start(now, out)  # type: ignore[arg-type]
+                    out.append(Send(peer, self.rt.beacon()))
             case NeighborDown(peer=peer):
                 self._neighbor_down(peer)
+                if self.rt is not None:
+                    self.temp.pop(peer, None)
+                    self.rt.neighbor_down(peer)
+                    self._sync_tree(now, out)
             case Broadcast(pub_id=pub_id, payload=payload):
                 self._broadcast(pub_id, payload, now, out)
             case TimerFired(timer=SendGraft(pub_id=pub_id, generation=generation)):
-                self._graft_timeout(pub_id, generation, out)
+                self._graft_timeout(pub_id, generation, now, out)
             case TimerFired(timer=FlushIHave(peer=peer)):
                 queue = self.lazy_queue.pop(peer, [])
                 if queue and peer in self.lazy:
                     out.append(Send(peer, IHave(topic=self.topic, announcements=tuple(queue))))
             case TimerFired(timer=EvictCache()):
                 self._evict(now, out)
+            case TimerFired(timer=BeaconTick()) if self.rt is not None:
+                self.rt.tick(now, out)  # type: ignore[arg-type]
+                self._sync_tree(now, out)
         return out
+
+    # ------------------------------------------------------------------ the rooted tree
+    def _keep(self, peer: NodeId, now: float) -> None:
+        """A temporary eager link (tree = "rooted"): a graft's, a new neighbour's, one that
+        brought a first copy outside the tree; lazy again after temp_ttl."""
+        assert self.rt is not None
+        if peer not in self.rt.children and peer != self.rt.parent:
+            self.temp[peer] = now + self.p.temp_ttl
+
+    def _sync_tree(self, now: float, out: list[BroadcastOutput]) -> None:
+        """Eager = the tree's links and the live temporary ones; the rest of the active view
+        lazy. Then tell the neighbours our place in the tree if it changed."""
+        rt = self.rt
+        assert rt is not None
+        for peer in [p for p, until in self.temp.items() if until <= now]:
+            del self.temp[peer]
+        tree = rt.tree_links()
+        active = sorted({*self.eager, *self.lazy})
+        for peer in active:
+            eager = peer in tree or peer in self.temp
+            if eager and peer in self.lazy:
+                _discard(self.lazy, peer)
+                _add(self.eager, peer)
+            elif not eager and peer in self.eager:
+                _discard(self.eager, peer)
+                _add(self.lazy, peer)
+        rt.flush(active, out)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ neighbours
     def _neighbor_up(self, peer: NodeId) -> None:
@@ -308,6 +357,8 @@ class Plumtree:
     def receive(self, src: NodeId, msg: Message, now: float) -> list[BroadcastOutput]:
         """``handle(Receive(src, msg), now)`` without the wrapper: the simulator's hot path."""
         out: list[BroadcastOutput] = []
+        if self.rt is not None and not self.rt.ticking:
+            self.rt.start(now, out)  # type: ignore[arg-type]  # a warm-started node's first event
         self._receive(src, msg, now, out)
         return out
 
@@ -324,10 +375,15 @@ class Plumtree:
             self._on_ihave(src, msg.announcements, now, out)
             return
         match msg:
+            case Beacon() if self.rt is not None:
+                self.rt.on_beacon(src, msg, now)
+                self._sync_tree(now, out)
             case Graft(pub_id=pub_id, round=rnd, request=request):
                 # "GRAFT(id, round) from s: s becomes eager; if id was received, send it
                 # GOSSIP(m, id, round)." (Not once its payload has left the cache.)
                 self._neighbor_up(src)
+                if self.rt is not None:
+                    self._keep(src, now)
                 payload = self.payloads.get(pub_id)
                 if request and payload is not None:
                     out.append(
@@ -336,7 +392,12 @@ class Plumtree:
                         )
                     )
             case Prune():
-                # "PRUNE from s: s becomes lazy."
+                # "PRUNE from s: s becomes lazy." (tree = "rooted": not a tree link, which
+                # the beacons decide)
+                if self.rt is not None:
+                    if src in self.rt.children or src == self.rt.parent:
+                        return
+                    self.temp.pop(src, None)
                 if src in self.eager:
                     self.eager.remove(src)
                     _add(self.lazy, src)
@@ -348,6 +409,10 @@ class Plumtree:
             # "Duplicate: make s lazy and send PRUNE to s." With prune_guard, not if s brought
             # the first copy of another message within the guard (issue 14, experimental).
             if not self.p.flood:
+                if self.rt is not None:
+                    if src in self.rt.children or src == self.rt.parent:
+                        return  # a tree link: the beacons decide it, not a duplicate
+                    self.temp.pop(src, None)
                 first = self.first_from.get(src) if self.first_from is not None else None
                 if first is not None and now - first < guard:
                     return
@@ -368,6 +433,9 @@ class Plumtree:
         if self.p.flood:
             return
         self._neighbor_up(src)
+        if self.rt is not None:
+            self._keep(src, now)
+            return  # no §3.8 optimization: the tree is breadth-first already
         if self.p.optimization and announcements:
             announcer, best = min(announcements, key=lambda a: (a[1], a[0]))
             self._optimize(pub_id, announcer, best, out)
@@ -424,7 +492,9 @@ class Plumtree:
             _add(self.lazy, peer)
 
     # ------------------------------------------------------------------ timers
-    def _graft_timeout(self, pub_id: PubId, generation: int, out: list[BroadcastOutput]) -> None:
+    def _graft_timeout(
+        self, pub_id: PubId, generation: int, now: float, out: list[BroadcastOutput]
+    ) -> None:
         if self.graft_generation.get(pub_id) != generation or pub_id in self.received:
             return
         entries = self.missing.get(pub_id)
@@ -437,6 +507,8 @@ class Plumtree:
         self.graft_generation[pub_id] = generation + 1
         out.append(SetTimer(self.p.ihave_timeout2, SendGraft(pub_id, generation + 1)))
         self._neighbor_up(announcer)
+        if self.rt is not None:
+            self._keep(announcer, now)
         out.append(Send(announcer, Graft(topic=self.topic, pub_id=pub_id, round=rnd, request=True)))
 
     # ------------------------------------------------------------------ the cache

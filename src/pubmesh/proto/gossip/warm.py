@@ -12,9 +12,12 @@ per node, ~90% of a join-heavy run's events). For each topic swarm the members g
   joined overlay once it has settled;
 * **passive views** (§4.1): ``passive_view`` distinct members, none in the active view and not
   the node itself, drawn uniformly, as shuffles (§4.4) keep them;
-* **Plumtree** (papers/004 §2.1.2 / Plumtree §3): every active member an eager peer, as
-  NeighborUp makes it, no lazy peers yet (the first broadcast's duplicates prune the graph to
-  a tree, as after a join);
+* **Plumtree** (papers/004 §2.1.2 / Plumtree §3): with ``tree = "plumtree"``, every active
+  member an eager peer, as NeighborUp makes it, no lazy peers yet (the first broadcast's
+  duplicates prune the graph to a tree, as after a join); with the rooted tree (the
+  default, :mod:`pubmesh.proto.gossip.rooted`), the breadth-first tree its beacons converge
+  to: the lowest member id is the root, each member's parent its neighbour nearest the root
+  (the lowest id among equals), eager links the tree's, the rest lazy, round 1;
 * the **contact's swarm directory** (pubmesh's swarm-discovery rule): its reservoirs of joined
   members and of nodes that asked hold uniform samples of the members, as algorithm R leaves
   them after every member joined and reported.
@@ -74,6 +77,7 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: ob
         members = [n for n in sorted(gossip) if topic in gossip[n].swarms]
         size = len(members)
         adjacent = active_graph(size, p.active_size, rng)
+        dist, parent = _bfs(adjacent)
         for index, member in enumerate(members):
             swarm = gossip[member].swarms[topic]
             hv, pt = swarm.membership, swarm.broadcast
@@ -84,11 +88,48 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: ob
             hv.pending_join = NONE
             hv.pending_neighbor = NONE
             hv.tried.clear()
-            pt.eager = sorted(active)
-            pt.lazy = []
+            if pt.rt is None:
+                pt.eager = sorted(active)
+                pt.lazy = []
+                continue
+            up = members[parent[index]] if parent[index] >= 0 else NONE
+            pt.rt.start_warm(
+                members[0],
+                dist[index],
+                up,
+                {
+                    members[j]: (dist[j], members[parent[j]] if parent[j] >= 0 else NONE)
+                    for j in adjacent[index]
+                },
+            )
+            tree = pt.rt.tree_links()
+            pt.eager = sorted(n for n in active if n in tree)
+            pt.lazy = sorted(n for n in active if n not in tree)
         for node in gossip.values():
             if node.contact == node.node_id:
                 _fill_directory(node, topic, members, rng)
+
+
+def _bfs(adjacent: list[list[int]]) -> tuple[list[int], list[int]]:
+    """Hops from index 0 (the lowest member id) and each index's parent, the neighbour one
+    hop nearer with the lowest index (-1 at the root; the graph is connected)."""
+    size = len(adjacent)
+    dist = [-1] * size
+    parent = [-1] * size
+    dist[0] = 0
+    frontier = [0]
+    while frontier:
+        following: list[int] = []
+        for at in frontier:
+            for nxt in adjacent[at]:
+                if dist[nxt] < 0:
+                    dist[nxt] = dist[at] + 1
+                    parent[nxt] = at
+                    following.append(nxt)
+                elif dist[nxt] == dist[at] + 1 and at < parent[nxt]:
+                    parent[nxt] = at
+        frontier = following
+    return dist, parent
 
 
 def _passive(
