@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{m['control_per_node_s']:.2f}", f"{m['reliability']:.4f}",
                 f"{m['duplicates']:.0f}", f"{m['cpu_s']:.1f}",
             )  # fmt: skip
-    Console().print(table)
+    Console(width=160).print(table)
     print(f"per-run figures: {args.json}")
     return 0
 

@@ -21,6 +21,7 @@ BENCHES = [
     "bench_brokertree.py",
     "bench_relay.py",
     "bench_gossip_load.py",
+    "bench_gossip_trees.py",
 ]
 
 
