@@ -1,5 +1,7 @@
 """Issue 14's benchmark: the paper's Plumtree tree beside the rooted tree (the default since
-issue 14) and eager flooding, on the same seeds in the same run, against the publication rate.
+issue 14) and eager flooding, on the same seeds in the same run, against the publication rate
+(``--axis rate``) or against the spread of link latencies at 8 publications/s (``--axis
+spread``: links uniform from 5 ms to the value, as ``scenarios/grids/gossip_load_spread.toml``).
 
 Every point is ``scenarios/gossip_1000.toml`` (1,000 nodes joined through the contact, one
 topic, everyone subscribed, links 5–50 ms) with 60 publications at the given rate, as in
@@ -10,8 +12,8 @@ but payload) per node per second while the publications run (from the first publ
 the last one's end plus 2 s). Simulations run straight from Python, two at a time, without
 the Spark pipeline (the pipeline's numbers for the same scenarios are the sweep's).
 
-    PYTHONPATH=src .venv/bin/python bench/bench_gossip_trees.py [--rates 0.5,2,8,16]
-        [--seeds 1,2] [--jobs 2] [--json out/bench/gossip_trees.json]
+    PYTHONPATH=src .venv/bin/python bench/bench_gossip_trees.py [--axis rate|spread]
+        [--values 0.5,2,8,16] [--seeds 1,2] [--jobs 2] [--json out/bench/gossip_trees.json]
 """
 
 from __future__ import annotations
@@ -36,19 +38,26 @@ MODES = {
 }
 
 
-def run_point(rate: float, mode: str, seed: int) -> dict[str, Any]:
+#: per axis: default values, the --set it takes, the fixed sets, the table's heading
+AXES = {
+    "rate": ("0.5,2,8,16", "workload.publish_rate", ("run.duration=160.0",), "pubs/s"),
+    "spread": (
+        "0.01,0.05,0.2,0.5",
+        "network.latency.max",
+        ("run.duration=50.0", "workload.publish_rate=8.0"),
+        "max link s",
+    ),
+}
+
+
+def run_point(axis: str, value: float, mode: str, seed: int) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from pubmesh.sim.engine import Simulation
     from pubmesh.sim.scenario import load_scenario
 
-    sets = [
-        "workload.publications=60",
-        "run.duration=160.0",
-        f"workload.publish_rate={rate}",
-        f"run.seed={seed}",
-        *MODES[mode],
-    ]
+    _, key, fixed, _ = AXES[axis]
+    sets = ["workload.publications=60", *fixed, f"{key}={value}", f"run.seed={seed}", *MODES[mode]]
     scenario = load_scenario(SCENARIO, sets)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.process_time()
@@ -75,7 +84,7 @@ def run_point(rate: float, mode: str, seed: int) -> dict[str, Any]:
     end = max(t for p in first for t, _ in first[p].values()) + 2.0
     control = sum(1 for r in rows if not r["payload"] and start <= r["t_send"] <= end)
     return {
-        "rate": rate,
+        "value": value,
         "mode": mode,
         "seed": seed,
         "reliability": sum(len(f) for f in first.values()) / (len(pubs) * len(sim.alive)),
@@ -91,14 +100,15 @@ def run_point(rate: float, mode: str, seed: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rates", default="0.5,2,8,16")
+    parser.add_argument("--axis", choices=sorted(AXES), default="rate")
+    parser.add_argument("--values", help="the axis's values (default: the grid's)")
     parser.add_argument("--seeds", default="1,2")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--json", type=Path, default=ROOT / "out" / "bench" / "gossip_trees.json")
+    parser.add_argument("--json", type=Path, help="per-run figures (default: out/bench/...)")
     args = parser.parse_args(argv)
-    rates = [float(r) for r in args.rates.split(",")]
+    rates = [float(r) for r in (args.values or AXES[args.axis][0]).split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
-    points = [(rate, mode, seed) for rate in rates for mode in MODES for seed in seeds]
+    points = [(args.axis, rate, mode, seed) for rate in rates for mode in MODES for seed in seeds]
     from rich.console import Console
     from rich.progress import track
     from rich.table import Table
@@ -106,18 +116,21 @@ def main(argv: list[str] | None = None) -> int:
     with ProcessPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(run_point, *point) for point in points]
         results = [f.result() for f in track(futures, description="simulations")]
+    if args.json is None:
+        args.json = ROOT / "out" / "bench" / f"gossip_trees_{args.axis}.json"
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1))
     mean: dict[tuple[float, str], dict[str, float]] = {}
     for rate in rates:
         for mode in MODES:
-            mine = [r for r in results if r["rate"] == rate and r["mode"] == mode]
+            mine = [r for r in results if r["value"] == rate and r["mode"] == mode]
             mean[(rate, mode)] = {
                 k: statistics.fmean(r[k] for r in mine) for k in mine[0] if k not in ("mode",)
             }
-    table = Table(title=f"gossip trees against the publication rate (means over seeds {seeds})")
-    for heading in ("pubs/s", "tree", "RMR late", "LDH late", "÷ flood", "p50 ms", "p99 ms",
-                    "control/node/s", "reliability", "dups", "CPU s"):  # fmt: skip
+    table = Table(title=f"gossip trees against {args.axis} (means over seeds {seeds})")
+    headings = (AXES[args.axis][3], "tree", "RMR late", "LDH late", "÷ flood", "p50 ms",
+                "p99 ms", "control/node/s", "reliability", "dups", "CPU s")  # fmt: skip
+    for heading in headings:
         table.add_column(heading, justify="right")
     for rate in rates:
         flood_ldh = mean[(rate, "flood")]["ldh_late"]
