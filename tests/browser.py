@@ -82,6 +82,10 @@ def render(report: Path, screenshot: Path, *, width: int = 1280) -> Rendered:
                 route.abort()  # type: ignore[attr-defined]
 
             page.route("http*://**", refuse)  # the report must open offline
+            # a hang guard, not a bound on anything: the demo's report (~6 MB, ~30 Plotly
+            # charts) missed Playwright's default 30 s to "load" on this 2-core machine beside
+            # three test workers and a benchmark
+            page.set_default_timeout(180_000)
             page.goto(report.resolve().as_uri(), wait_until="load")
             page.wait_for_load_state("networkidle")
             page.evaluate(OPEN_ALL_JS)  # as a reader who opens every collapsed section
