@@ -267,10 +267,7 @@ class D2GNode(CliqueNode):
         decision ignores holders reported down. A Connect too many is harmless: the twin it
         makes is dropped at a later dequeue."""
         down = self.layer.down
-        holders = instance.in_.holders
-        if not down:
-            return any(holders.values())
-        return any(count for holder, count in holders.items() if holder not in down)
+        return any(count for holder, count in instance.in_.holders.items() if holder not in down)
 
     def _probe_more(self, instance: Instance, now: float, outcome: Outcome) -> None:
         """repair_in reads ``in.incoming``: its holders are probed every in_probe_every T."""

@@ -252,10 +252,8 @@ class Plumtree:
             case Receive(src=src, message=msg):
                 self._receive(src, msg, now, out)
             case NeighborUp(peer=peer):
-                self._neighbor_up(peer)
+                self._neighbor_up(peer, now)
                 if self.rt is not None:
-                    self._keep(peer, now)
-                    self.rt.start(now, out)  # type: ignore[arg-type]
                     out.append(Send(peer, self.rt.beacon()))
             case NeighborDown(peer=peer):
                 self._neighbor_down(peer)
@@ -279,13 +277,6 @@ class Plumtree:
         return out
 
     # ------------------------------------------------------------------ the rooted tree
-    def _keep(self, peer: NodeId, now: float) -> None:
-        """A temporary eager link (tree = "rooted"): a graft's, a new neighbour's, one that
-        brought a first copy outside the tree; lazy again after temp_ttl."""
-        assert self.rt is not None
-        if peer not in self.rt.children and peer != self.rt.parent:
-            self.temp[peer] = now + self.p.temp_ttl
-
     def _sync_tree(self, now: float, out: list[BroadcastOutput]) -> None:
         """Eager = the tree's links and the live temporary ones; the rest of the active view
         lazy. Then tell the neighbours our place in the tree if it changed."""
@@ -306,8 +297,12 @@ class Plumtree:
         rt.flush(active, out)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ neighbours
-    def _neighbor_up(self, peer: NodeId) -> None:
-        """NeighborUp(q): q becomes eager."""
+    def _neighbor_up(self, peer: NodeId, now: float) -> None:
+        """NeighborUp(q): q becomes eager. With tree = "rooted", outside the tree only for
+        temp_ttl: a new neighbour's link, a graft's, one that brought a first copy."""
+        rt = self.rt
+        if rt is not None and not rt.is_tree_link(peer):
+            self.temp[peer] = now + self.p.temp_ttl
         _add(self.eager, peer)
         _discard(self.lazy, peer)
 
@@ -381,9 +376,7 @@ class Plumtree:
             case Graft(pub_id=pub_id, round=rnd, request=request):
                 # "GRAFT(id, round) from s: s becomes eager; if id was received, send it
                 # GOSSIP(m, id, round)." (Not once its payload has left the cache.)
-                self._neighbor_up(src)
-                if self.rt is not None:
-                    self._keep(src, now)
+                self._neighbor_up(src, now)
                 payload = self.payloads.get(pub_id)
                 if request and payload is not None:
                     out.append(
@@ -395,7 +388,7 @@ class Plumtree:
                 # "PRUNE from s: s becomes lazy." (tree = "rooted": not a tree link, which
                 # the beacons decide)
                 if self.rt is not None:
-                    if src in self.rt.children or src == self.rt.parent:
+                    if self.rt.is_tree_link(src):
                         return
                     self.temp.pop(src, None)
                 if src in self.eager:
@@ -410,7 +403,7 @@ class Plumtree:
             # the first copy of another message within the guard (issue 14, experimental).
             if not self.p.flood:
                 if self.rt is not None:
-                    if src in self.rt.children or src == self.rt.parent:
+                    if self.rt.is_tree_link(src):
                         return  # a tree link: the beacons decide it, not a duplicate
                     self.temp.pop(src, None)
                 first = self.first_from.get(src) if self.first_from is not None else None
@@ -432,13 +425,12 @@ class Plumtree:
         self._push(pub_id, rnd, msg.payload, exclude=src, out=out)
         if self.p.flood:
             return
-        self._neighbor_up(src)
+        self._neighbor_up(src, now)
         if self.rt is not None:
-            self._keep(src, now)
             return  # no §3.8 optimization: the tree is breadth-first already
         if self.p.optimization and announcements:
             announcer, best = min(announcements, key=lambda a: (a[1], a[0]))
-            self._optimize(pub_id, announcer, best, out)
+            self._optimize(pub_id, announcer, best, now, out)
 
     def _on_ihave(
         self,
@@ -449,8 +441,8 @@ class Plumtree:
     ) -> None:
         for pub_id, rnd in announcements:
             if pub_id in self.received:
-                if self.p.optimization:
-                    self._optimize(pub_id, src, rnd, out)
+                if self.p.optimization and self.rt is None:  # rooted: no §3.8 (see _on_gossip)
+                    self._optimize(pub_id, src, rnd, now, out)
                 continue
             # "record the announcement; start timer(id, timeout1) if none runs."
             entries = self.missing.get(pub_id)
@@ -463,7 +455,12 @@ class Plumtree:
                 out.append(SetTimer(self.p.ihave_timeout1, SendGraft(pub_id, 1)))
 
     def _optimize(
-        self, pub_id: PubId, announcer: NodeId, announced_round: int, out: list[BroadcastOutput]
+        self,
+        pub_id: PubId,
+        announcer: NodeId,
+        announced_round: int,
+        now: float,
+        out: list[BroadcastOutput],
     ) -> None:
         """§3.8: the announcer would have delivered at hop announced_round + 1; if that beats
         the tree by ``threshold`` hops or more, graft the announcer and prune the parent."""
@@ -475,7 +472,7 @@ class Plumtree:
             or announcer not in self.lazy
         ):
             return
-        self._neighbor_up(announcer)
+        self._neighbor_up(announcer, now)
         out.append(
             Send(
                 announcer,
@@ -506,9 +503,7 @@ class Plumtree:
         announcer, rnd = entries.pop(0)
         self.graft_generation[pub_id] = generation + 1
         out.append(SetTimer(self.p.ihave_timeout2, SendGraft(pub_id, generation + 1)))
-        self._neighbor_up(announcer)
-        if self.rt is not None:
-            self._keep(announcer, now)
+        self._neighbor_up(announcer, now)
         out.append(Send(announcer, Graft(topic=self.topic, pub_id=pub_id, round=rnd, request=True)))
 
     # ------------------------------------------------------------------ the cache

@@ -116,7 +116,7 @@ class RootedTree:
         "me",
         "nbr",
         "parent",
-        "pending_since",
+        "pending",
         "root",
         "seq",
         "ticking",
@@ -140,13 +140,16 @@ class RootedTree:
         self.children: set[NodeId] = set()
         #: roots held dead: root -> (its last seq, when)
         self.dead: dict[NodeId, tuple[int, float]] = {}
-        #: since when a newer round of our root waits for our parent (None: nothing waits)
-        self.pending_since: float | None = None
+        #: a newer round of our root waits for our parent (until the next tick)
+        self.pending = False
         self.ticking = False
         #: set when (root, seq, dist, parent) changed and the neighbours must hear it
         self.changed = False
 
     # ------------------------------------------------------------------ queries
+    def is_tree_link(self, peer: NodeId) -> bool:
+        return peer == self.parent or peer in self.children
+
     def tree_links(self) -> set[NodeId]:
         links = set(self.children)
         if self.parent != NONE:
@@ -202,8 +205,8 @@ class RootedTree:
             if src == self.parent or self.parent == NONE or self.dist >= INF:
                 self._adopt(root, seq, src, dist + 1, now)
                 self._improve()
-            elif self.pending_since is None:
-                self.pending_since = now
+            else:
+                self.pending = True
             return
         if seq == self.seq:
             if self.dist >= INF:
@@ -231,14 +234,14 @@ class RootedTree:
             self.parent = NONE
             self.changed = True
             return
-        if self.pending_since is not None:
+        if self.pending:
             self._take_newest(now)
         if now - self.heard > self.timeout + self.interval * self._spread():
             # the root is gone: hold it dead and claim the root ourselves
             self.dead[self.root] = (self.seq, now)
             self.root, self.seq, self.dist, self.parent = self.me, 1, 0, NONE
             self.heard = now
-            self.pending_since = None
+            self.pending = False
             self.changed = True
         keep = 10 * self.timeout
         for root in [r for r, (_, at) in self.dead.items() if now - at > keep]:
@@ -256,7 +259,7 @@ class RootedTree:
     # ------------------------------------------------------------------ rules
     def _adopt(self, root: NodeId, seq: int, parent: NodeId, dist: int, now: float) -> None:
         self.root, self.seq, self.heard = root, seq, now
-        self.pending_since = None
+        self.pending = False
         self._set_parent(parent, dist)
 
     def _set_parent(self, parent: NodeId, dist: int) -> None:
@@ -302,7 +305,7 @@ class RootedTree:
             default=self.seq,
         )
         if newest <= self.seq:
-            self.pending_since = None
+            self.pending = False
             return
         best = self._best(newest, INF - 1)
         if best is not None:
