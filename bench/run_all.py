@@ -13,6 +13,7 @@ BENCHES = [
     "bench_analysis.py",
     "bench_skipring.py",
     "bench_net.py",
+    "bench_hop.py",
     "bench_chord.py",
     "bench_chord_tables.py",
     "bench_chord_scaling.py",

@@ -1,0 +1,388 @@
+"""Per-hop cost: frames per second one pubmesh node forwards, beside raw asyncio framing.
+
+Issue 16 item 3. One process is the node under test; this process plays its two neighbours:
+
+* **S**, the source: after the handshake it sends Gossip frames (papers/004's GOSSIP, 100-byte
+  payloads, each a new publication) as fast as the window allows;
+* **D**, the sink: it counts the Gossip frames the node forwards to it.
+
+Both are cheap on purpose, so the node is the bottleneck: S seals its frames before the clock
+starts and D only reads the length prefix and the type tag of what it gets (no MAC check, no
+decoding). The node is a real :class:`pubmesh.net.runtime.NodeRuntime` of the gossip stack,
+over TCP on 127.0.0.1, with the cluster key, subscribed to the topic, tracing its deliveries as
+a cluster node does (``--no-message-trace``). S and D become its HyParView neighbours with a
+high-priority NEIGHBOR; with ``tree = "plumtree"`` both are eager and stay so (D never prunes),
+so each GOSSIP from S costs the node exactly one forward: verify the MAC, decode, handle
+(deliver, push), encode, seal, write.
+
+The reference, in the same run and with the same driver, is a raw asyncio forwarder: a
+``Protocol`` that cuts the byte stream into length-prefixed frames and writes each one to the
+other connection, coalesced per read. That is the floor of framed forwarding in asyncio on this
+machine; the ratio node ÷ raw is the figure (it holds across machines where an absolute rate
+does not).
+
+    .venv/bin/python bench/bench_hop.py [--seconds 5] [--window 512] [--profile FILE]
+    .venv/bin/python bench/bench_hop.py --uvloop        # the node and the reference on uvloop
+
+``--profile FILE`` runs the node under cProfile and writes its stats (``python -m pstats``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from pubmesh.net import security  # noqa: E402
+from pubmesh.net.address import node_id  # noqa: E402
+from pubmesh.net.codec import encode  # noqa: E402
+from pubmesh.net.framing import LENGTH  # noqa: E402
+from pubmesh.proto.core import MESSAGE_TAGS  # noqa: E402
+from pubmesh.proto.gossip.hyparview import Neighbor  # noqa: E402
+from pubmesh.proto.gossip.plumtree import Gossip  # noqa: E402
+
+HOST = "127.0.0.1"
+TOPIC = "hop"
+PAYLOAD = 100
+KEY_TEXT = "bench-hop-cluster-key-0123456789abcdef"
+GOSSIP_TAG = MESSAGE_TAGS[Gossip]
+#: frames S writes at a time
+BATCH = 64
+_TAG = struct.Struct(">H")
+
+
+# --------------------------------------------------------------------------------------------
+# The node under test (a child process)
+# --------------------------------------------------------------------------------------------
+async def serve_node(port_file: Path, trace_dir: Path, use_uvloop: bool) -> None:
+    from pubmesh.net.runtime import NodeRuntime
+    from pubmesh.net.security import as_key
+    from pubmesh.proto.gossip.params import GossipParams
+
+    params = GossipParams(tree="plumtree")
+    node = NodeRuntime(
+        "gossip",
+        key=as_key(KEY_TEXT),
+        listen=(HOST, 0),
+        params=params,
+        seed=1,
+        trace_dir=trace_dir,
+        trace_messages=False,
+    )
+    await node.start()
+    node.subscribe(TOPIC)
+    port_file.write_text(str(node.node_id & 0xFFFF))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    import signal
+
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await node.close(linger=0.0)
+    print(f"deliveries {node.deliveries}", flush=True)
+
+
+def node_main(port_file: Path, trace_dir: Path, profile: str | None, use_uvloop: bool) -> None:
+    runner = _runner(use_uvloop)
+    if profile is None:
+        runner(serve_node(port_file, trace_dir, use_uvloop))
+        return
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        runner(serve_node(port_file, trace_dir, use_uvloop))
+    finally:
+        profiler.disable()
+        profiler.dump_stats(profile)
+
+
+# --------------------------------------------------------------------------------------------
+# The raw reference (a child process)
+# --------------------------------------------------------------------------------------------
+#: the raw forwarder's open connections
+RAW_PEERS: list[RawForwarder] = []
+
+
+class RawForwarder(asyncio.Protocol):
+    """Cuts frames by their length prefix and writes each to every other connection."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.buffer = bytearray()
+        RAW_PEERS.append(self)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        frames = []
+        offset = 0
+        while len(buffer) - offset >= 4:
+            (length,) = LENGTH.unpack_from(buffer, offset)
+            stop = offset + 4 + length
+            if stop > len(buffer):
+                break
+            frames.append(bytes(buffer[offset:stop]))
+            offset = stop
+        del buffer[:offset]
+        if frames:
+            out = b"".join(frames)
+            for peer in RAW_PEERS:
+                if peer is not self:
+                    peer.transport.write(out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        RAW_PEERS.remove(self)
+
+
+async def serve_raw(port_file: Path) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(RawForwarder, HOST, 0)
+    port_file.write_text(str(server.sockets[0].getsockname()[1]))
+    stop = asyncio.Event()
+    import signal
+
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    server.close()
+
+
+def _runner(use_uvloop: bool):  # type: ignore[no-untyped-def]
+    if use_uvloop:
+        import uvloop
+
+        return uvloop.run
+    return asyncio.run
+
+
+# --------------------------------------------------------------------------------------------
+# The driver: S and D
+# --------------------------------------------------------------------------------------------
+class Link(asyncio.Protocol):
+    """One of the driver's connections to the forwarder: handshake (pubmesh mode), then raw."""
+
+    def __init__(self, me: int, expect_peer: bool) -> None:
+        self.me = me
+        self.expect_peer = expect_peer
+        self.buffer = bytearray()
+        self.frames: asyncio.Queue[bytes] = asyncio.Queue()
+        self.counting = False
+        self.gossip = 0
+        self.drained = asyncio.Event()
+        self.drained.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def pause_writing(self) -> None:
+        self.drained.clear()
+
+    def resume_writing(self) -> None:
+        self.drained.set()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        offset = 0
+        while len(buffer) - offset >= 4:
+            (length,) = LENGTH.unpack_from(buffer, offset)
+            stop = offset + 4 + length
+            if stop > len(buffer):
+                break
+            if self.counting:
+                if length >= 3 and _TAG.unpack_from(buffer, offset + 5)[0] == GOSSIP_TAG:
+                    self.gossip += 1
+            else:
+                self.frames.put_nowait(bytes(buffer[offset:stop]))
+            offset = stop
+        del buffer[:offset]
+
+
+async def dial(port: int, me: int) -> Link:
+    loop = asyncio.get_running_loop()
+    _t, link = await loop.create_connection(lambda: Link(me, True), HOST, port)
+    return link
+
+
+async def handshake(link: Link, key: security.ClusterKey) -> tuple[security.Sealer, int]:
+    """The dialer's side of pubmesh's handshake (security module docstring)."""
+    nonce = security.new_nonce()
+    link.transport.write(security.hello(link.me, nonce))
+    frame = await asyncio.wait_for(link.frames.get(), 10)
+    acceptor, their_nonce, proof = security.parse_challenge(frame[4:])
+    script = security.transcript(nonce, their_nonce, link.me, acceptor)
+    security.verify(key.proof(security.ACCEPTOR_LABEL, script), proof, "node")
+    link.transport.write(security.proof_frame(key.proof(security.DIALER_LABEL, script)))
+    send_key, _receive_key = security.session_keys(key, script)
+    return security.Sealer(send_key), acceptor
+
+
+async def drive(port: int, pubmesh: bool, seconds: float, window: int) -> dict[str, float]:
+    """S sends GOSSIP frames through the forwarder on ``port`` to D; frames/s D receives."""
+    loop = asyncio.get_running_loop()
+    # ids that are addresses, as the node expects (it never needs to dial them: the driver's
+    # connections stay open and carry its traffic both ways)
+    listeners = [await loop.create_server(asyncio.Protocol, HOST, 0) for _ in range(2)]
+    ids = [node_id(HOST, server.sockets[0].getsockname()[1]) for server in listeners]
+    sink = await dial(port, ids[1])
+    source = await dial(port, ids[0])
+    count = 400_000
+    payload = os.urandom(PAYLOAD)
+    if pubmesh:
+        key = security.as_key(KEY_TEXT)
+        sink_sealer, _ = await handshake(sink, key)
+        sealer, _node = await handshake(source, key)
+        for link, link_sealer in ((sink, sink_sealer), (source, sealer)):
+            tag, body = encode(Neighbor(topic=TOPIC, high_priority=True))
+            link.transport.write(link_sealer.seal(tag, body, time.time()))
+        # wait for both NEIGHBORREPLY (accepted), then count from here on
+        for link in (sink, source):
+            await asyncio.wait_for(link.frames.get(), 10)
+        await asyncio.sleep(0.5)
+        frames = []
+        for i in range(count):
+            tag, body = encode(Gossip(topic=TOPIC, pub_id=1 + i, round=0, payload=payload))
+            frames.append(sealer.seal(tag, body, 0.0))
+    else:
+        # the raw forwarder looks at nothing but the length: one batch, sent again and again
+        body = struct.pack(">BHQd", 1, GOSSIP_TAG, 0, 0.0) + payload + bytes(16)
+        frames = [LENGTH.pack(len(body)) + body] * BATCH
+    sink.counting = True
+    sink.gossip = 0
+    sent = 0
+    started = loop.time()
+    deadline = started + seconds
+    raw_batch = b"".join(frames) if not pubmesh else b""
+    while loop.time() < deadline and sent < count:
+        if sent - sink.gossip < window:
+            if pubmesh:
+                source.transport.write(b"".join(frames[sent : sent + BATCH]))
+            else:
+                source.transport.write(raw_batch)
+            sent += BATCH
+            await source.drained.wait()
+        await asyncio.sleep(0)
+    elapsed = loop.time() - started
+    received = sink.gossip
+    for link in (sink, source):
+        link.transport.close()
+    for server in listeners:
+        server.close()
+    if pubmesh and sent >= count:
+        raise RuntimeError(f"the driver ran out of frames ({count}); raise count")
+    return {"frames": received, "seconds": elapsed, "per_second": received / elapsed}
+
+
+def measure(kind: str, args: argparse.Namespace) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="pubmesh-hop-") as tmp:
+        port_file = Path(tmp) / "port"
+        command = [sys.executable, __file__, f"--child={kind}", f"--port-file={port_file}"]
+        if args.uvloop:
+            command.append("--uvloop")
+        if kind == "node":
+            command.append(f"--trace-dir={Path(tmp) / 'trace'}")
+            if args.profile:
+                command.append(f"--profile={args.profile}")
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        try:
+            for _ in range(300):
+                if port_file.exists() and port_file.read_text():
+                    break
+                if child.poll() is not None:
+                    raise RuntimeError(f"the {kind} process exited with {child.returncode}")
+                time.sleep(0.05)
+            port = int(port_file.read_text())
+            cpu0 = _child_cpu(child.pid)
+            figures = asyncio.run(drive(port, kind == "node", args.seconds, args.window))
+            figures["child_cpu"] = _child_cpu(child.pid) - cpu0
+        finally:
+            child.terminate()
+            out, _ = child.communicate(timeout=60)
+        if kind == "node":
+            figures["delivered"] = float(out.split()[-1]) if out.strip() else 0.0
+        return figures
+
+
+def _child_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="measuring window per system")
+    parser.add_argument("--window", type=int, default=512, help="frames in flight S -> D")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per system")
+    parser.add_argument("--profile", help="run the node under cProfile, stats to this file")
+    parser.add_argument("--uvloop", action="store_true", help="run the forwarders on uvloop")
+    parser.add_argument("--child", choices=["node", "raw"], help=argparse.SUPPRESS)
+    parser.add_argument("--port-file", help=argparse.SUPPRESS)
+    parser.add_argument("--trace-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child == "node":
+        node_main(Path(args.port_file), Path(args.trace_dir), args.profile, args.uvloop)
+        return 0
+    if args.child == "raw":
+        _runner(args.uvloop)(serve_raw(Path(args.port_file)))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    results: dict[str, list[dict[str, float]]] = {"node": [], "raw": []}
+    for round_ in range(args.rounds):
+        for kind in ("raw", "node"):
+            console.print(f"round {round_ + 1}/{args.rounds}: {kind} ...", end=" ")
+            figures = measure(kind, args)
+            results[kind].append(figures)
+            console.print(f"{figures['per_second']:,.0f} frames/s")
+    table = Table(title=f"frames one process forwards per second (S -> X -> D, {PAYLOAD} B)")
+    for column in ("forwarder", "frames/s (best)", "frames/s (all rounds)", "CPU s / 1k frames"):
+        table.add_column(column, justify="right" if column != "forwarder" else "left")
+    best = {}
+    for kind, label in (("raw", "raw asyncio framing"), ("node", "pubmesh gossip node")):
+        rows = results[kind]
+        best[kind] = max(r["per_second"] for r in rows)
+        cpu = min(r["child_cpu"] / max(r["frames"], 1) * 1000 for r in rows)
+        table.add_row(
+            label,
+            f"{best[kind]:,.0f}",
+            ", ".join(f"{r['per_second']:,.0f}" for r in rows),
+            f"{cpu:.4f}",
+        )
+    console.print(table)
+    for figures in results["node"]:
+        # every GOSSIP forwarded was a first copy the node delivered to its own subscription
+        if figures["delivered"] < figures["frames"]:
+            console.print(
+                f"[red]the node delivered {figures['delivered']:,.0f} publications but forwarded "
+                f"{figures['frames']:,.0f}[/red]"
+            )
+            return 1
+    loop_name = "uvloop" if args.uvloop else "asyncio"
+    console.print(
+        f"node ÷ raw: [bold]{best['node'] / best['raw']:.3f}[/bold] "
+        f"({loop_name}, Python {platform.python_version()}, {os.cpu_count()} cores)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
