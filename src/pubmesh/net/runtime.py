@@ -212,6 +212,8 @@ class NodeRuntime:
                 "net.listen",
                 {"address": format_id(self.node_id), "stack": self.spec.name, "role": self.role},
             )
+        # net_sent only records sent frames in the trace
+        self.transport.report_sent = self.trace is not None and self.trace_messages
         self.started = True
         self._housekeeping = loop.call_later(0.5, self._housekeep)
         if boot:
@@ -330,14 +332,16 @@ class NodeRuntime:
         try:
             outputs = node.handle(event, now)
         except Exception as error:
-            self.handler_errors += 1
-            log.exception("%s: handler error on %s", format_id(self.node_id), type(event).__name__)
-            self._event(
-                "handler-error",
-                {"input": type(event).__name__, "error": f"{type(error).__name__}: {error}"},
-            )
+            self._handler_error(type(event).__name__, error)
             return
         self._apply(outputs, now)
+
+    def _handler_error(self, input_name: str, error: Exception) -> None:
+        self.handler_errors += 1
+        log.exception("%s: handler error on %s", format_id(self.node_id), input_name)
+        self._event(
+            "handler-error", {"input": input_name, "error": f"{type(error).__name__}: {error}"}
+        )
 
     def _apply(self, outputs: list[Output], now: float) -> None:
         transport = self.transport
@@ -374,7 +378,19 @@ class NodeRuntime:
                 raise TypeError(f"unknown output {out!r}")
 
     def _fire(self, timer: Timer) -> None:
-        self.dispatch(TimerFired(timer))
+        """``dispatch(TimerFired(timer))`` without the wrapper: ``node.fire``, the route the
+        simulator takes too (StackNode.fire must behave exactly as handle does)."""
+        if self.closed or not self.booted:
+            self.dispatch(TimerFired(timer))
+            return
+        node = self._node()
+        now = self.now()
+        try:
+            outputs = node.fire(timer, now)
+        except Exception as error:
+            self._handler_error("TimerFired", error)
+            return
+        self._apply(outputs, now)
 
     def _loopback(self, message: Message, t_send: float) -> None:
         if self.trace is not None and self.trace_messages:
@@ -421,9 +437,20 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ transport owner
     def net_receive(self, src: NodeId, message: Message, t_send: float, size: int) -> None:
+        """A message from ``src``: ``node.receive``, the wrapper-free route of ``dispatch``."""
         if self.trace is not None and self.trace_messages:
             self.trace.message(t_send, self.wall(), src, self.node_id, message, size)
-        self.dispatch(Receive(src, message))
+        if self.closed or not self.booted:
+            self.dispatch(Receive(src, message))
+            return
+        node = self._node()
+        now = self.now()
+        try:
+            outputs = node.receive(src, message, now)
+        except Exception as error:
+            self._handler_error("Receive", error)
+            return
+        self._apply(outputs, now)
 
     def net_sent(self, dst: NodeId, message: Message, t_send: float, size: int) -> None:
         if self.trace is not None and self.trace_messages:

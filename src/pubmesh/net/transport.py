@@ -446,6 +446,11 @@ class Transport:
         self.rejections: Counter[str] = Counter()
         self.drops: Counter[str] = Counter()
         self._tick: asyncio.TimerHandle | None = None
+        #: call ``owner.net_sent`` for every frame (the owner may turn it off when it does
+        #: not record sent frames: a call per frame saved)
+        self.report_sent = True
+        self._last_message: Message | None = None
+        self._last_encoded: tuple[int, bytes] = (0, b"")
 
     # ------------------------------------------------------------------ lifecycle
     async def listen(self, host: str, port: int) -> int:
@@ -494,13 +499,19 @@ class Transport:
             self.owner.net_dropped(dst, message, t_send, "closed")
             self.drops["closed"] += 1
             return
-        try:
-            tag, payload = encode(message)
-        except (TypeError, ValueError, OverflowError) as error:
-            self.drops["encode-error"] += 1
-            self.owner.net_dropped(dst, message, t_send, "encode-error")
-            self.owner.net_rejected(dst, "local", "encode-error", str(error))
-            return
+        if message is self._last_message:
+            # one message to several peers (a broadcast's eager push): encoded once
+            tag, payload = self._last_encoded
+        else:
+            try:
+                tag, payload = encode(message)
+            except (TypeError, ValueError, OverflowError) as error:
+                self.drops["encode-error"] += 1
+                self.owner.net_dropped(dst, message, t_send, "encode-error")
+                self.owner.net_rejected(dst, "local", "encode-error", str(error))
+                return
+            self._last_message = message
+            self._last_encoded = (tag, payload)
         peer = self.peers.get(dst)
         if peer is None:
             peer = self.peers[dst] = Peer(dst)
@@ -511,9 +522,11 @@ class Transport:
                 self._drop(dst, message, t_send, "queue-full")
                 return
             sent = conn.send_frame(tag, payload, t_send)
-            self.counters["frames_sent"] += 1
-            self.counters["bytes_sent"] += sent
-            self.owner.net_sent(dst, message, t_send, sent)
+            counters = self.counters
+            counters["frames_sent"] += 1
+            counters["bytes_sent"] += sent
+            if self.report_sent:
+                self.owner.net_sent(dst, message, t_send, sent)
             return
         if peer.pending_bytes + size > self.config.max_queue_bytes:
             self._drop(dst, message, t_send, "queue-full")
