@@ -23,6 +23,7 @@ does not).
 
     .venv/bin/python bench/bench_hop.py [--seconds 5] [--window 512] [--profile FILE]
     .venv/bin/python bench/bench_hop.py --uvloop        # the node and the reference on uvloop
+    .venv/bin/python bench/bench_hop.py --compiled      # the node from make compiled's build
 
 ``--profile FILE`` runs the node under cProfile and writes its stats (``python -m pstats``).
 """
@@ -40,9 +41,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+#: where pubmesh is imported from: src, or build/compiled for the node of a --compiled run
+sys.path.insert(0, os.environ.get("PUBMESH_BENCH_SOURCE", str(ROOT / "src")))
 
 from pubmesh.net import security  # noqa: E402
 from pubmesh.net.address import node_id  # noqa: E402
@@ -120,8 +123,8 @@ class RawForwarder(asyncio.Protocol):
     """Cuts frames by their length prefix and writes each to every other connection."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports have the interface without the base class
+        self.transport = cast(asyncio.Transport, transport)
         self.buffer = bytearray()
         RAW_PEERS.append(self)
 
@@ -185,8 +188,8 @@ class Link(asyncio.Protocol):
         self.drained.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports have the interface without the base class
+        self.transport = cast(asyncio.Transport, transport)
         transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def pause_writing(self) -> None:
@@ -298,7 +301,8 @@ def measure(kind: str, args: argparse.Namespace) -> dict[str, float]:
             command.append(f"--trace-dir={Path(tmp) / 'trace'}")
             if args.profile:
                 command.append(f"--profile={args.profile}")
-        env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+        source = ROOT / "build" / "compiled" if args.compiled and kind == "node" else ROOT / "src"
+        env = dict(os.environ, PYTHONPATH=str(source), PUBMESH_BENCH_SOURCE=str(source))
         child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
         try:
             for _ in range(300):
@@ -332,6 +336,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per system")
     parser.add_argument("--profile", help="run the node under cProfile, stats to this file")
     parser.add_argument("--uvloop", action="store_true", help="run the forwarders on uvloop")
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="run the node from build/compiled (make compiled: the mypyc build of the hot modules)",
+    )
     parser.add_argument("--child", choices=["node", "raw"], help=argparse.SUPPRESS)
     parser.add_argument("--port-file", help=argparse.SUPPRESS)
     parser.add_argument("--trace-dir", help=argparse.SUPPRESS)
@@ -346,6 +355,11 @@ def main() -> int:
     from rich.table import Table
 
     console = Console()
+    if args.compiled and not list((ROOT / "build" / "compiled").rglob("*.so")):
+        console.print(
+            "--compiled runs the node from build/compiled, which has no build: make compiled"
+        )
+        return 2
     results: dict[str, list[dict[str, float]]] = {"node": [], "raw": []}
     for round_ in range(args.rounds):
         for kind in ("raw", "node"):
@@ -376,7 +390,7 @@ def main() -> int:
                 f"{figures['frames']:,.0f}[/red]"
             )
             return 1
-    loop_name = "uvloop" if args.uvloop else "asyncio"
+    loop_name = ("uvloop" if args.uvloop else "asyncio") + (", compiled" if args.compiled else "")
     console.print(
         f"node ÷ raw: [bold]{best['node'] / best['raw']:.3f}[/bold] "
         f"({loop_name}, Python {platform.python_version()}, {os.cpu_count()} cores)"

@@ -412,11 +412,21 @@ def test_sealed_frames_open_in_order_and_refuse_tampering_and_replay() -> None:
 
 
 @SETTINGS
-@given(st.binary(min_size=0, max_size=100), st.binary(max_size=300))
-def test_frame_mac_is_hmac_sha256_truncated(key: bytes, data: bytes) -> None:
-    import hmac
+@given(st.binary(min_size=16, max_size=64), st.binary(max_size=300), st.binary(max_size=300))
+def test_frame_mac_is_keyed_blake2b(key: bytes, data: bytes, other: bytes) -> None:
+    """Frame version 2's MAC is keyed BLAKE2b-128 (RFC 7693), personalised: the precomputed
+    keyed state gives the one-shot function's bytes, call after call."""
+    import hashlib
 
-    assert security.FrameMac(key)(data) == hmac.digest(key, data, "sha256")[:16]
+    mac = security.FrameMac(key)
+
+    def expected(text: bytes) -> bytes:
+        return hashlib.blake2b(text, key=key, digest_size=16, person=b"pubmesh-frame").digest()
+
+    assert mac(data) == expected(data)
+    assert mac(other) == expected(other)
+    assert mac(data) == expected(data)  # the keyed state is copied, never consumed
+    assert security.FrameMac(bytes(b ^ 1 for b in key))(data) != mac(data)
 
 
 def test_handshake_proofs_bind_both_nonces_and_roles() -> None:

@@ -13,7 +13,8 @@ module             what it does
 ``framing``        length-prefixed frames: version, type tag, sequence number, send time,
                    payload, MAC; oversized lengths refused before reading
 ``security``       the cluster key: HMAC-SHA256 challenge-response both ways, per-connection
-                   and per-direction frame keys, replay-proof sequence numbers
+                   and per-direction frame keys (keyed BLAKE2b MACs), replay-proof sequence
+                   numbers
 ``transport``      asyncio connections: dial with backoff, accept, graceful goodbyes, bounded
                    queues, peer-down notices (the papers' failure detector)
 ``runtime``        :class:`~pubmesh.net.runtime.NodeRuntime`: one stack node driven by the

@@ -12,8 +12,9 @@ frames are the three handshake frames of :mod:`pubmesh.net.security` (fixed layo
     7       8     sequence number of this frame in its direction of this connection (0, 1, ...)
     15      8     send time (float64, the sender's clock; used by the trace only)
     23      n     payload: the message's fields as a msgpack array (pubmesh.net.codec)
-    23+n    16    MAC: HMAC-SHA256 over bytes 0..23+n with the direction's session key,
-                  truncated to 128 bits
+    23+n    16    MAC: keyed BLAKE2b over bytes 0..23+n with the direction's session key,
+                  128-bit digest, personalisation ``pubmesh-frame`` (version 1: HMAC-SHA256
+                  truncated to 128 bits; BLAKE2b's keyed mode is the same guarantee in one pass)
 
 The MAC covers the length, the header and the payload; the sequence number makes a replayed or
 reordered frame fail (the receiver expects exactly the next number). A length above the
@@ -25,7 +26,8 @@ from __future__ import annotations
 
 import struct
 
-VERSION = 1
+#: 2: the frame MAC is keyed BLAKE2b (1: HMAC-SHA256); handshakes of other versions fail
+VERSION = 2
 LENGTH = struct.Struct(">I")
 #: version, tag, sequence number, send time
 HEADER = struct.Struct(">BHQd")

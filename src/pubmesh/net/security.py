@@ -25,7 +25,7 @@ constant-time (``hmac.compare_digest``).
 
 Both ends then derive ``session = HMAC(K, "pubmesh-v1 session" | transcript)`` and one key per
 direction, ``HMAC(session, "dialer->acceptor")`` and ``HMAC(session, "acceptor->dialer")``.
-Each data frame's MAC (HMAC-SHA256 truncated to 128 bits, :mod:`pubmesh.net.framing`) covers
+Each data frame's MAC (keyed BLAKE2b-128 under that key, :mod:`pubmesh.net.framing`) covers
 its per-direction sequence number, so a frame replayed on the same connection is out of
 sequence and one replayed on another connection fails its MAC.
 
@@ -236,27 +236,25 @@ class FrameError(Exception):
 
 
 class FrameMac:
-    """HMAC-SHA256 (RFC 2104) under one key, truncated to :data:`MAC_SIZE` bytes.
+    """The data frames' MAC: keyed BLAKE2b (RFC 7693 §2.5: "BLAKE2 ... supports keyed mode
+    (a faster and simpler replacement for HMAC)") with a :data:`MAC_SIZE`-byte digest and the
+    personalisation ``pubmesh-frame``.
 
-    The same function as ``hmac.digest(key, data, "sha256")[:MAC_SIZE]``, computed from the two
-    SHA-256 states after the key's inner and outer pads, which are hashed once per connection
-    instead of once per frame: three times faster than the one-shot call, and every frame pays
-    for it (a test checks both give the same bytes)."""
+    Keyed once per connection and direction: a frame costs one copy, one update and one
+    digest of that state. Frame version 1 used HMAC-SHA256 truncated to 128 bits, computed from
+    the two SHA-256 states after the pads: two hash copies, two updates and two digests per
+    frame, a sixth of a cluster node's time under load (issue 16's profile); BLAKE2b is 2.7×
+    faster here. The handshake's proofs and key derivation stay HMAC-SHA256."""
 
-    __slots__ = ("_inner", "_outer")
+    __slots__ = ("_state",)
 
     def __init__(self, key: bytes) -> None:
-        block = key if len(key) <= 64 else hashlib.sha256(key).digest()
-        block = block.ljust(64, b"\0")
-        self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
-        self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
+        self._state = hashlib.blake2b(key=key, digest_size=MAC_SIZE, person=b"pubmesh-frame")
 
     def __call__(self, data: bytes | memoryview) -> bytes:
-        inner = self._inner.copy()
-        inner.update(data)
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return outer.digest()[:MAC_SIZE]
+        state = self._state.copy()
+        state.update(data)
+        return state.digest()
 
 
 class Sealer:

@@ -53,7 +53,7 @@ import socket
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pubmesh.net import security
 from pubmesh.net.address import address_of, format_id
@@ -157,8 +157,8 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports have the interface without the base class
+        self.transport = cast(asyncio.Transport, transport)
         peername = transport.get_extra_info("peername")
         if peername:
             self.remote = f"{peername[0]}:{peername[1]}"
@@ -177,7 +177,7 @@ class Connection(asyncio.Protocol):
         self._timer = hub.loop.call_later(hub.config.handshake_timeout, self._handshake_timeout)
         if self.dialer:
             self._nonce = security.new_nonce()
-            transport.write(security.hello(hub.node_id, self._nonce))
+            self.transport.write(security.hello(hub.node_id, self._nonce))
 
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer
