@@ -145,7 +145,8 @@ def _warm_up() -> None:
     import pyarrow.parquet as pq
 
     schema = pa.schema([("x", pa.int64())])
-    column = pa.array([1], type=pa.int64())  # from a list, as TraceWriter does: imports pandas
+    # from a list, as TraceWriter does (which imports pandas unless node_cli's finder stops it)
+    column = pa.array([1], type=pa.int64())
     with pq.ParquetWriter(io.BytesIO(), schema, compression="zstd") as writer:
         writer.write_batch(pa.RecordBatch.from_arrays([column], schema=schema))
 
