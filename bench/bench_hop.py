@@ -355,6 +355,12 @@ def main() -> int:
     from rich.table import Table
 
     console = Console()
+    if args.uvloop:
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            console.print("--uvloop needs uvloop (PyPI): .venv/bin/pip install uvloop")
+            return 2
     if args.compiled and not list((ROOT / "build" / "compiled").rglob("*.so")):
         console.print(
             "--compiled runs the node from build/compiled, which has no build: make compiled"
