@@ -317,6 +317,62 @@ def test_generated_decoder_agrees_with_the_generic_one(cls: type[Message]) -> No
     agree()
 
 
+def _reference_checker(tp: Any) -> Any:
+    """The array checks without the codec's fast paths: every value through its own check."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is not tuple:
+        return codec._checker(tp)
+    if len(args) == 2 and args[1] is Ellipsis:
+        item = _reference_checker(args[0])
+
+        def variadic(value: Any) -> Any:
+            if type(value) is not tuple:
+                raise codec._FieldError("not an array")
+            return tuple(item(v) for v in value)
+
+        return variadic
+    items = [_reference_checker(a) for a in args]
+
+    def fixed(value: Any) -> Any:
+        if type(value) is not tuple or len(value) != len(items):
+            raise codec._FieldError("not an array of that size")
+        return tuple(check(v) for check, v in zip(items, value, strict=True))
+
+    return fixed
+
+
+ARRAY_TYPES = [
+    tuple[int, ...],
+    tuple[int, int],
+    tuple[tuple[int, int], ...],
+    tuple[str, bytes, bool],
+    tuple[tuple[int, str], ...],
+]
+
+
+@SETTINGS
+@given(
+    st.one_of(
+        plain_values(),
+        st.lists(st.tuples(st.integers(-5, 2**64 - 1), st.integers(-5, 5) | st.booleans())),
+        st.lists(st.integers(-(2**63), 2**64 - 1) | st.booleans(), max_size=6),
+    )
+)
+def test_array_fast_paths_accept_and_refuse_what_the_per_value_checks_do(value: Any) -> None:
+    """IHAVE's announcements and node lists skip the per-value checks when a whole-array type
+    test passes; on anything msgpack can produce the result is what the per-value checks
+    give (the same values, or a refusal)."""
+    array = msgpack.unpackb(msgpack.packb(value), raw=False, use_list=False)
+    for tp in ARRAY_TYPES:
+        outcomes = []
+        for check in (codec._checker(tp), _reference_checker(tp)):
+            try:
+                outcomes.append(("ok", check(array)))
+            except codec._FieldError:
+                outcomes.append(("refused", None))
+        assert outcomes[0] == outcomes[1], (tp, array)
+
+
 def test_unsupported_annotations_fail_when_compiled() -> None:
     @dataclasses.dataclass(frozen=True)
     class Weird(Message):

@@ -410,12 +410,19 @@ def _type_text(tp: Any) -> str:
 
 
 def _tuple_checker(args: tuple[Any, ...]) -> Checker:
+    """Arrays as tuples. Where every value's check is an exact type test (``tuple[int, ...]``,
+    ``tuple[int, int]``, ``tuple[tuple[int, int], ...]``: node lists, IHAVE's announcements),
+    a fast test over the whole array comes first and the array is kept as msgpack made it;
+    what it does not accept goes through the per-value checkers, which word the error."""
     if len(args) == 2 and args[1] is Ellipsis:
         item = _checker(args[0])
+        exact_item = _exact_test(args[0])
 
         def check_variadic(value: Any) -> Any:
             if type(value) is not tuple:
                 raise _FieldError(f"expected an array, got {_describe(value)}")
+            if exact_item is not None and exact_item(value):
+                return value
             return tuple([item(v) for v in value])
 
         return check_variadic
@@ -423,13 +430,37 @@ def _tuple_checker(args: tuple[Any, ...]) -> Checker:
         return _tuple_checker((Any, Ellipsis))
     items = [_checker(a) for a in args]
     size = len(items)
+    exact = tuple(args) if all(a in _EXACT for a in args) else None
 
     def check_fixed(value: Any) -> Any:
         if type(value) is not tuple or len(value) != size:
             raise _FieldError(f"expected an array of {size}, got {_describe(value)}")
+        if exact is not None and tuple(map(type, value)) == exact:
+            return value
         return tuple([check(v) for check, v in zip(items, value, strict=True)])
 
     return check_fixed
+
+
+def _exact_test(tp: Any) -> Callable[[tuple[Any, ...]], bool] | None:
+    """For an array's item type: a test that every item of an array passes its check as it
+    is, when that check is an exact type test (or a fixed tuple of them); else None."""
+    if tp in _EXACT:
+        kind = tp
+
+        def all_exact(values: tuple[Any, ...]) -> bool:
+            return all(type(v) is kind for v in values)
+
+        return all_exact
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is tuple and args and all(a in _EXACT for a in args):
+        kinds = tuple(args)
+
+        def all_exact_tuples(values: tuple[Any, ...]) -> bool:
+            return all(type(v) is tuple and tuple(map(type, v)) == kinds for v in values)
+
+        return all_exact_tuples
+    return None
 
 
 def _message_checker(base: type[Message]) -> Checker:
