@@ -119,15 +119,14 @@ def _sim(path: Path, scenario: Path, out: Path) -> str:
 
 
 def test_the_hot_modules_are_compiled(compiled: Path) -> None:
-    probe = (
-        "import pubmesh.sim.engine as e, pubmesh.proto.gossip.plumtree as p; "
-        "print(e.__file__, p.__file__)"
-    )
+    modules = [path.removesuffix(".py").replace("/", ".") for path in build_compiled.HOT_MODULES]
+    probe = f"import importlib; print(*[importlib.import_module(m).__file__ for m in {modules!r}])"
     done = subprocess.run(
         [sys.executable, "-c", probe], env=_env(compiled), capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     files = done.stdout.split()
+    assert len(files) == len(modules), done.stdout
     assert all(f.startswith(str(compiled)) and f.endswith(".so") for f in files), files
 
 
@@ -141,7 +140,12 @@ def test_pure_and_compiled_write_the_same_trace(compiled: Path, name: str, tmp_p
 
 
 def test_the_simulator_tests_pass_compiled(compiled: Path) -> None:
-    files = ["tests/test_sim_engine.py", "tests/test_gossip_rules.py", "tests/test_sim_sizes.py"]
+    files = [
+        "tests/test_sim_engine.py",
+        "tests/test_gossip_rules.py",
+        "tests/test_gossip_rooted.py",
+        "tests/test_sim_sizes.py",
+    ]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
         cwd=ROOT,

@@ -40,6 +40,7 @@ HOT_MODULES = (
     "pubmesh/sim/engine.py",
     "pubmesh/proto/gossip/hyparview.py",
     "pubmesh/proto/gossip/plumtree.py",
+    "pubmesh/proto/gossip/rooted.py",
     "pubmesh/proto/gossip/node.py",
     "pubmesh/trace/writer.py",
 )
