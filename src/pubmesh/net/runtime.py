@@ -4,8 +4,10 @@ How it works
 ============
 A :class:`NodeRuntime` holds one stack node (:class:`pubmesh.stacks.base.StackNode`), the very
 object the simulator drives, and feeds it the same closed set of inputs through the same entry
-point ``node.handle(event, now)``. What the simulator does with a heap, this does with the
-event loop:
+points: ``node.handle(event, now)``, and for messages and timers ``node.receive`` and
+``node.fire``, the wrapper-free routes the simulator takes too (a stack that overrides them
+must behave exactly as ``handle`` does). What the simulator does with a heap, this does with
+the event loop:
 
 ===================  ===========================================================================
 protocol output      what the runtime does
