@@ -185,8 +185,12 @@ def _fast_builder(cls: type[Message]) -> Callable[[Any], Message]:
     plan = _plan(cls)
     hints = typing.get_type_hints(cls)
     names = [name for name, _check in plan]
-    env: dict[str, Any] = {"cls": cls, "slow": _build, "FieldError": _FieldError}
-    env["CodecError"] = CodecError
+    env: dict[str, Any] = {
+        "cls": cls,
+        "slow": _build,
+        "FieldError": _FieldError,
+        "CodecError": CodecError,
+    }
     tests = []
     arguments = []
     for i, (name, check) in enumerate(plan):
