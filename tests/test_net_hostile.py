@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,8 +29,8 @@ from hypothesis import strategies as st
 from pubmesh.net import security
 from pubmesh.net.address import node_id
 from pubmesh.net.framing import CONTROL_PING, TAG_CONTROL
+from pubmesh.net.gather import read_table
 from pubmesh.net.security import ClusterKey, Sealer
-from pubmesh.net.tracing import segments
 from pubmesh.proto.core import MESSAGE_TYPES
 from pubmesh.stacks.base import discovered_stacks, get_stack
 from test_net_stack import KEY_TEXT, NodeProcess, real_stacks, small_cluster
@@ -277,9 +276,7 @@ def test_hostile_connections_are_refused_traced_and_the_node_keeps_serving(
 
     # one events row per rejection in the target's trace
     assert target.node.stop() == 0
-    rows = []
-    for segment in segments(target.trace):
-        rows += pq.read_table(segment / "events" / "part-00000.parquet").to_pylist()
+    rows = read_table([target.trace], "events")
     traced = sorted(
         (json.loads(r["detail"])["remote"], json.loads(r["detail"])["reason"])
         for r in rows

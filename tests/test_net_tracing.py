@@ -13,6 +13,8 @@ import pyarrow.parquet as pq
 
 from pubmesh.net.address import node_id
 from pubmesh.net.tracing import PartialTrace, segments
+from pubmesh.trace.schema import SCHEMAS
+from pubmesh.trace.writer import TraceWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,6 +57,25 @@ def test_a_segment_is_sealed_once_its_end_has_come(tmp_path: Path) -> None:
     first = pq.read_table(sealed[0] / "deliveries").column("pub_id").to_pylist()
     second = pq.read_table(sealed[1] / "deliveries").column("pub_id").to_pylist()
     assert (first, second) == ([7, 8], [9])
+
+
+def test_a_segment_holds_only_the_tables_that_got_rows(tmp_path: Path) -> None:
+    """Writing a trace's empty tables made sealing 7x dearer (14 ms against 2 ms for a
+    segment of 1,500 deliveries); a segment has the tables with rows, and a whole trace (the
+    writer's default) still has every table."""
+    trace = PartialTrace(tmp_path / "partial", node_id("127.0.0.1", 40123), segment_seconds=2.0)
+    for i in range(1500):
+        trace.delivery(i, 100.0 + i / 1000, 2)
+    trace.event(100.5, "net.test", {"peer": 3})
+    trace.close()
+    (segment,) = segments(tmp_path / "partial")
+    assert sorted(p.name for p in segment.iterdir()) == ["deliveries", "events"]
+    assert pq.read_table(segment / "deliveries").num_rows == 1500
+    with TraceWriter(tmp_path / "whole", "r") as writer:
+        writer.delivery(1, 2, 3.0, 1)
+    assert sorted(p.name for p in (tmp_path / "whole").iterdir()) == sorted(
+        t for t in SCHEMAS if t != "message_counts"
+    )
 
 
 def test_a_node_process_writes_its_trace_without_pandas(tmp_path: Path) -> None:

@@ -16,7 +16,9 @@ nodes sealing at one instant on two cores held every publication in flight for a
 milliseconds, every five seconds (issue 16's latency tails). A segment is therefore
 between a quarter and one and a quarter ``segment_seconds`` long, and a killed node loses at
 most its last 1.25 × ``segment_seconds`` of rows (its deliveries do not count anyway: only
-survivors are expected to deliver).
+survivors are expected to deliver). A segment holds only the tables that got rows: writing the
+ten tables of a trace, empty ones included, cost a node 14 ms per seal, the non-empty ones alone
+2 ms (1,500 deliveries); the gatherer reads whichever tables a segment has.
 
 Messages: the sender records a row per frame with ``t_recv`` null, the receiver a row with both
 times (the send time travels in the frame header). The gatherer pairs them up: a sent frame
@@ -69,7 +71,9 @@ class PartialTrace:
         writer = self._writer
         if writer is None:
             path = self.directory / f"{SEGMENT_PREFIX}{self._index:06d}.tmp"
-            writer = self._writer = TraceWriter(path, self.run_id, messages_mode="full")
+            writer = self._writer = TraceWriter(
+                path, self.run_id, messages_mode="full", empty_tables=False
+            )
             self._seal_at = self._boundary_after(now + self.segment_seconds / 4)
         self._rows += 1
         return writer

@@ -57,6 +57,7 @@ class TraceWriter:
         messages_mode: str = "full",
         buffer_rows: int = 65536,
         compression: str = "zstd",
+        empty_tables: bool = True,
     ) -> None:
         if messages_mode not in ("full", "counts"):
             raise ValueError(f"messages_mode must be 'full' or 'counts', not {messages_mode!r}")
@@ -65,6 +66,9 @@ class TraceWriter:
         self.messages_mode = messages_mode
         self.buffer_rows = buffer_rows
         self.compression = compression
+        #: whether close() writes the tables that got no row (a whole trace: yes, so readers
+        #: find every table; a node's partial-trace segment: no, see pubmesh.net.tracing)
+        self.empty_tables = empty_tables
         self._rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in SCHEMAS}
         self._writers: dict[str, pq.ParquetWriter] = {}
         self._counts: dict[tuple[int, int, tuple[str, str, bool]], list[int]] = {}
@@ -255,7 +259,8 @@ class TraceWriter:
         rows.clear()
 
     def close(self) -> None:
-        """Flush everything and write every table (empty ones too, so readers find them)."""
+        """Flush everything and write every table (empty ones too, so readers find them, unless
+        ``empty_tables`` is off)."""
         if self._closed:
             return
         if self.messages_mode == "counts":
@@ -266,7 +271,7 @@ class TraceWriter:
             if t != ("messages" if self.messages_mode == "counts" else "message_counts")
         ]
         for table in tables:
-            if self._rows[table] or table not in self._writers:
+            if self._rows[table] or (table not in self._writers and self.empty_tables):
                 self._flush(table)
         for writer in self._writers.values():
             writer.close()
