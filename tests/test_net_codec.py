@@ -287,6 +287,13 @@ def test_arbitrary_bytes_never_escape_as_anything_but_codec_errors(
     assert type(message) is MESSAGE_TYPES[tag]
 
 
+def _hash(message: Message) -> int | str:
+    try:
+        return hash(message)
+    except TypeError as error:  # a message with a dict field
+        return str(error)
+
+
 def _outcome(build: Any, cls: type[Message], values: Any) -> tuple[str, Any]:
     try:
         return "ok", build(values)
@@ -297,7 +304,8 @@ def _outcome(build: Any, cls: type[Message], values: Any) -> tuple[str, Any]:
 @pytest.mark.parametrize("cls", all_types(), ids=lambda c: f"{c.__name__}")
 def test_generated_decoder_agrees_with_the_generic_one(cls: type[Message]) -> None:
     """decode's per-class generated builder (the fast path) gives what the generic ``_build``
-    gives, message or error word for word: on valid field arrays, on arrays with one field
+    gives, message or error word for word (a message built through its slots is equal, hashes
+    alike and stays frozen): on valid field arrays, on arrays with one field
     replaced by any plain value, and on arrays of the wrong length."""
     fast = codec._fast_builder(cls)
     count = len(dataclasses.fields(cls))
@@ -312,7 +320,15 @@ def test_generated_decoder_agrees_with_the_generic_one(cls: type[Message]) -> No
             variants.append((*values[:index], packed, *values[index + 1 :]))
         for variant in variants:
             expected = _outcome(lambda v: codec._build(cls, v), cls, variant)
-            assert _outcome(fast, cls, variant) == expected, variant
+            got = _outcome(fast, cls, variant)
+            assert got == expected, variant
+            if got[0] == "ok":  # built through the slots, not __init__: the same object
+                built, reference = got[1], expected[1]
+                assert type(built) is cls and repr(built) == repr(reference)
+                assert _hash(built) == _hash(reference)
+                if count:
+                    with pytest.raises(dataclasses.FrozenInstanceError):
+                        setattr(built, dataclasses.fields(cls)[0].name, None)
 
     agree()
 
