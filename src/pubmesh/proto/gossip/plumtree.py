@@ -330,23 +330,29 @@ class Plumtree:
     def _push(
         self, pub_id: PubId, rnd: int, payload: bytes, exclude: NodeId, out: list[BroadcastOutput]
     ) -> None:
-        # messages are immutable: one object serves every peer
-        gossip = Gossip(topic=self.topic, pub_id=pub_id, round=rnd, payload=payload)
+        # messages are immutable: one object serves every peer, built only if some peer gets
+        # it (a leaf of the tree forwards to no one; with batching no IHAVE is built here)
+        gossip: Gossip | None = None
         for peer in self.eager:
             if peer != exclude:
+                if gossip is None:
+                    gossip = Gossip(topic=self.topic, pub_id=pub_id, round=rnd, payload=payload)
                 out.append(Send(peer, gossip))
         if self.p.flood or not self.lazy:
             return
-        announcement = IHave(topic=self.topic, announcements=((pub_id, rnd),))
+        announcement: IHave | None = None
+        batch = self.p.ihave_batch_interval
         for peer in self.lazy:
             if peer == exclude:
                 continue
-            if self.p.ihave_batch_interval > 0:
+            if batch > 0:
                 queue = self.lazy_queue.setdefault(peer, [])
                 queue.append((pub_id, rnd))
                 if len(queue) == 1:
-                    out.append(SetTimer(self.p.ihave_batch_interval, FlushIHave(peer)))
+                    out.append(SetTimer(batch, FlushIHave(peer)))
             else:
+                if announcement is None:
+                    announcement = IHave(topic=self.topic, announcements=((pub_id, rnd),))
                 out.append(Send(peer, announcement))
 
     def receive(self, src: NodeId, msg: Message, now: float) -> list[BroadcastOutput]:
