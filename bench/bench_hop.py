@@ -31,6 +31,7 @@ does not).
 from __future__ import annotations
 
 import argparse
+import gc
 import asyncio
 import os
 import platform
@@ -85,6 +86,9 @@ async def serve_node(port_file: Path, trace_dir: Path, use_uvloop: bool) -> None
     )
     await node.start()
     node.subscribe(TOPIC)
+    # as a cluster's node process does after its start (pubmesh.net.node_cli): what the imports
+    # made stays out of the collector's sight
+    gc.freeze()
     port_file.write_text(str(node.node_id & 0xFFFF))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -821,17 +821,27 @@ def test_flood_mode_never_prunes_nor_announces() -> None:
 
 
 def test_ihave_batching_waits_for_the_interval_and_sends_one_batch() -> None:
-    tree = pt(eager=(1,), lazy=(3,), ihave_batch_interval=0.25)
+    """One flush timer per node serves every lazy peer (a node process wakes once per
+    interval, not once per lazy peer); each peer gets its announcements in one IHAVE, and a
+    peer that turned eager in the meantime gets none."""
+    tree = pt(eager=(1,), lazy=(3, 4, 5), ihave_batch_interval=0.25)
     out1 = tree.handle(Broadcast(7, b"x"), 0.0)
-    out2 = tree.handle(Broadcast(8, b"y"), 0.0)
-    assert not sends(out1, IHave) and not sends(out2, IHave)
-    timers = [o for o in rule_outputs(out1 + out2) if isinstance(o, SetTimer)]
-    assert timers == [SetTimer(0.25, FlushIHave(3))]
-    out = tree.handle(TimerFired(timers[0].timer), 0.0)
+    out2 = tree.handle(Receive(1, Gossip(topic=T, pub_id=8, round=2, payload=b"y")), 0.1)
+    # 5 brings a first copy: it turns eager and is not announced to
+    out3 = tree.handle(Receive(5, Gossip(topic=T, pub_id=9, round=4, payload=b"z")), 0.2)
+    assert not any(sends(o, IHave) for o in (out1, out2, out3))
+    timers = [o for o in rule_outputs(out1 + out2 + out3) if isinstance(o, SetTimer)]
+    assert timers == [SetTimer(0.25, FlushIHave())]
+    out = tree.handle(TimerFired(timers[0].timer), 0.25)
     assert [(s.dst, s.message) for s in out if isinstance(s, Send)] == [
-        (3, IHave(topic=T, announcements=((7, 0), (8, 0))))
+        (3, IHave(topic=T, announcements=((7, 0), (8, 3), (9, 5)))),
+        (4, IHave(topic=T, announcements=((7, 0), (8, 3), (9, 5)))),
     ]
-    assert tree.handle(TimerFired(timers[0].timer), 0.0) == []  # queue drained
+    assert tree.handle(TimerFired(timers[0].timer), 0.3) == []  # queues drained
+    out4 = tree.handle(Broadcast(10, b"w"), 0.4)  # a new batch, a new timer
+    assert [o for o in rule_outputs(out4) if isinstance(o, SetTimer)] == [
+        SetTimer(0.25, FlushIHave())
+    ]
 
 
 def test_neighbor_down_drops_peer_and_its_announcements() -> None:

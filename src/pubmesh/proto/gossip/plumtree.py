@@ -168,9 +168,12 @@ class SendGraft(Timer):
 @mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class FlushIHave(Timer):
-    """Send the batched announcements queued for lazy peer ``peer``."""
-
-    peer: NodeId
+    """Send every lazy peer the announcements batched for it. One timer per node, not one
+    per peer: per-peer timers, started whenever a peer's queue filled, woke a node process up
+    to once per lazy peer and interval (issue 16: a wake-up of a node process costs far more
+    than the frame it handles). When and how the lazy queue is emptied is the lazy push
+    policy, which papers/004 leaves unused ("IHave messages immediately after they are
+    created") and specs/gossip.md leaves open ("IHAVE may be batched")."""
 
 
 @mypyc_attr(native_class=False)
@@ -224,7 +227,7 @@ class Plumtree:
         self.missing: dict[PubId, list[tuple[NodeId, int]]] = {}
         #: the generation of the graft timer running for an id
         self.graft_generation: dict[PubId, int] = {}
-        #: batched announcements per lazy peer
+        #: batched announcements per lazy peer (non-empty: a FlushIHave is pending)
         self.lazy_queue: dict[NodeId, list[tuple[int, int]]] = {}
         #: (first seen, id) in the order ids were first seen, for eviction
         #: created on first use and dropped when emptied: an idle node keeps neither
@@ -265,10 +268,12 @@ class Plumtree:
                 self._broadcast(pub_id, payload, now, out)
             case TimerFired(timer=SendGraft(pub_id=pub_id, generation=generation)):
                 self._graft_timeout(pub_id, generation, now, out)
-            case TimerFired(timer=FlushIHave(peer=peer)):
-                queue = self.lazy_queue.pop(peer, [])
-                if queue and peer in self.lazy:
-                    out.append(Send(peer, IHave(topic=self.topic, announcements=tuple(queue))))
+            case TimerFired(timer=FlushIHave()):
+                queues, self.lazy_queue = self.lazy_queue, {}
+                for peer, queue in queues.items():
+                    if queue and peer in self.lazy:
+                        ihave = IHave(topic=self.topic, announcements=tuple(queue))
+                        out.append(Send(peer, ihave))
             case TimerFired(timer=EvictCache()):
                 self._evict(now, out)
             case TimerFired(timer=BeaconTick()) if self.rt is not None:
@@ -346,10 +351,13 @@ class Plumtree:
             if peer == exclude:
                 continue
             if batch > 0:
-                queue = self.lazy_queue.setdefault(peer, [])
+                queues = self.lazy_queue
+                if not queues:  # the first announcement of a batch: one flush for every peer
+                    out.append(SetTimer(batch, FlushIHave()))
+                queue = queues.get(peer)
+                if queue is None:
+                    queue = queues[peer] = []
                 queue.append((pub_id, rnd))
-                if len(queue) == 1:
-                    out.append(SetTimer(batch, FlushIHave(peer)))
             else:
                 if announcement is None:
                     announcement = IHave(topic=self.topic, announcements=((pub_id, rnd),))
