@@ -8,7 +8,14 @@ from pubmesh.proto.core import Output, Receive, Send, SetTimer, TimerFired
 from pubmesh.proto.gossip.hyparview import NeighborDown, NeighborUp
 from pubmesh.proto.gossip.params import GossipParams
 from pubmesh.proto.gossip.plumtree import Gossip, Plumtree, Prune
-from pubmesh.proto.gossip.rooted import INF, NONE, Beacon, BeaconTick
+from pubmesh.proto.gossip.rooted import (
+    INF,
+    NONE,
+    Beacon,
+    BeaconTick,
+    RoundDue,
+    RoundRequest,
+)
 
 T = "t"
 B = 2.0  # beacon_interval
@@ -133,6 +140,94 @@ def test_without_a_nearer_neighbour_a_lost_parent_detaches_us_until_the_next_rou
     # the next round attaches us from whoever brings it
     hear(tree, 12, beacon(1, 6, 2, 11), 2.0)
     assert place(tree) == (1, 6, 3, 12)
+
+
+def request(root: int, seq: int) -> RoundRequest:
+    return RoundRequest(topic=T, root=root, seq=seq)
+
+
+def requests(out: list[Output]) -> dict[int, RoundRequest]:
+    found = {
+        o.dst: o.message for o in out if isinstance(o, Send) and type(o.message) is RoundRequest
+    }
+    return found  # type: ignore[return-value]
+
+
+def test_a_detached_node_asks_every_neighbour_for_a_new_round_once() -> None:
+    tree = rooted(50, 10, 12, 13)
+    hear(tree, 10, beacon(1, 5, 1, 1), 0.1)
+    hear(tree, 12, beacon(1, 5, 2, 11), 0.1)
+    hear(tree, 13, beacon(1, 5, 3, 50), 0.1)
+    out = tree.handle(NeighborDown(10), 1.0)
+    assert place(tree) == (1, 5, INF, NONE)
+    assert requests(out) == dict.fromkeys((12, 13), request(1, 5))
+    assert requests(hear(tree, 12, beacon(1, 5, 2, 11), 1.1)) == {}  # asked once
+    # a request reaching a detached node goes no further: its own is out
+    assert tree.handle(Receive(12, request(1, 5)), 1.2) == []
+    # a node that keeps a parent nearer the root asks nobody
+    tree = attached()
+    assert requests(tree.handle(NeighborDown(10), 1.0)) == {}
+
+
+def test_a_request_travels_up_the_tree_once_per_round_and_newer_rounds_answer_it() -> None:
+    tree = attached()  # root 1, round 5, parent 10
+    out = tree.handle(Receive(12, request(1, 5)), 1.0)
+    assert [(o.dst, o.message) for o in out if isinstance(o, Send)] == [(10, request(1, 5))]
+    assert tree.handle(Receive(11, request(1, 5)), 1.1) == []  # this round's: forwarded once
+    assert tree.handle(Receive(12, request(7, 5)), 1.2) == []  # another root's
+    hear(tree, 10, beacon(1, 6, 1, 1), 1.5)  # round 6 comes
+    out = tree.handle(Receive(12, request(1, 5)), 1.6)
+    assert beacons(out) == {12: beacon(1, 6, 2, 10)}  # what the requester missed
+
+
+def test_the_root_starts_a_requested_round_at_once_then_not_before_a_quarter_interval() -> None:
+    tree = rooted(1, 10, 11)
+    out = tree.handle(Receive(10, request(1, 0)), 0.5)
+    assert place(tree) == (1, 1, 0, NONE)
+    assert beacons(out) == dict.fromkeys((10, 11), beacon(1, 1, 0, NONE))
+    # a second request soon after: the round waits for the gap, one timer for any number
+    out = tree.handle(Receive(11, request(1, 1)), 0.6)
+    assert place(tree) == (1, 1, 0, NONE)
+    assert [o for o in out if isinstance(o, SetTimer)] == [SetTimer(0.5 + B / 4 - 0.6, RoundDue())]
+    assert tree.handle(Receive(10, request(1, 1)), 0.7) == []
+    out = tree.handle(TimerFired(RoundDue()), 1.0)
+    assert place(tree) == (1, 2, 0, NONE)
+    assert beacons(out) == dict.fromkeys((10, 11), beacon(1, 2, 0, NONE))
+    # a stale request is answered with the current round
+    assert beacons(tree.handle(Receive(10, request(1, 1)), 1.1)) == {10: beacon(1, 2, 0, NONE)}
+
+
+def test_a_detached_fragment_is_attached_again_well_before_the_next_tick() -> None:
+    """Root 1 - 10 - 50 - 13 and 1 - 11 - 12 - 50: 50 loses its parent 10, its only nearer
+    neighbour; its request reaches the root through 12 and 11, and the new round brings 50
+    and its child 13 back in a few hops, not at the root's next tick (B later)."""
+    r, a, b, c, x, child = 1, 10, 11, 12, 50, 13
+    links = {r: (a, b), a: (r, x), b: (r, c), c: (b, x), x: (a, c, child), child: (x,)}
+    nodes = {me: rooted(me, *peers) for me, peers in links.items()}
+    now = 0.0
+    queue: list[tuple[int, int, object]] = []
+
+    def run(outs: dict[int, list[Output]]) -> None:
+        for src, out in outs.items():
+            queue.extend((src, o.dst, o.message) for o in out if isinstance(o, Send))
+        while queue:
+            src, dst, message = queue.pop(0)
+            if dst not in nodes or src not in links[dst]:
+                continue
+            out = nodes[dst].handle(Receive(src, message), now)  # type: ignore[arg-type]
+            queue.extend((dst, o.dst, o.message) for o in out if isinstance(o, Send))
+
+    run({me: nodes[me].handle(NeighborUp(p), now) for me in links for p in links[me]})
+    run({r: nodes[r].handle(TimerFired(BeaconTick()), now)})
+    assert place(nodes[x]) == (r, 1, 2, a) and place(nodes[child]) == (r, 1, 3, x)
+    now = 0.6  # a quarter interval after round 1: the requested round starts at once
+    links[x] = (c, child)
+    links[a] = (r,)
+    run({x: nodes[x].handle(NeighborDown(a), now), a: nodes[a].handle(NeighborDown(x), now)})
+    assert place(nodes[r])[1] == 2  # the root started round 2 at once
+    assert place(nodes[x]) == (r, 2, 3, c)
+    assert place(nodes[child]) == (r, 2, 4, x)
+    assert x in nodes[c].rt.children  # type: ignore[union-attr]
 
 
 def test_a_detached_parent_keeps_its_subtree_unless_a_nearer_neighbour_exists() -> None:

@@ -94,7 +94,7 @@ from pubmesh.proto.gossip.plumtree import (
     Plumtree,
     Prune,
 )
-from pubmesh.proto.gossip.rooted import Beacon
+from pubmesh.proto.gossip.rooted import Beacon, RoundRequest
 
 __all__ = ["GossipNode", "GossipParams", "Swarm", "SwarmTimer"]
 
@@ -104,7 +104,7 @@ _ROUTES: dict[type[Message], str] = {
     **dict.fromkeys(MEMBERSHIP_MESSAGES, _MEMBERSHIP),
     ContactRequest: _CONTACT,
     SwarmJoined: _CONTACT,
-    **dict.fromkeys((Gossip, IHave, Graft, Prune, Beacon), _BROADCAST),
+    **dict.fromkeys((Gossip, IHave, Graft, Prune, Beacon, RoundRequest), _BROADCAST),
 }
 
 #: membership messages whose sender holds (or is about to hold) us in its active view

@@ -77,7 +77,7 @@ from pubmesh.proto.core import (
 )
 from pubmesh.proto.gossip.hyparview import NeighborDown, NeighborUp
 from pubmesh.proto.gossip.params import GossipParams
-from pubmesh.proto.gossip.rooted import Beacon, BeaconTick, RootedTree
+from pubmesh.proto.gossip.rooted import Beacon, BeaconTick, RootedTree, RoundDue, RoundRequest
 
 
 @mypyc_attr(native_class=False)
@@ -182,7 +182,7 @@ class EvictCache(Timer):
     """Drop payloads and ids older than their retention."""
 
 
-BroadcastTimer = SendGraft | FlushIHave | EvictCache | BeaconTick
+BroadcastTimer = SendGraft | FlushIHave | EvictCache | BeaconTick | RoundDue
 BroadcastInput = Receive | TimerFired | NeighborUp | NeighborDown | Broadcast
 BroadcastOutput = Output | Delivered
 
@@ -278,6 +278,9 @@ class Plumtree:
                 self._evict(now, out)
             case TimerFired(timer=BeaconTick()) if self.rt is not None:
                 self.rt.tick(now, out)  # type: ignore[arg-type]
+                self._sync_tree(now, out)
+            case TimerFired(timer=RoundDue()) if self.rt is not None:
+                self.rt.round_due_fired(now)
                 self._sync_tree(now, out)
         return out
 
@@ -386,6 +389,9 @@ class Plumtree:
         match msg:
             case Beacon() if self.rt is not None:
                 self.rt.on_beacon(src, msg, now)
+                self._sync_tree(now, out)
+            case RoundRequest() if self.rt is not None:
+                self.rt.on_request(src, msg, now, out)  # type: ignore[arg-type]
                 self._sync_tree(now, out)
             case Graft(pub_id=pub_id, round=rnd, request=request):
                 # "GRAFT(id, round) from s: s becomes eager; if id was received, send it
