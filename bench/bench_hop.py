@@ -24,15 +24,23 @@ does not).
     .venv/bin/python bench/bench_hop.py [--seconds 5] [--window 512] [--profile FILE]
     .venv/bin/python bench/bench_hop.py --uvloop        # the node and the reference on uvloop
     .venv/bin/python bench/bench_hop.py --compiled      # the node from make compiled's build
+    .venv/bin/python bench/bench_hop.py --paced 400     # also one frame per wake-up, 400/s
 
 ``--profile FILE`` runs the node under cProfile and writes its stats (``python -m pstats``).
+
+``--paced RATE`` adds a third measurement: S sends one frame at a time, RATE frames per second,
+so the node wakes up for every frame, as a node of a cluster below saturation does (a 32-node
+cluster at 300 publications/s hands each node one frame every 3 ms or so). Its figure is the
+node's CPU per frame there, beside the saturated figure: the difference is what a wake-up
+costs (the event loop's turn, the system calls, and a process whose caches went cold while it
+slept), the main cost of a cluster node below saturation (issue 16).
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import asyncio
+import gc
 import os
 import platform
 import socket
@@ -240,8 +248,11 @@ async def handshake(link: Link, key: security.ClusterKey) -> tuple[security.Seal
     return security.Sealer(send_key), acceptor
 
 
-async def drive(port: int, pubmesh: bool, seconds: float, window: int) -> dict[str, float]:
-    """S sends GOSSIP frames through the forwarder on ``port`` to D; frames/s D receives."""
+async def drive(
+    port: int, pubmesh: bool, seconds: float, window: int, paced: float = 0.0
+) -> dict[str, float]:
+    """S sends GOSSIP frames through the forwarder on ``port`` to D; frames/s D receives.
+    With ``paced`` > 0, one frame at a time, ``paced`` per second."""
     loop = asyncio.get_running_loop()
     # ids that are addresses, as the node expects (it never needs to dial them: the driver's
     # connections stay open and carry its traffic both ways)
@@ -276,6 +287,14 @@ async def drive(port: int, pubmesh: bool, seconds: float, window: int) -> dict[s
     started = loop.time()
     deadline = started + seconds
     raw_batch = b"".join(frames) if not pubmesh else b""
+    if paced > 0:
+        next_at = started
+        while loop.time() < deadline and sent < count:
+            source.transport.write(frames[sent] if pubmesh else frames[0])
+            sent += 1
+            next_at += 1.0 / paced
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+        await asyncio.sleep(0.2)  # the last frames' way through
     while loop.time() < deadline and sent < count:
         if sent - sink.gossip < window:
             if pubmesh:
@@ -296,7 +315,7 @@ async def drive(port: int, pubmesh: bool, seconds: float, window: int) -> dict[s
     return {"frames": received, "seconds": elapsed, "per_second": received / elapsed}
 
 
-def measure(kind: str, args: argparse.Namespace) -> dict[str, float]:
+def measure(kind: str, args: argparse.Namespace, paced: float = 0.0) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="pubmesh-hop-") as tmp:
         port_file = Path(tmp) / "port"
         command = [sys.executable, __file__, f"--child={kind}", f"--port-file={port_file}"]
@@ -318,7 +337,7 @@ def measure(kind: str, args: argparse.Namespace) -> dict[str, float]:
                 time.sleep(0.05)
             port = int(port_file.read_text())
             cpu0 = _child_cpu(child.pid)
-            figures = asyncio.run(drive(port, kind == "node", args.seconds, args.window))
+            figures = asyncio.run(drive(port, kind == "node", args.seconds, args.window, paced))
             figures["child_cpu"] = _child_cpu(child.pid) - cpu0
         finally:
             child.terminate()
@@ -345,6 +364,13 @@ def main() -> int:
         "--compiled",
         action="store_true",
         help="run the node from build/compiled (make compiled: the mypyc build of the hot modules)",
+    )
+    parser.add_argument(
+        "--paced",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="also measure the node fed one frame per wake-up, RATE frames/s (e.g. 400)",
     )
     parser.add_argument("--child", choices=["node", "raw"], help=argparse.SUPPRESS)
     parser.add_argument("--port-file", help=argparse.SUPPRESS)
@@ -378,11 +404,21 @@ def main() -> int:
             figures = measure(kind, args)
             results[kind].append(figures)
             console.print(f"{figures['per_second']:,.0f} frames/s")
+    paced: list[dict[str, float]] = []
+    if args.paced > 0:
+        for round_ in range(args.rounds):
+            console.print(f"paced {args.paced:g}/s, round {round_ + 1}: node ...", end=" ")
+            paced.append(measure("node", args, args.paced))
+            console.print(f"{paced[-1]['per_second']:,.0f} frames/s")
     table = Table(title=f"frames one process forwards per second (S -> X -> D, {PAYLOAD} B)")
     for column in ("forwarder", "frames/s (best)", "frames/s (all rounds)", "CPU s / 1k frames"):
         table.add_column(column, justify="right" if column != "forwarder" else "left")
     best = {}
-    for kind, label in (("raw", "raw asyncio framing"), ("node", "pubmesh gossip node")):
+    results["paced"] = paced
+    kinds = [("raw", "raw asyncio framing"), ("node", "pubmesh gossip node")]
+    if paced:
+        kinds.append(("paced", f"pubmesh gossip node, one frame per wake-up ({args.paced:g}/s)"))
+    for kind, label in kinds:
         rows = results[kind]
         best[kind] = max(r["per_second"] for r in rows)
         cpu = min(r["child_cpu"] / max(r["frames"], 1) * 1000 for r in rows)
@@ -393,7 +429,7 @@ def main() -> int:
             f"{cpu:.4f}",
         )
     console.print(table)
-    for figures in results["node"]:
+    for figures in results["node"] + paced:
         # every GOSSIP forwarded was a first copy the node delivered to its own subscription
         if figures["delivered"] < figures["frames"]:
             console.print(
@@ -406,6 +442,15 @@ def main() -> int:
         f"node ÷ raw: [bold]{best['node'] / best['raw']:.3f}[/bold] "
         f"({loop_name}, Python {platform.python_version()}, {os.cpu_count()} cores)"
     )
+    if paced:
+        cpu = {
+            k: min(r["child_cpu"] / max(r["frames"], 1) for r in results[k]) * 1e6
+            for k in ("node", "paced")
+        }
+        console.print(
+            f"node CPU per frame: {cpu['node']:.0f} µs saturated, {cpu['paced']:.0f} µs one frame "
+            f"per wake-up: a wake-up costs ~{cpu['paced'] - cpu['node']:.0f} µs"
+        )
     return 0
 
 
