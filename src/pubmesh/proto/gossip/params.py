@@ -45,7 +45,8 @@ class GossipParams:
     #: Plumtree's tree optimization (§3.8) on or off, and its hop threshold
     optimization: bool = True
     optimization_threshold: int = 10
-    #: batch IHAVE announcements per lazy peer for this many seconds (0 = send at once)
+    #: batch IHAVE announcements for this many seconds, one flush for every lazy peer (0 = send
+    #: at once)
     ihave_batch_interval: float = 0.0
     #: eager flooding over the same overlay instead of Plumtree (a baseline for comparisons)
     flood: bool = False
