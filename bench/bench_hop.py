@@ -347,6 +347,11 @@ def measure(kind: str, args: argparse.Namespace, paced: float = 0.0) -> dict[str
         return figures
 
 
+def cpu_per_frame(rounds: list[dict[str, float]]) -> float:
+    """The forwarder's CPU seconds per frame, best of the rounds."""
+    return min(r["child_cpu"] / max(r["frames"], 1) for r in rounds)
+
+
 def _child_cpu(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
@@ -421,7 +426,7 @@ def main() -> int:
     for kind, label in kinds:
         rows = results[kind]
         best[kind] = max(r["per_second"] for r in rows)
-        cpu = min(r["child_cpu"] / max(r["frames"], 1) * 1000 for r in rows)
+        cpu = cpu_per_frame(rows) * 1000
         table.add_row(
             label,
             f"{best[kind]:,.0f}",
@@ -443,10 +448,7 @@ def main() -> int:
         f"({loop_name}, Python {platform.python_version()}, {os.cpu_count()} cores)"
     )
     if paced:
-        cpu = {
-            k: min(r["child_cpu"] / max(r["frames"], 1) for r in results[k]) * 1e6
-            for k in ("node", "paced")
-        }
+        cpu = {k: cpu_per_frame(results[k]) * 1e6 for k in ("node", "paced")}
         console.print(
             f"node CPU per frame: {cpu['node']:.0f} µs saturated, {cpu['paced']:.0f} µs one frame "
             f"per wake-up: a wake-up costs ~{cpu['paced'] - cpu['node']:.0f} µs"

@@ -409,6 +409,12 @@ def goal_lines(ratio: float, half: list[Figures], half_seconds: float) -> list[s
     return lines
 
 
+TABLE_HEAD = (
+    "| system | offered pubs/s | deliveries/s | delivered | p50 ms | p99 ms | sustained |",
+    "|---|---:|---:|---:|---:|---:|---|",
+)
+
+
 def table_row(f: Figures) -> str:
     return (
         f"| {f.system} | {f.rate:,.0f} | {f.per_second:,.0f} | {f.share:.4f} | "
@@ -447,8 +453,7 @@ def write_markdown(
         "of the expected deliveries; latency is publish → delivery at the other processes. "
         f"*Sustained*: ≥ {SUSTAINED_SHARE:.1%} delivered and p99 < {SUSTAINED_P99:g} s.",
         "",
-        "| system | offered pubs/s | deliveries/s | delivered | p50 ms | p99 ms | sustained |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        *TABLE_HEAD,
     ]
     lines += [table_row(f) for f in rows]
     lines += [
@@ -466,8 +471,7 @@ def write_markdown(
             f"Then both at half pubmesh's peak, {half[0].rate:,.0f} publications/s, for a "
             "longer window (a steady load):",
             "",
-            "| system | offered pubs/s | deliveries/s | delivered | p50 ms | p99 ms | sustained |",
-            "|---|---:|---:|---:|---:|---:|---|",
+            *TABLE_HEAD,
             *[table_row(f) for f in half],
             "",
         ]

@@ -248,7 +248,8 @@ def _slot_setters(cls: type[Message], names: list[str]) -> list[Callable[[Any, A
     a class compiled by mypyc has none; a field its ``__init__`` does not take)."""
     if hasattr(cls, "__post_init__"):
         return None
-    if [f.name for f in fields(cls) if f.init] != names or len(fields(cls)) != len(names):
+    declared = fields(cls)
+    if [f.name for f in declared] != names or not all(f.init for f in declared):
         return None
     setters = []
     for name in names:

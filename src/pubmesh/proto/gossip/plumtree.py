@@ -270,8 +270,8 @@ class Plumtree:
                 self._graft_timeout(pub_id, generation, now, out)
             case TimerFired(timer=FlushIHave()):
                 queues, self.lazy_queue = self.lazy_queue, {}
-                for peer, queue in queues.items():
-                    if queue and peer in self.lazy:
+                for peer, queue in queues.items():  # a queue exists only with an entry
+                    if peer in self.lazy:
                         ihave = IHave(topic=self.topic, announcements=tuple(queue))
                         out.append(Send(peer, ihave))
             case TimerFired(timer=EvictCache()):
@@ -350,11 +350,11 @@ class Plumtree:
             return
         announcement: IHave | None = None
         batch = self.p.ihave_batch_interval
+        queues = self.lazy_queue
         for peer in self.lazy:
             if peer == exclude:
                 continue
             if batch > 0:
-                queues = self.lazy_queue
                 if not queues:  # the first announcement of a batch: one flush for every peer
                     out.append(SetTimer(batch, FlushIHave()))
                 queue = queues.get(peer)
