@@ -7,8 +7,9 @@ receivers, duplicates, latency p50/p95/p99/max, hops mean, LDH, payload messages
 node (sent, received, load, control messages, deliveries), with the expected pairs decided by
 the interval joins of :mod:`pubmesh.analysis.metrics`.
 
-* Spark: the pipeline's own functions (``pubmesh.analysis.metrics``), local[*], results
-  collected to the driver. *Cold* is a fresh process including the JVM and session start;
+* Spark: the pipeline's own functions (``pubmesh.analysis.metrics``), composed as
+  ``pubmesh analyze`` composes them (the first deliveries computed once and kept), local[*],
+  results collected to the driver. *Cold* is a fresh process including the JVM and session start;
   *warm* is the second run in one session.
 * DuckDB: the same metrics written as SQL over the same Parquet files, same thread count.
 
@@ -42,6 +43,11 @@ NODES = 2000
 TOPICS = 50
 SUBS_PER_NODE = 2
 DURATION = 1000.0
+#: message rows generated (and held in memory) at a time, and Parquet's row group size
+MESSAGE_CHUNK = 5_000_000
+ROW_GROUP = 1_000_000
+#: bumped when the generator's output changes (the cached traces are keyed by it)
+GENERATOR = 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -63,7 +69,7 @@ def _write(run: Path, table: str, columns: dict[str, Any]) -> None:
         pa.Table.from_arrays(arrays, schema=schema),
         run / table / "part-00000.parquet",
         compression="zstd",
-        row_group_size=1_000_000,
+        row_group_size=ROW_GROUP,
     )
 
 
@@ -119,34 +125,54 @@ def generate(run: Path, messages: int, publications: int) -> None:
         "pub_id": pubs_col, "node": nodes_col, "t": pub_t[pubs_col] + latency,
         "hops": rng.integers(1, 9, len(pubs_col)).astype(np.int32),
     })  # fmt: skip
-    # messages: one payload message per delivery (pub_id set), the rest control messages
+    # messages: one payload message per delivery (pub_id set), the rest control messages;
+    # written in chunks (each from its own seeded stream), so that 10^8 rows fit in memory
     payload = min(len(pubs_col), messages)
-    control = messages - payload
-    t_send = np.concatenate([pub_t[pubs_col[:payload]], rng.uniform(0, DURATION, control)])
-    types = np.array(["IHave", "Graft", "Prune", "Shuffle", "Join"])
-    _write(run, "messages", {
-        "t_send": t_send,
-        "t_recv": t_send + 0.01,
-        "src": rng.integers(0, NODES, messages),
-        "dst": np.concatenate([nodes_col[:payload], rng.integers(0, NODES, control)]),
-        "type": np.concatenate([np.full(payload, "Gossip"), types[rng.integers(0, 5, control)]]),
-        "layer": np.where(np.arange(messages) < payload, "broadcast", "membership"),
-        "payload": np.arange(messages) < payload,
-        "pub_id": np.concatenate([pubs_col[:payload], np.full(control, -1)]),
-        "bytes": np.full(messages, 60, dtype=np.int32),
-    })  # fmt: skip
-    # control messages carry no pub_id: null, not -1
-    path = run / "messages" / "part-00000.parquet"
-    table = pq.read_table(path)
-    pub_ids = table.column("pub_id")
-    import pyarrow.compute as pc
-
-    table = table.set_column(
-        table.schema.get_field_index("pub_id"),
-        "pub_id",
-        pc.if_else(pc.equal(pub_ids, -1), pa.scalar(None, pa.int64()), pub_ids),
-    )
-    pq.write_table(table, path, compression="zstd", row_group_size=1_000_000)
+    types = np.array(["IHave", "Graft", "Prune", "Shuffle", "Join"], dtype=object)
+    schema = SCHEMAS["messages"]
+    (run / "messages").mkdir(parents=True, exist_ok=True)
+    with pq.ParquetWriter(
+        run / "messages" / "part-00000.parquet", schema, compression="zstd"
+    ) as writer:
+        for first in range(0, messages, MESSAGE_CHUNK):
+            n = min(MESSAGE_CHUNK, messages - first)
+            chunk = np.random.default_rng([7, first // MESSAGE_CHUNK])
+            index = np.arange(first, first + n)
+            is_payload = index < payload
+            k = int(is_payload.sum())  # payload rows come first: rows [first, first + k)
+            control = n - k
+            t_send = np.concatenate(
+                [pub_t[pubs_col[first : first + k]], chunk.uniform(0, DURATION, control)]
+            )
+            columns = {
+                "run_id": pa.array(np.full(n, RUN, dtype=object), pa.string()),
+                "t_send": t_send,
+                "t_recv": t_send + 0.01,
+                "src": chunk.integers(0, NODES, n),
+                "dst": np.concatenate(
+                    [nodes_col[first : first + k], chunk.integers(0, NODES, control)]
+                ),
+                "type": np.concatenate(
+                    [np.full(k, "Gossip", dtype=object), types[chunk.integers(0, 5, control)]]
+                ),
+                "layer": np.where(is_payload, "broadcast", "membership").astype(object),
+                "payload": is_payload,
+                # control messages carry no pub_id: null
+                "pub_id": pa.array(
+                    np.concatenate([pubs_col[first : first + k], np.zeros(control, np.int64)]),
+                    pa.int64(),
+                    mask=~is_payload,
+                ),
+                "bytes": np.full(n, 60, dtype=np.int32),
+            }
+            arrays = [
+                columns[f.name] if isinstance(columns.get(f.name), pa.Array)
+                else pa.array(columns[f.name], type=f.type) if f.name in columns
+                else pa.nulls(n, type=f.type)
+                for f in schema
+            ]  # fmt: skip
+            table = pa.Table.from_arrays(arrays, schema=schema)
+            writer.write_table(table, row_group_size=ROW_GROUP)
     for table_name in ("snapshots", "checks", "faults", "events"):
         _write(run, table_name, {})
 
@@ -162,15 +188,18 @@ NODE_COLUMNS = ["node", "sent", "received", "load", "control_sent", "deliveries"
 
 def spark_metrics(spark: Any, run: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     from pubmesh.analysis import metrics
+    from pubmesh.analysis.job import materialize
     from pubmesh.analysis.load import inspect, load
 
     trace = load(spark, [inspect(run)])
-    first = metrics.first_deliveries(trace.deliveries, trace.publications)
+    # as pubmesh analyze does (pubmesh.analysis.job.compute): the first deliveries, which
+    # both tables use, computed once
+    first = materialize(metrics.first_deliveries(trace.deliveries, trace.publications))
     expected = metrics.expected_pairs(
         trace.publications, trace.subscriptions, trace.nodes, trace.runs, content_based=False
     )
     pubs = metrics.per_publication(trace, expected, first).select(*PUB_COLUMNS)
-    nodes = metrics.per_node(trace, metrics.message_totals(trace)).select(*NODE_COLUMNS)
+    nodes = metrics.per_node(trace, metrics.message_totals(trace), first).select(*NODE_COLUMNS)
     return (
         [tuple(r) for r in pubs.orderBy("pub_id").collect()],
         [tuple(r) for r in nodes.orderBy("node").collect()],
@@ -306,7 +335,7 @@ def main() -> int:
     from rich.table import Table
 
     console = Console()
-    run = Path(args.out).resolve() / f"trace-m{args.messages}-p{args.publications}"
+    run = Path(args.out).resolve() / f"trace-g{GENERATOR}-m{args.messages}-p{args.publications}"
     if not (run / "messages" / "part-00000.parquet").exists():
         with console.status(f"generating {args.messages:,} message rows…"):
             started = time.perf_counter()

@@ -94,11 +94,16 @@ def test_life_intervals_run_from_up_or_recover_to_the_next_event(spark: Any) -> 
     assertDataFrameEqual(got, want)
 
 
+@pytest.mark.parametrize("content_based", [True, False], ids=["general", "by-topic"])
 def test_expected_pairs_need_subscription_and_life_from_publish_to_window_end(
-    spark: Any, pubsub: metrics.Trace
+    spark: Any, pubsub: metrics.Trace, content_based: bool
 ) -> None:
     got = metrics.expected_pairs(
-        pubsub.publications, pubsub.subscriptions, pubsub.nodes, pubsub.runs
+        pubsub.publications,
+        pubsub.subscriptions,
+        pubsub.nodes,
+        pubsub.runs,
+        content_based=content_based,
     )
     # p1: only node 1 (2 subscribed late, 3 crashes, 4 was down at t=1); p2: 1, 2 and 4;
     # p3: nobody (node 1 unsubscribed from b before the end of the window)
@@ -109,11 +114,17 @@ def test_expected_pairs_need_subscription_and_life_from_publish_to_window_end(
     assertDataFrameEqual(got, want)
 
 
+@pytest.mark.parametrize("content_based", [True, False], ids=["general", "by-topic"])
 def test_history_pairs_count_every_publication_for_subscribers_alive_at_the_end(
-    spark: Any, pubsub: metrics.Trace
+    spark: Any, pubsub: metrics.Trace, content_based: bool
 ) -> None:
     got = metrics.expected_pairs(
-        pubsub.publications, pubsub.subscriptions, pubsub.nodes, pubsub.runs, history=True
+        pubsub.publications,
+        pubsub.subscriptions,
+        pubsub.nodes,
+        pubsub.runs,
+        history=True,
+        content_based=content_based,
     )
     want = spark.createDataFrame(
         [("r1", p, n) for p in (1, 2) for n in (1, 2, 4)], "run_id string, pub_id long, node long"
@@ -123,6 +134,42 @@ def test_history_pairs_count_every_publication_for_subscribers_alive_at_the_end(
         metrics.history_reliability(pubsub),
         spark.createDataFrame([("r1", 4 / 6)], "run_id string, history_reliability double"),
     )
+
+
+@pytest.mark.parametrize(
+    "pairs_of",
+    [
+        pytest.param({"content_based": True}, id="twice-subscribed"),
+        pytest.param({"content_based": False}, id="twice-subscribed-by-topic"),
+    ],
+)
+def test_a_node_subscribed_twice_and_alive_twice_is_one_expected_pair(
+    spark: Any, pairs_of: dict[str, bool]
+) -> None:
+    # node 1: two overlapping subscriptions to "a" (the later one from 2), up at 0, down at 1,
+    # back at 1.5; node 2 joins "a" twice, both after p1. p1 (t=3) expects node 1 once.
+    nodes = [
+        {"node": 1, "t": 0.0, "event": "up", "role": "peer"},
+        {"node": 1, "t": 1.0, "event": "crash", "role": "peer"},
+        {"node": 1, "t": 1.5, "event": "recover", "role": "peer"},
+        {"node": 2, "t": 0.0, "event": "up", "role": "peer"},
+    ]
+    subs = [
+        {"node": 1, "topic": "a", "t_start": 0.0, "t_end": None},
+        {"node": 1, "topic": "a", "t_start": 2.0, "t_end": None},
+        {"node": 2, "topic": "a", "t_start": 4.0, "t_end": None},
+        {"node": 2, "topic": "a", "t_start": 5.0, "t_end": None},
+    ]
+    pubs = [
+        {"pub_id": 1, "publisher": 1, "topic": "a", "t": 3.0, "size": 10},
+        {"pub_id": 2, "publisher": 1, "topic": "a", "t": 4.5, "size": 10},
+    ]
+    tr = trace(spark, nodes=nodes, subscriptions=subs, publications=pubs)
+    got = metrics.expected_pairs(tr.publications, tr.subscriptions, tr.nodes, tr.runs, **pairs_of)
+    want = spark.createDataFrame(
+        [("r1", 1, 1), ("r1", 2, 1), ("r1", 2, 2)], "run_id string, pub_id long, node long"
+    )
+    assertDataFrameEqual(got, want)
 
 
 def test_per_publication_known_answers(spark: Any, pubsub: metrics.Trace) -> None:
@@ -175,7 +222,11 @@ def test_order_violations_count_older_publications_delivered_after_newer(spark: 
 
 
 def test_per_node_load_and_gini(spark: Any, pubsub: metrics.Trace) -> None:
-    nodes = metrics.per_node(pubsub, metrics.message_totals(pubsub))
+    nodes = metrics.per_node(
+        pubsub,
+        metrics.message_totals(pubsub),
+        metrics.first_deliveries(pubsub.deliveries, pubsub.publications),
+    )
     got = nodes.select("node", "sent", "received", "load", "control_overhead", "deliveries")
     want = spark.createDataFrame(
         [(1, 2, 3, 5, 0.0, 2), (2, 4, 1, 5, 0.0, 2), (3, 1, 2, 3, 0.1, 1), (4, 1, 1, 2, 0.0, 0)],
@@ -204,7 +255,7 @@ def test_per_run_known_answers(spark: Any, pubsub: metrics.Trace) -> None:
     run = metrics.per_run(
         pubsub,
         publications=metrics.per_publication(pubsub, expected, first),
-        nodes=metrics.per_node(pubsub, totals),
+        nodes=metrics.per_node(pubsub, totals, first),
         overlay=metrics.overlay_over_time(pubsub.snapshots),
         first=first,
         message_totals=totals,

@@ -119,7 +119,7 @@ def compute(spark: SparkSession, trace: Trace) -> Metrics:
     )
     publications = materialize(metrics.per_publication(trace, expected, first))
     totals = materialize(metrics.message_totals(trace))
-    nodes = materialize(metrics.per_node(trace, totals))
+    nodes = materialize(metrics.per_node(trace, totals, first))
     overlay = materialize(metrics.overlay_over_time(trace.snapshots, non_overlay_layers()))
     convergence = materialize(metrics.convergence_time(trace.checks))
     history = materialize(metrics.history_reliability(trace, content_based=content_based))

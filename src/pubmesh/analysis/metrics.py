@@ -242,26 +242,60 @@ def expected_pairs(
     # small, and no hint forces a broadcast that could run the driver out of memory.
     window = F.broadcast(runs.select("run_id", F.col("duration").alias("t_window_end")))
     life = life_intervals(nodes)
+    start = F.col("t_window_end") if history else F.col("t")
+    if not content_based:
+        return _by_publication(_expected_by_topic(publications, subscriptions, life, window, start))
     candidates = matching_subscriptions(
         publications, subscriptions, content_based=content_based
     ).join(window, ["run_id"])
-    start = F.col("t_window_end") if history else F.col("t")
     subscribed = (F.col("t_start") <= start) & (
         F.col("t_end").isNull() | (F.col("t_end") >= F.col("t_window_end"))
     )
     alive = (F.col("t_up") <= start) & (F.col("t_down") >= F.col("t_window_end"))
-    return (
-        candidates.where(subscribed)
-        .join(life, ["run_id", "node"])
-        .where(alive)
-        # partitioned by publication like first_deliveries (per_publication joins the two and
-        # aggregates per publication without another shuffle); pub_id first in every key: a
-        # numeric sort prefix (run_id is the same string on every row of a run)
-        .select("pub_id", "node", "run_id")
-        .repartition("pub_id", "run_id")
-        .distinct()
-        .select("run_id", "pub_id", "node")
+    return _by_publication(
+        candidates.where(subscribed).join(life, ["run_id", "node"]).where(alive), distinct=True
     )
+
+
+def _expected_by_topic(
+    publications: DataFrame, subscriptions: DataFrame, life: DataFrame, window: DataFrame,
+    start: Column,
+) -> DataFrame:  # fmt: skip
+    """:func:`expected_pairs` when no subscription has a filter, without a distinct.
+
+    Whether a pair is expected splits into a part that does not depend on the publication
+    (the subscription and the life run to the end of the window) and one that does (both began
+    by its start). So each (node, topic) is reduced first, on the small tables, to the earliest
+    time from which one subscription and one life interval both cover it to the end, and a
+    publication on the topic expects the node when it starts at or after that time: each
+    (publication, node) comes out once, and the pairs need no distinct (a shuffle and a hash
+    of every pair)."""
+    since = (
+        subscriptions.where(F.col("filter").isNull())
+        .select("run_id", "node", "topic", "t_start", "t_end")
+        .join(window, ["run_id"])
+        .where(F.col("t_end").isNull() | (F.col("t_end") >= F.col("t_window_end")))
+        .join(life, ["run_id", "node"])
+        .where(F.col("t_down") >= F.col("t_window_end"))
+        .groupBy("run_id", "topic", "node", "t_window_end")
+        .agg(F.min(F.greatest("t_start", "t_up")).alias("since"))
+    )
+    # one row per (node, topic) at most: adaptive execution broadcasts it when it is measured
+    # small, and the pairs are made where the publications are read
+    return (
+        publications.select("run_id", "pub_id", "topic", "t")
+        .join(since, ["run_id", "topic"])
+        .where(F.col("since") <= start)
+    )
+
+
+def _by_publication(pairs: DataFrame, *, distinct: bool = False) -> DataFrame:
+    """(run_id, pub_id, node) of ``pairs``, partitioned by publication like
+    :func:`first_deliveries` (:func:`per_publication` joins the two and aggregates per
+    publication without another shuffle); pub_id first in every key: a numeric sort prefix
+    (run_id is the same string on every row of a run)."""
+    out = pairs.select("pub_id", "node", "run_id").repartition("pub_id", "run_id")
+    return (out.distinct() if distinct else out).select("run_id", "pub_id", "node")
 
 
 # --------------------------------------------------------------------------------------------
@@ -348,15 +382,18 @@ def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> Data
 
     ``expected`` and ``first`` are :func:`expected_pairs` and :func:`first_deliveries`."""
     pubs = trace.publications
-    # expected_pairs and first_deliveries are both partitioned by publication: counting the
-    # expected pairs, flagging the first deliveries whose pair is expected (a left join,
-    # both distinct on the pair) and aggregating those per publication need no shuffle
+    # expected_pairs and first_deliveries are both partitioned by publication: one full outer
+    # join of the two (both distinct on the pair) marks each pair expected, delivered or both,
+    # and one aggregate per publication counts them, with no shuffle and the expected pairs
+    # read once
     keys = ["pub_id", "node", "run_id"]
-    wanted = expected.groupBy("pub_id", "run_id").agg(F.count("*").alias("expected"))
-    flagged = first.join(expected.select(*keys, F.lit(True).alias("_expected")), keys, "left")
+    flagged = first.withColumn("_got", F.lit(True)).join(
+        expected.select(*keys, F.lit(True).alias("_expected")), keys, "full"
+    )
     # exact percentiles from ranks (Spark's `percentile` keeps a hash map of values per
     # publication and merges them slowly): the latencies ranked within their publication,
     # the two ranks around each percentile picked in the aggregate, interpolated after
+    # (pairs expected but not delivered have no latency and rank last)
     by_latency = Window.partitionBy("pub_id", "run_id").orderBy(F.col("latency").asc_nulls_last())
     ranked = flagged.select(
         "*",
@@ -375,17 +412,18 @@ def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> Data
     got = (
         ranked.groupBy("pub_id", "run_id")
         .agg(
-            F.count("*").alias("receivers"),
-            F.count("_expected").alias("delivered"),
+            F.count("_expected").alias("expected"),
+            F.count("_got").alias("receivers"),
+            F.count(F.when(F.col("_got") & F.col("_expected"), 1)).alias("delivered"),
             F.sum(F.col("copies") - 1).alias("duplicates"),
             F.count("latency").alias("_n"),
             *picks,
             F.max("latency").alias("latency_max"),
             F.avg("hops").alias("hops_mean"),
-            F.max_by("hops", F.struct("t", "hops")).alias("ldh"),
+            F.max_by("hops", F.when(F.col("_got"), F.struct("t", "hops"))).alias("ldh"),
         )
         .select(
-            "run_id", "pub_id", "delivered", "receivers", "duplicates",
+            "run_id", "pub_id", "expected", "delivered", "receivers", "duplicates",
             *(_interpolate(F.col("_n"), q, F.col(f"_lo_{name}"), F.col(f"_hi_{name}"))
               .alias(f"latency_{name}") for name, q in PERCENTILES),
             "latency_max", "hops_mean", "ldh",
@@ -397,7 +435,6 @@ def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> Data
         pubs.select("run_id", "pub_id", "publisher", "topic", "t")
         # one row per publication from here: a shuffle of these few rows ends the heavy stage,
         # which then runs once (an orderBy on the result samples the stage before its sort)
-        .join(wanted.repartition("run_id", "pub_id"), ["run_id", "pub_id"], "left")
         .join(got.repartition("run_id", "pub_id"), ["run_id", "pub_id"], "left")
         .join(payload, ["run_id", "pub_id"], "left")
         .join(F.broadcast(full.withColumn("_full", F.lit(True))), ["run_id"], "left")
@@ -500,11 +537,12 @@ def messages_per_second(trace: Trace) -> DataFrame:
     return full.unionByName(counted)
 
 
-def per_node(trace: Trace, message_totals: DataFrame) -> DataFrame:
+def per_node(trace: Trace, message_totals: DataFrame, first: DataFrame) -> DataFrame:
     """One row per node: role, sent, received, load (in + out), payload_sent, control_sent,
     control_overhead (non-payload messages sent per second), deliveries.
 
-    ``message_totals`` is :func:`message_totals` of the trace."""
+    ``message_totals`` and ``first`` are :func:`message_totals` and :func:`first_deliveries`
+    of the trace."""
     totals = message_totals.groupBy("run_id", "node").agg(
         F.sum("sent").alias("sent"),
         F.sum("received").alias("received"),
@@ -514,15 +552,9 @@ def per_node(trace: Trace, message_totals: DataFrame) -> DataFrame:
     roles = trace.nodes.groupBy("run_id", "node").agg(
         F.max_by("role", F.struct("t", "event")).alias("role")
     )
-    # distinct publications per node: the deliveries shuffled once, by node (countDistinct
-    # would shuffle them twice: by (node, publication), then by node)
-    delivered = (
-        trace.deliveries.select("node", "run_id", "pub_id")
-        .repartition("node", "run_id")
-        .distinct()
-        .groupBy("run_id", "node")
-        .agg(F.count("pub_id").alias("deliveries"))
-    )
+    # distinct publications per node: the first deliveries, one per (publication, node),
+    # counted (the deliveries themselves would need a distinct: a shuffle and a hash of each)
+    delivered = first.groupBy("run_id", "node").agg(F.count("*").alias("deliveries"))
     durations = F.broadcast(trace.runs.select("run_id", "duration"))
     return (
         roles.join(totals, ["run_id", "node"], "left")
