@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -53,20 +54,25 @@ GENERATOR = 2
 # --------------------------------------------------------------------------------------------
 # The synthetic trace
 # --------------------------------------------------------------------------------------------
-def _write(run: Path, table: str, columns: dict[str, Any]) -> None:
+def _table(table: str, columns: dict[str, Any], n: int) -> pa.Table:
+    """Table ``table`` of ``n`` rows: ``columns`` (arrays, or values converted to the schema's
+    types), ``run_id`` the benchmark's run, every other column null."""
     schema = SCHEMAS[table]
+    columns = {"run_id": pa.array(np.full(n, RUN, dtype=object), pa.string()), **columns}
+    arrays = [
+        columns[f.name] if isinstance(columns.get(f.name), pa.Array)
+        else pa.array(columns[f.name], type=f.type) if f.name in columns
+        else pa.nulls(n, type=f.type)
+        for f in schema
+    ]  # fmt: skip
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _write(run: Path, table: str, columns: dict[str, Any]) -> None:
     n = len(next(iter(columns.values()))) if columns else 0
-    arrays = []
-    for field in schema:
-        if field.name == "run_id":
-            arrays.append(pa.array([RUN] * n, pa.string()) if n else pa.array([], pa.string()))
-        elif field.name in columns:
-            arrays.append(pa.array(columns[field.name], type=field.type))
-        else:
-            arrays.append(pa.nulls(n, type=field.type))
     (run / table).mkdir(parents=True, exist_ok=True)
     pq.write_table(
-        pa.Table.from_arrays(arrays, schema=schema),
+        _table(table, columns, n),
         run / table / "part-00000.parquet",
         compression="zstd",
         row_group_size=ROW_GROUP,
@@ -129,23 +135,20 @@ def generate(run: Path, messages: int, publications: int) -> None:
     # written in chunks (each from its own seeded stream), so that 10^8 rows fit in memory
     payload = min(len(pubs_col), messages)
     types = np.array(["IHave", "Graft", "Prune", "Shuffle", "Join"], dtype=object)
-    schema = SCHEMAS["messages"]
     (run / "messages").mkdir(parents=True, exist_ok=True)
     with pq.ParquetWriter(
-        run / "messages" / "part-00000.parquet", schema, compression="zstd"
+        run / "messages" / "part-00000.parquet", SCHEMAS["messages"], compression="zstd"
     ) as writer:
         for first in range(0, messages, MESSAGE_CHUNK):
             n = min(MESSAGE_CHUNK, messages - first)
             chunk = np.random.default_rng([7, first // MESSAGE_CHUNK])
-            index = np.arange(first, first + n)
-            is_payload = index < payload
-            k = int(is_payload.sum())  # payload rows come first: rows [first, first + k)
+            k = max(0, min(n, payload - first))  # payload rows come first: [first, first + k)
             control = n - k
+            is_payload = np.arange(n) < k
             t_send = np.concatenate(
                 [pub_t[pubs_col[first : first + k]], chunk.uniform(0, DURATION, control)]
             )
             columns = {
-                "run_id": pa.array(np.full(n, RUN, dtype=object), pa.string()),
                 "t_send": t_send,
                 "t_recv": t_send + 0.01,
                 "src": chunk.integers(0, NODES, n),
@@ -165,16 +168,23 @@ def generate(run: Path, messages: int, publications: int) -> None:
                 ),
                 "bytes": np.full(n, 60, dtype=np.int32),
             }
-            arrays = [
-                columns[f.name] if isinstance(columns.get(f.name), pa.Array)
-                else pa.array(columns[f.name], type=f.type) if f.name in columns
-                else pa.nulls(n, type=f.type)
-                for f in schema
-            ]  # fmt: skip
-            table = pa.Table.from_arrays(arrays, schema=schema)
-            writer.write_table(table, row_group_size=ROW_GROUP)
+            writer.write_table(_table("messages", columns, n), row_group_size=ROW_GROUP)
     for table_name in ("snapshots", "checks", "faults", "events"):
         _write(run, table_name, {})
+
+
+def cached_trace(root: Path, messages: int, publications: int) -> Path:
+    """The synthetic trace's run directory under ``root``, generated unless a complete one
+    (its last table written) is there."""
+    run = root / f"trace-g{GENERATOR}-m{messages}-p{publications}"
+    if not (run / "events").exists():
+        shutil.rmtree(run, ignore_errors=True)
+        generate(run, messages, publications)
+    return run
+
+
+def row_count(run: Path, table: str) -> int:
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in (run / table).glob("*.parquet"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -335,15 +345,10 @@ def main() -> int:
     from rich.table import Table
 
     console = Console()
-    run = Path(args.out).resolve() / f"trace-g{GENERATOR}-m{args.messages}-p{args.publications}"
-    if not (run / "messages" / "part-00000.parquet").exists():
-        with console.status(f"generating {args.messages:,} message rows…"):
-            started = time.perf_counter()
-            generate(run, args.messages, args.publications)
-        console.print(f"generated {run} in {time.perf_counter() - started:.1f} s")
+    with console.status(f"the trace of {args.messages:,} message rows (generated once)…"):
+        run = cached_trace(Path(args.out).resolve(), args.messages, args.publications)
     rows = {
-        t: pq.ParquetFile(run / t / "part-00000.parquet").metadata.num_rows
-        for t in ("messages", "deliveries", "publications", "subscriptions")
+        t: row_count(run, t) for t in ("messages", "deliveries", "publications", "subscriptions")
     }
     threads = os.cpu_count() or 2
 

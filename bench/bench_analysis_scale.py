@@ -35,10 +35,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_analysis
+from bench_analysis import cached_trace
+from bench_analysis import row_count as rows
 
 PUBMESH = str(Path(sys.executable).with_name("pubmesh"))
 
@@ -181,20 +180,8 @@ def counts_trace(root: Path, nodes: int) -> Path:
     return run
 
 
-def full_trace(root: Path, messages: int, publications: int) -> Path:
-    run = root / f"trace-g{bench_analysis.GENERATOR}-m{messages}-p{publications}"
-    if not (run / "runs").exists() or not (run / "events").exists():
-        shutil.rmtree(run, ignore_errors=True)
-        bench_analysis.generate(run, messages, publications)
-    return run
-
-
-def rows(run: Path, table: str) -> int:
-    return sum(pq.ParquetFile(p).metadata.num_rows for p in (run / table).glob("*.parquet"))
-
-
 def gib(n: object) -> str:
-    return f"{int(n) / 2**30:.2f}" if isinstance(n, int) else "–"  # type: ignore[call-overload]
+    return f"{n / 2**30:.2f}" if isinstance(n, int) else "–"
 
 
 def main() -> int:
@@ -228,7 +215,7 @@ def main() -> int:
         results["counts"] = result
     if args.only in (None, "full"):
         with console.status(f"generating {args.messages:,} message rows (once, cached)…"):
-            run = full_trace(root, args.messages, args.publications)
+            run = cached_trace(root, args.messages, args.publications)
         with console.status("pubmesh analyze on the full trace…"):
             result = analyze(run, run / "analysis", args.driver_memory)
         result["rows"] = (

@@ -382,10 +382,11 @@ def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> Data
 
     ``expected`` and ``first`` are :func:`expected_pairs` and :func:`first_deliveries`."""
     pubs = trace.publications
-    # expected_pairs and first_deliveries are both partitioned by publication: one full outer
-    # join of the two (both distinct on the pair) marks each pair expected, delivered or both,
-    # and one aggregate per publication counts them, with no shuffle and the expected pairs
-    # read once
+    # expected_pairs and first_deliveries are both partitioned by publication, so they join
+    # without a shuffle: one full outer join (both distinct on the pair) marks each pair
+    # expected, delivered or both, and one aggregate per publication counts them, the expected
+    # pairs read once. The join's keys come from either side, so Spark does not know its
+    # output partitioned and shuffles it once more for the percentile window below.
     keys = ["pub_id", "node", "run_id"]
     flagged = first.withColumn("_got", F.lit(True)).join(
         expected.select(*keys, F.lit(True).alias("_expected")), keys, "full"
