@@ -26,7 +26,14 @@ from pubmesh.net.address import address_of, format_id, node_id, parse_hostport
 from pubmesh.net.codec import CodecError, decode, encode
 from pubmesh.net.framing import FrameBuffer, FrameTooLarge
 from pubmesh.net.security import ClusterKey, FrameError, Opener, Sealer
-from pubmesh.proto.core import MESSAGE_TYPES, Message
+from pubmesh.proto.core import (
+    MESSAGE_INFO,
+    MESSAGE_TAGS,
+    MESSAGE_TYPES,
+    Message,
+    message_schema,
+    register_message,
+)
 from pubmesh.stacks.base import available_stacks
 from test_net_stack import Colour, NetTestFlood, NetTestHello, NetTestKitchenSink
 
@@ -396,6 +403,120 @@ def test_unsupported_annotations_fail_when_compiled() -> None:
 
     with pytest.raises(TypeError, match="cannot carry"):
         codec.compile_message(Weird)
+
+
+# ------------------------------------------------------------------------------------------
+# Explicit schemas
+# ------------------------------------------------------------------------------------------
+#: Tags of this module's schema probes, in the tests' range (1-99) below the 90-98 the other
+#: test modules' probe messages use. 81 is never registered (its registrations must fail).
+SCHEMA_TAG, MISMATCH_TAG, LATE_TAG = 80, 81, 82
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SchemaProbe(Message):
+    """Annotated uselessly on purpose, as a class compiled with mypyc may be at run time:
+    only its registration's ``fields=`` says what travels."""
+
+    pub_id: Any
+    peers: Any
+    label: Any
+
+
+#: SchemaProbe's schema, deliberately not in field order
+SCHEMA_FIELDS: dict[str, Any] = {"peers": tuple[int, ...], "label": str | None, "pub_id": int}
+
+
+def _schema_probe() -> type[SchemaProbe]:
+    """SchemaProbe, registered on first use: at run time rather than import, so the tests
+    parametrized over every registered type (collected at import) never meet its annotations."""
+    if SchemaProbe not in MESSAGE_INFO:
+        register_message(SchemaProbe, SCHEMA_TAG, layer="test", fields=SCHEMA_FIELDS)
+    return SchemaProbe
+
+
+def test_codec_reads_the_registered_schema_not_the_annotations() -> None:
+    cls = _schema_probe()
+    assert set(typing.get_type_hints(cls).values()) == {Any}
+    assert message_schema(cls) == (
+        ("pub_id", int),
+        ("peers", tuple[int, ...]),
+        ("label", str | None),
+    )
+    message = cls(pub_id=7, peers=(1, 2, 3), label="x")
+    tag, payload = encode(message)
+    assert tag == SCHEMA_TAG
+    back = decode(tag, payload)
+    assert back == message and type(back) is cls
+    assert type(back.peers) is tuple  # an Any field would have come back as a list
+    assert decode(*encode(cls(pub_id=1, peers=(), label=None))) == cls(
+        pub_id=1, peers=(), label=None
+    )
+    index = {f.name: i for i, f in enumerate(dataclasses.fields(cls))}
+    for field, bad in [("pub_id", "7"), ("pub_id", 1.5), ("peers", [1, "2"]), ("label", 5)]:
+        values = _fields_of(message)
+        values[index[field]] = bad  # each is a plain value, which Any would accept
+        with pytest.raises(CodecError) as caught:
+            decode(tag, _payload(values))
+        assert caught.value.reason == "wrong-field-type"
+        assert caught.value.detail.startswith(f"SchemaProbe.{field}: expected ")
+
+
+@pytest.mark.parametrize(
+    ("declared", "named"),
+    [
+        ({"pub_id": int, "peers": tuple[int, ...]}, ["missing label"]),
+        ({**SCHEMA_FIELDS, "hops": int}, ["not fields of the class: hops"]),
+        ({"pub_id": int, "peers": tuple[int, ...], "lable": str}, ["missing label", "lable"]),
+        ({}, ["missing pub_id, peers, label"]),
+    ],
+)
+def test_fields_must_name_exactly_the_dataclass_fields(
+    declared: dict[str, Any], named: list[str]
+) -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Mismatched(Message):
+        pub_id: int
+        peers: tuple[int, ...]
+        label: str | None
+
+    with pytest.raises(TypeError) as caught:
+        register_message(Mismatched, MISMATCH_TAG, layer="test", fields=declared)
+    assert "Mismatched" in str(caught.value)
+    for text in named:
+        assert text in str(caught.value)
+    assert MISMATCH_TAG not in MESSAGE_TYPES and Mismatched not in MESSAGE_INFO
+
+
+@pytest.mark.parametrize("cls", all_types(), ids=lambda c: f"{c.__name__}")
+def test_default_schema_is_the_annotations_in_field_order(cls: type[Message]) -> None:
+    """Every message registered without ``fields=`` has, resolved at registration, the schema
+    the codec used to read from its annotations."""
+    hints = typing.get_type_hints(cls)
+    expected = tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+    assert MESSAGE_INFO[cls].schema == expected
+    assert message_schema(cls) == expected
+
+
+def test_annotations_that_do_not_resolve_yet_are_resolved_on_first_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Late(Message):
+        ref: DefinedLater  # noqa: F821
+
+    register_message(Late, LATE_TAG, layer="test")  # no error at registration
+    try:
+        assert MESSAGE_INFO[Late].schema is None
+        with pytest.raises(TypeError, match="cannot resolve the annotations of Late"):
+            message_schema(Late)
+        with pytest.raises(TypeError, match="cannot resolve the annotations of Late"):
+            codec.compile_message(Late)
+        monkeypatch.setitem(globals(), "DefinedLater", int)
+        assert message_schema(Late) == (("ref", int),)
+        assert MESSAGE_INFO[Late].schema == (("ref", int),)
+    finally:
+        del MESSAGE_TYPES[LATE_TAG], MESSAGE_TAGS[Late], MESSAGE_INFO[Late]
 
 
 # ------------------------------------------------------------------------------------------

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pubmesh.proto.core import MESSAGE_INFO, Message
+from pubmesh.proto.core import HEADER_BYTES, MESSAGE_INFO, Message, register_message
 from pubmesh.sim.sizes import size_function
 from pubmesh.stacks.base import discovered_stacks, get_stack
 
@@ -68,3 +69,29 @@ def test_simple_fields_holding_junk_are_sized_by_the_walk(
         values[f.name] = data.draw(JUNK if simple else _of_type(hints[f.name]))
     message = cls(**values)
     assert size_function(cls)(message) == message.wire_size(), message
+
+
+#: the tag of this module's schema probe (tests' range; 80-82 and 90-98 are other modules')
+SIZED_TAG = 84
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SizedBySchema(Message):
+    """Annotated uselessly on purpose: only its registration's ``fields=`` declares the
+    types (registered on first use, so that no other test's collection meets it)."""
+
+    pub_id: Any
+    peers: Any
+
+
+def test_size_function_follows_the_registered_schema() -> None:
+    if SizedBySchema not in MESSAGE_INFO:
+        fields = {"pub_id": int, "peers": tuple[int, ...]}
+        register_message(SizedBySchema, SIZED_TAG, layer="test", fields=fields)
+    message = SizedBySchema(pub_id=1, peers=(2, 3, 4))
+    assert size_function(SizedBySchema)(message) == message.wire_size() == HEADER_BYTES + 8 + 26
+    # a declared tuple's elements are sized as declared (8 bytes an int), not walked: only
+    # the schema, not the annotations (Any), says they are ints
+    odd = SizedBySchema(pub_id=1, peers=("a", "b"))
+    assert odd.wire_size() == HEADER_BYTES + 8 + 2 + 3 + 3
+    assert size_function(SizedBySchema)(odd) == HEADER_BYTES + 8 + 2 + 8 * 2

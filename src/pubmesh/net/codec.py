@@ -1,19 +1,21 @@
-"""The wire codec: every registered message type, in msgpack, checked against its annotations.
+"""The wire codec: every registered message type, in msgpack, checked against its schema.
 
 How it works
 ============
 A message travels as its type tag (in the frame header, see :mod:`pubmesh.net.framing`) and a
 msgpack array of its field values *in dataclass field order*; field names never go on the wire.
 The codec is generic over :data:`pubmesh.proto.core.MESSAGE_TYPES`: nothing is written per
-message type. For each class the first use compiles, from the class's type annotations, one
-small checking function per field, and decoding is: unpack the msgpack array, check its length
-against the number of fields, run each field's checker, build the dataclass.
+message type. For each class the first use compiles, from the field types of the class's
+registered schema (:func:`pubmesh.proto.core.message_schema`: its annotations unless it was
+registered with explicit ``fields=``), one small checking function per field, and decoding is:
+unpack the msgpack array, check its length against the number of fields, run each field's
+checker, build the dataclass. The codec never reads a class's annotations itself.
 
 What a field may be (anything else is refused when the class is first compiled, so a stack that
 declares an unsupported field fails its codec test rather than at runtime):
 
 ==========================================  ==================================================
-annotation                                  on the wire / accepted on decode
+field type                                  on the wire / accepted on decode
 ==========================================  ==================================================
 ``int``                                     msgpack int (a ``bool`` is *not* an int here)
 ``float``                                   msgpack float, or int (widened to float)
@@ -31,7 +33,7 @@ a ``Message`` subclass                      array ``[tag, field, field, ...]``; 
 ==========================================  ==================================================
 
 The one rule that keeps it safe: **nothing received is trusted until it has been checked
-against the annotation of the field it lands in.** msgpack only ever produces plain data
+against the declared type of the field it lands in.** msgpack only ever produces plain data
 (no pickle, no eval, no object construction beyond the dataclass being decoded); a value of the
 wrong type, an array of the wrong length, an unknown nested tag, an extension type, a map key
 that is not a string: :class:`CodecError` with a ``reason`` the runtime traces before it drops
@@ -56,7 +58,7 @@ from typing import Any
 
 import msgpack
 
-from pubmesh.proto.core import MESSAGE_TAGS, MESSAGE_TYPES, Message
+from pubmesh.proto.core import MESSAGE_TAGS, MESSAGE_TYPES, Message, message_schema
 
 Checker = Callable[[Any], Any]
 
@@ -69,7 +71,7 @@ class CodecError(ValueError):
 
     ``reason`` is one of ``"undecodable"`` (not msgpack, or trailing bytes), ``"unknown-type"``
     (a tag no class is registered under) and ``"wrong-field-type"`` (anything that fails a
-    field's annotation); ``detail`` says which field and what arrived.
+    field's declared type); ``detail`` says which field and what arrived.
     """
 
     def __init__(self, reason: str, detail: str) -> None:
@@ -191,7 +193,7 @@ def _fast_builder(cls: type[Message]) -> Callable[[Any], Message]:
     through their descriptors (0.85 µs): the same fields, so the same equality and hash, and
     the class stays frozen for everyone else."""
     plan = _plan(cls)
-    hints = typing.get_type_hints(cls)
+    hints = dict(message_schema(cls))
     names = [name for name, _check in plan]
     env: dict[str, Any] = {
         "cls": cls,
@@ -294,18 +296,15 @@ def _plan(cls: type[Message]) -> tuple[tuple[str, Checker], ...]:
 
 
 def compile_message(cls: type[Message]) -> tuple[tuple[str, Checker], ...]:
-    """One checker per field of ``cls``, from its annotations. Raises TypeError for a field type
-    the codec cannot carry (so that a test over MESSAGE_TYPES catches it)."""
-    try:
-        hints = typing.get_type_hints(cls)
-    except Exception as error:
-        raise TypeError(f"cannot resolve the annotations of {cls.__name__}: {error}") from None
+    """One checker per field of ``cls``, from its schema (:func:`message_schema`). Raises
+    TypeError for a field type the codec cannot carry, or a schema that does not resolve (so
+    that a test over MESSAGE_TYPES catches it)."""
     plan = []
-    for f in fields(cls):
+    for name, tp in message_schema(cls):
         try:
-            plan.append((f.name, _checker(hints[f.name])))
+            plan.append((name, _checker(tp)))
         except TypeError as error:
-            raise TypeError(f"{cls.__name__}.{f.name}: {error}") from None
+            raise TypeError(f"{cls.__name__}.{name}: {error}") from None
     return tuple(plan)
 
 

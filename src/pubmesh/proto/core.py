@@ -31,7 +31,11 @@ under crashes and restarts.
 Messages are plain frozen, slotted, keyword-only dataclasses, registered with
 :func:`register_message` under a stable type tag for the network codec, with their layer
 (``"membership"``, ``"broadcast"``, ``"ring"``, ...) and whether they carry publication payload
-(what the trace and the RMR metric count), kept in :data:`MESSAGE_INFO`.
+(what the trace and the RMR metric count), kept in :data:`MESSAGE_INFO`. Registration also
+records the message's *schema*, its field types in field order (:func:`message_schema`), which
+the codec and the simulator's size estimate work from: by default the class's resolved
+annotations, or the types given explicitly with ``fields=`` (a class compiled with mypyc does
+not keep precise annotations at run time).
 
 A *stack node* (:class:`StackNode`) composes a stack's protocol layers behind the pub/sub
 interface; it is what the runtimes drive. It lives here, with the contract, because every
@@ -41,8 +45,10 @@ stack's folder under ``proto/`` builds one and nothing in ``proto/`` may import 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import hashlib
 import random
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeAlias, TypeVar
@@ -101,16 +107,22 @@ class Message:
         return size
 
 
+#: A message's schema: ``(field name, type)`` for each of its dataclass fields, in field order.
+Schema: TypeAlias = tuple[tuple[str, Any], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class MessageInfo:
     """What the runtimes and the trace know of a message class: its wire ``tag``, its ``name``
-    (the trace's ``type`` column), its protocol ``layer`` and whether it carries publication
-    ``payload`` (what RMR counts)."""
+    (the trace's ``type`` column), its protocol ``layer``, whether it carries publication
+    ``payload`` (what RMR counts) and its ``schema`` (see :func:`message_schema`; None while
+    annotations that did not resolve at registration are still to be resolved)."""
 
     tag: int
     name: str
     layer: str
     payload: bool
+    schema: Schema | None = None
 
 
 #: message class -> its registration; filled by :func:`register_message`.
@@ -139,12 +151,25 @@ def estimate_size(value: object) -> int:
     return ID_BYTES
 
 
-def register_message(cls: type[M], tag: int, *, layer: str, payload: bool = False) -> type[M]:
+def register_message(
+    cls: type[M],
+    tag: int,
+    *,
+    layer: str,
+    payload: bool = False,
+    fields: Mapping[str, Any] | None = None,
+) -> type[M]:
     """Register a message class under ``tag`` for the codec, the trace and the metrics.
 
     Tags are part of the wire format: never reuse or renumber one. Ranges by stack:
     1-99 runtime/common and tests, 100-199 gossip, 200-299 skipring, 300-399 chord,
     400-499 brokertree, 500-599 clique/d2g (docs/adding-a-stack.md).
+
+    ``fields`` (field name -> type, e.g. ``{"pub_id": int, "peers": tuple[int, ...]}``) gives
+    the message's schema explicitly, for a class whose run-time annotations cannot be trusted
+    (one compiled with mypyc); it must name exactly the dataclass's fields. Without it the
+    schema is the class's annotations, resolved here, or on first use (:func:`message_schema`)
+    if they do not resolve yet (a forward reference to a class defined further down).
     """
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
@@ -153,10 +178,61 @@ def register_message(cls: type[M], tag: int, *, layer: str, payload: bool = Fals
         raise ValueError(f"message tag {tag} already used by {MESSAGE_TYPES[tag].__name__}")
     if cls in MESSAGE_INFO:
         raise ValueError(f"{cls.__name__} is already registered")
+    schema: Schema | None
+    if fields is None:
+        try:
+            schema = _annotated_schema(cls)
+        except Exception:  # resolved again, and the failure reported, on first use
+            schema = None
+    else:
+        schema = _explicit_schema(cls, fields)
     MESSAGE_TYPES[tag] = cls
     MESSAGE_TAGS[cls] = tag
-    MESSAGE_INFO[cls] = MessageInfo(tag, cls.__name__, layer, payload)
+    MESSAGE_INFO[cls] = MessageInfo(tag, cls.__name__, layer, payload, schema)
     return cls
+
+
+def message_schema(cls: type[Message]) -> Schema:
+    """The schema of message class ``cls``: ``(field name, type)`` per dataclass field, in
+    field order, as registered (the ``fields=`` of :func:`register_message`, or the class's
+    resolved annotations). Annotations that did not resolve at registration are resolved now
+    and recorded; a class that is not registered gets its annotations, resolved on each call.
+    Raises TypeError naming the class if they still do not resolve."""
+    info = MESSAGE_INFO.get(cls)
+    if info is not None and info.schema is not None:
+        return info.schema
+    try:
+        schema = _annotated_schema(cls)
+    except Exception as error:
+        raise TypeError(f"cannot resolve the annotations of {cls.__name__}: {error}") from None
+    if info is not None:
+        MESSAGE_INFO[cls] = dataclasses.replace(info, schema=schema)
+    return schema
+
+
+def _annotated_schema(cls: type[Message]) -> Schema:
+    """The schema from ``cls``'s annotations (each resolved in its defining module's globals)."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+
+
+def _explicit_schema(cls: type[Message], declared: Mapping[str, Any]) -> Schema:
+    """The schema from ``register_message(fields=declared)``, in the dataclass's field order;
+    TypeError unless ``declared`` names exactly the dataclass's fields."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [name for name in names if name not in declared]
+    extra = [name for name in declared if name not in names]
+    if missing or extra:
+        problems = []
+        if missing:
+            problems.append(f"missing {', '.join(map(str, missing))}")
+        if extra:
+            problems.append(f"not fields of the class: {', '.join(map(str, extra))}")
+        raise TypeError(
+            f"{cls.__name__}: fields= must name exactly its dataclass fields "
+            f"({'; '.join(problems)})"
+        )
+    return tuple((name, declared[name]) for name in names)
 
 
 def message_info(msg: Message) -> MessageInfo:
