@@ -215,7 +215,10 @@ attacks = st.builds(
 )
 
 
-def rejection_for(target: Target, local_port: int) -> dict[str, Any]:
+def rejection_for(target: Target, local_port: int, after: int) -> dict[str, Any]:
+    """The rejection of the connection from ``local_port`` among the records from index
+    ``after`` on: the kernel reuses ephemeral ports, and an earlier attack's rejection from
+    the same port is an older record."""
     remote = f"127.0.0.1:{local_port}"
     record: dict[str, Any] = target.node.wait_event(
         lambda r: (
@@ -225,6 +228,7 @@ def rejection_for(target: Target, local_port: int) -> dict[str, Any]:
         ),
         10,
         f"a rejection of {remote}",
+        after,
     )
     return record
 
@@ -237,11 +241,12 @@ def test_hostile_connections_are_refused_traced_and_the_node_keeps_serving(
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
     @given(attack=attacks)
     def attack_once(attack: Attack) -> None:
+        before = target.node.mark()
         with socket.create_connection((target.host, target.port), timeout=5) as sock:
             local_port = sock.getsockname()[1]
             allowed = attack.run(sock)
             wait_closed(sock)
-        record = rejection_for(target, local_port)
+        record = rejection_for(target, local_port, before)
         reason = record["detail"]["reason"]
         assert reason in allowed, (attack, record)
         assert "suppressed" not in record["detail"]

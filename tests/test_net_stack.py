@@ -366,11 +366,15 @@ class NodeProcess:
                     self._results.put(record)
                 self._changed.notify_all()
 
-    def wait_event(self, predicate: Any, timeout: float = 10.0, what: str = "event") -> Any:
+    def wait_event(
+        self, predicate: Any, timeout: float = 10.0, what: str = "event", after: int = 0
+    ) -> Any:
+        """The first record from index ``after`` on that satisfies ``predicate``, waiting for
+        it up to ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                for record in self.records:
+                for record in self.records[after:]:
                     if predicate(record):
                         return record
                 left = deadline - time.monotonic()
@@ -381,6 +385,11 @@ class NodeProcess:
 
     def _pending(self) -> bool:
         return False
+
+    def mark(self) -> int:
+        """How many records there are now: an ``after`` for :meth:`wait_event`."""
+        with self._changed:
+            return len(self.records)
 
     def count(self, predicate: Any) -> int:
         with self._changed:
