@@ -118,8 +118,7 @@ def clique_series(args: argparse.Namespace, out: Path, console: Any) -> list[dic
     console.print(table)
     if figures:
         import pandas as pd
-
-        from pubmesh.analysis.plots import loglog
+        from benchplots import loglog
 
         # a log axis has no 0: junk at small n never leaves legitimacy (rounds 0), not plotted
         frame = pd.DataFrame([f for f in figures if f["rounds_mean"] > 0])

@@ -138,12 +138,12 @@ def main() -> int:
     args = parser.parse_args()
 
     import pandas as pd
+    from benchplots import loglog
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
 
     from pubmesh.analysis.job import analyze
-    from pubmesh.analysis.plots import loglog
     from pubmesh.analysis.spark import get_session
 
     console = Console()
