@@ -198,17 +198,14 @@ NODE_COLUMNS = ["node", "sent", "received", "load", "control_sent", "deliveries"
 
 def spark_metrics(spark: Any, run: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     from pubmesh.analysis import metrics
-    from pubmesh.analysis.job import materialize
+    from pubmesh.analysis.job import materialize, publication_metrics
     from pubmesh.analysis.load import inspect, load
 
     trace = load(spark, [inspect(run)])
     # as pubmesh analyze does (pubmesh.analysis.job.compute): the first deliveries, which
     # both tables use, computed once
     first = materialize(metrics.first_deliveries(trace.deliveries, trace.publications))
-    expected = metrics.expected_pairs(
-        trace.publications, trace.subscriptions, trace.nodes, trace.runs, content_based=False
-    )
-    pubs = metrics.per_publication(trace, expected, first).select(*PUB_COLUMNS)
+    pubs = publication_metrics(trace, first, content_based=False).select(*PUB_COLUMNS)
     nodes = metrics.per_node(trace, metrics.message_totals(trace), first).select(*NODE_COLUMNS)
     return (
         [tuple(r) for r in pubs.orderBy("pub_id").collect()],
@@ -333,20 +330,30 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({model}), {memory:.0f} GiB"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def trace_arguments(parser: argparse.ArgumentParser) -> None:
+    """The synthetic trace's options, shared with bench_analysis_floor."""
     parser.add_argument("--messages", type=int, default=20_000_000)
     parser.add_argument("--publications", type=int, default=20_000)
     parser.add_argument("--out", default="out/bench/analysis")
     parser.add_argument("--json", help="write the figures here as JSON")
+
+
+def trace_of(console: Any, args: argparse.Namespace) -> Path:
+    """The cached synthetic trace ``args`` name, generated (with a spinner) if needed."""
+    with console.status(f"the trace of {args.messages:,} message rows (generated once)…"):
+        return cached_trace(Path(args.out).resolve(), args.messages, args.publications)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    trace_arguments(parser)
     args = parser.parse_args()
 
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    with console.status(f"the trace of {args.messages:,} message rows (generated once)…"):
-        run = cached_trace(Path(args.out).resolve(), args.messages, args.publications)
+    run = trace_of(console, args)
     rows = {
         t: row_count(run, t) for t in ("messages", "deliveries", "publications", "subscriptions")
     }

@@ -11,6 +11,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES = [
     "bench_sim.py",
     "bench_analysis.py",
+    "bench_analysis_floor.py",
     "bench_analysis_scale.py",
     "bench_skipring.py",
     "bench_net.py",

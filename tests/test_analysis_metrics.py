@@ -10,7 +10,6 @@ import math
 from typing import Any
 
 import pytest
-from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from pubmesh.analysis import metrics
@@ -172,12 +171,19 @@ def test_a_node_subscribed_twice_and_alive_twice_is_one_expected_pair(
     assertDataFrameEqual(got, want)
 
 
-def test_per_publication_known_answers(spark: Any, pubsub: metrics.Trace) -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param({"content_based": True}, id="general"),
+        pytest.param({"content_based": False}, id="by-topic"),
+        pytest.param({"content_based": False, "small_since": True}, id="by-topic-broadcast"),
+    ],
+)
+def test_per_publication_known_answers(
+    spark: Any, pubsub: metrics.Trace, path: dict[str, bool]
+) -> None:
     first = metrics.first_deliveries(pubsub.deliveries, pubsub.publications)
-    expected = metrics.expected_pairs(
-        pubsub.publications, pubsub.subscriptions, pubsub.nodes, pubsub.runs
-    )
-    got = metrics.per_publication(pubsub, expected, first)
+    got = metrics.per_publication(pubsub, first, **path)
     schema = got.schema
     rows = [
         # p1: expected {1}, receivers {1, 2}, one duplicate, latencies [0, .2],
@@ -195,6 +201,78 @@ def test_per_publication_known_answers(spark: Any, pubsub: metrics.Trace) -> Non
     ]  # fmt: skip
     want = spark.createDataFrame(rows, schema)
     assertDataFrameEqual(got, want)
+
+
+def test_ties_in_time_are_broken_by_hops(spark: Any) -> None:
+    """A first delivery's hops are the fewest among its deliveries at the first time, and the
+    last delivery hop is the most hops among the first deliveries at the latest time: the
+    (t, hops) order, whatever order the rows come in."""
+    pubs = [{"pub_id": 1, "publisher": 1, "topic": "a", "t": 1.0, "size": 10}]
+    deliveries = [
+        {"pub_id": 1, "node": 2, "t": 1.5, "hops": 3},
+        {"pub_id": 1, "node": 2, "t": 1.5, "hops": 2},  # the same time, fewer hops
+        {"pub_id": 1, "node": 2, "t": 1.4, "hops": 5},  # earlier: this is the first
+        {"pub_id": 1, "node": 3, "t": 1.6, "hops": 4},
+        {"pub_id": 1, "node": 3, "t": 1.6, "hops": 1},
+        {"pub_id": 1, "node": 4, "t": 1.6, "hops": 2},  # ties node 3's first delivery
+        {"pub_id": 1, "node": 4, "t": 1.7, "hops": 0},  # a later copy: not a first delivery
+    ]
+    subs = [{"node": n, "topic": "a", "t_start": 0.0, "t_end": None} for n in (2, 3, 4)]
+    nodes = [{"node": n, "t": 0.0, "event": "up", "role": "peer"} for n in (1, 2, 3, 4)]
+    tr = trace(spark, nodes=nodes, subscriptions=subs, publications=pubs, deliveries=deliveries)
+    first = metrics.first_deliveries(tr.deliveries, tr.publications)
+    assertDataFrameEqual(
+        first.select("node", "t", "hops", "copies"),
+        spark.createDataFrame(
+            [(2, 1.4, 5, 3), (3, 1.6, 1, 2), (4, 1.6, 2, 2)],
+            "node long, t double, hops int, copies long",
+        ),
+    )
+    for content_based in (True, False):
+        row = (
+            metrics.per_publication(tr, first, content_based=content_based)
+            .select("expected", "delivered", "receivers", "duplicates", "ldh")
+            .first()
+        )
+        assert row is not None and tuple(row) == (3, 3, 3, 4, 2), (content_based, row)
+
+
+def test_expected_counts_by_topic_equal_the_pairs_counted(spark: Any) -> None:
+    """The counts made without the pairs are the pairs counted, on a trace with churn,
+    late and ended subscriptions, several topics and publications at a subscription's very
+    start (``since <= t``: the subscriber counts)."""
+    import random
+
+    rng = random.Random(5)
+    nodes, subs, pubs = [], [], []
+    for n in range(30):
+        nodes.append({"node": n, "t": 0.0, "event": "up", "role": "peer"})
+        if rng.random() < 0.3:
+            down = round(rng.uniform(1, 8), 1)
+            nodes.append({"node": n, "t": down, "event": "crash", "role": "peer"})
+            if rng.random() < 0.5:
+                nodes.append({"node": n, "t": down + 1.0, "event": "recover", "role": "peer"})
+        for topic in rng.sample("abc", rng.randint(0, 3)):
+            start = float(rng.randint(0, 6))
+            end = None if rng.random() < 0.7 else float(rng.randint(7, 12))
+            subs.append({"node": n, "topic": topic, "t_start": start, "t_end": end})
+    for p in range(40):
+        pubs.append(
+            {"pub_id": p, "publisher": 0, "topic": rng.choice("abcd"),
+             "t": float(rng.randint(0, 9)), "size": 1}
+        )  # fmt: skip
+    tr = trace(spark, nodes=nodes, subscriptions=subs, publications=pubs)
+    pairs = metrics.expected_pairs(
+        tr.publications, tr.subscriptions, tr.nodes, tr.runs, content_based=True
+    )
+    want = {r["pub_id"]: r["count"] for r in pairs.groupBy("pub_id").count().collect()}
+    since = metrics.subscribed_since(tr.subscriptions, tr.nodes, tr.runs)
+    got = {
+        r["pub_id"]: r["expected"]
+        for r in metrics.expected_counts_by_topic(tr.publications, since).collect()
+    }
+    assert sum(want.values()) > 50, "the case should expect many pairs"
+    assert got == {p: want.get(p, 0) for p in range(40)}
 
 
 def test_order_violations_count_older_publications_delivered_after_newer(spark: Any) -> None:
@@ -247,14 +325,11 @@ def test_per_node_load_and_gini(spark: Any, pubsub: metrics.Trace) -> None:
 
 def test_per_run_known_answers(spark: Any, pubsub: metrics.Trace) -> None:
     first = metrics.first_deliveries(pubsub.deliveries, pubsub.publications)
-    expected = metrics.expected_pairs(
-        pubsub.publications, pubsub.subscriptions, pubsub.nodes, pubsub.runs
-    )
     totals = metrics.message_totals(pubsub)
     convergence = metrics.convergence_time(pubsub.checks)
     run = metrics.per_run(
         pubsub,
-        publications=metrics.per_publication(pubsub, expected, first),
+        publications=metrics.per_publication(pubsub, first),
         nodes=metrics.per_node(pubsub, totals, first),
         overlay=metrics.overlay_over_time(pubsub.snapshots),
         first=first,
@@ -484,8 +559,7 @@ def test_counts_mode_traces_give_node_totals_but_no_rmr(spark: Any) -> None:
         ),
     )
     first = metrics.first_deliveries(t.deliveries, t.publications)
-    empty = t.publications.limit(0).select("run_id", "pub_id", F.col("publisher").alias("node"))
-    pubs = metrics.per_publication(t, empty, first)
+    pubs = metrics.per_publication(t, first)
     row = pubs.select("receivers", "payload_messages", "rmr", "false_positives").first()
     assert row is not None and tuple(row) == (2, None, None, None)
     # the report says so rather than failing: one section naming the run and the metrics

@@ -107,17 +107,23 @@ def materialize(frame: DataFrame) -> DataFrame:
     return frame.localCheckpoint(eager=True)
 
 
+#: subscriptions up to which the per-subscriber ``since`` table (at most one row each) is
+#: broadcast to the first deliveries instead of both being shuffled to meet (~80 bytes a row)
+BROADCAST_SUBSCRIPTIONS = 500_000
+
+
+def publication_metrics(trace: Trace, first: DataFrame, *, content_based: bool) -> DataFrame:
+    """:func:`metrics.per_publication` of ``first`` (:func:`metrics.first_deliveries`), its
+    ``since`` table broadcast when the subscriptions are few enough (counted from the Parquet
+    footers' row counts: no scan)."""
+    small = not content_based and trace.subscriptions.count() <= BROADCAST_SUBSCRIPTIONS
+    return metrics.per_publication(trace, first, content_based=content_based, small_since=small)
+
+
 def compute(spark: SparkSession, trace: Trace) -> Metrics:
     content_based = has_filters(trace)
     first = materialize(metrics.first_deliveries(trace.deliveries, trace.publications))
-    expected = metrics.expected_pairs(
-        trace.publications,
-        trace.subscriptions,
-        trace.nodes,
-        trace.runs,
-        content_based=content_based,
-    )
-    publications = materialize(metrics.per_publication(trace, expected, first))
+    publications = materialize(publication_metrics(trace, first, content_based=content_based))
     totals = materialize(metrics.message_totals(trace))
     nodes = materialize(metrics.per_node(trace, totals, first))
     overlay = materialize(metrics.overlay_over_time(trace.snapshots, non_overlay_layers()))

@@ -240,11 +240,11 @@ def expected_pairs(
     # run_id alone (one task per run). The life intervals and subscriptions grow with the
     # nodes (10^6 in a warm run): adaptive execution broadcasts them when they are measured
     # small, and no hint forces a broadcast that could run the driver out of memory.
-    window = F.broadcast(runs.select("run_id", F.col("duration").alias("t_window_end")))
-    life = life_intervals(nodes)
     start = F.col("t_window_end") if history else F.col("t")
     if not content_based:
-        return _by_publication(_expected_by_topic(publications, subscriptions, life, window, start))
+        return _by_publication(_expected_by_topic(publications, subscriptions, nodes, runs, start))
+    window = F.broadcast(runs.select("run_id", F.col("duration").alias("t_window_end")))
+    life = life_intervals(nodes)
     candidates = matching_subscriptions(
         publications, subscriptions, content_based=content_based
     ).join(window, ["run_id"])
@@ -257,35 +257,70 @@ def expected_pairs(
     )
 
 
-def _expected_by_topic(
-    publications: DataFrame, subscriptions: DataFrame, life: DataFrame, window: DataFrame,
-    start: Column,
-) -> DataFrame:  # fmt: skip
-    """:func:`expected_pairs` when no subscription has a filter, without a distinct.
+def subscribed_since(subscriptions: DataFrame, nodes: DataFrame, runs: DataFrame) -> DataFrame:
+    """(run_id, topic, node, since) for the subscriptions without a filter: the earliest time
+    from which one subscription of the node to the topic and one life interval of the node both
+    cover it to the end of the observation window; no row where none does.
 
-    Whether a pair is expected splits into a part that does not depend on the publication
-    (the subscription and the life run to the end of the window) and one that does (both began
-    by its start). So each (node, topic) is reduced first, on the small tables, to the earliest
-    time from which one subscription and one life interval both cover it to the end, and a
-    publication on the topic expects the node when it starts at or after that time: each
-    (publication, node) comes out once, and the pairs need no distinct (a shuffle and a hash
-    of every pair)."""
-    since = (
-        subscriptions.where(F.col("filter").isNull())
+    Whether a (publication, node) pair is expected splits into a part that does not depend on
+    the publication (the subscription and the life run to the end of the window) and one that
+    does (both began by its publish time). This is the first part, reduced on the small tables:
+    a publication on the topic expects the node exactly when it is issued at or after
+    ``since``."""
+    window = F.broadcast(runs.select("run_id", F.col("duration").alias("t_window_end")))
+    return (
+        subscriptions.where(F.col("filter").isNull() & F.col("topic").isNotNull())
         .select("run_id", "node", "topic", "t_start", "t_end")
         .join(window, ["run_id"])
         .where(F.col("t_end").isNull() | (F.col("t_end") >= F.col("t_window_end")))
-        .join(life, ["run_id", "node"])
+        .join(life_intervals(nodes), ["run_id", "node"])
         .where(F.col("t_down") >= F.col("t_window_end"))
-        .groupBy("run_id", "topic", "node", "t_window_end")
+        .groupBy("run_id", "topic", "node")
         .agg(F.min(F.greatest("t_start", "t_up")).alias("since"))
     )
-    # one row per (node, topic) at most: adaptive execution broadcasts it when it is measured
-    # small, and the pairs are made where the publications are read
+
+
+def _expected_by_topic(
+    publications: DataFrame, subscriptions: DataFrame, nodes: DataFrame, runs: DataFrame,
+    start: Column,
+) -> DataFrame:  # fmt: skip
+    """:func:`expected_pairs` when no subscription has a filter, without a distinct: each
+    (publication, node) comes out once, from a join of the publications with
+    :func:`subscribed_since` (one row per (node, topic) at most)."""
+    since = subscribed_since(subscriptions, nodes, runs)
+    window = F.broadcast(runs.select("run_id", F.col("duration").alias("t_window_end")))
     return (
         publications.select("run_id", "pub_id", "topic", "t")
+        .join(window, ["run_id"])
         .join(since, ["run_id", "topic"])
         .where(F.col("since") <= start)
+    )
+
+
+def expected_counts_by_topic(publications: DataFrame, since: DataFrame) -> DataFrame:
+    """(run_id, pub_id, expected): how many pairs each publication expects, when no
+    subscription has a filter, without making the pairs: per (run, topic), the
+    :func:`subscribed_since` times and the publish times in one order (a ``since`` before a
+    publication at the same time, as ``since <= t`` counts it), each publication counting the
+    ``since`` rows before it. A sort of nodes × topics + publications rows, where the pairs
+    are publications × subscribers."""
+    events = since.select(
+        "run_id", "topic", F.col("since").alias("_at"), F.lit(0).alias("_kind"),
+        F.lit(None).cast("long").alias("pub_id"),
+    ).unionByName(
+        publications.select(
+            "run_id", "topic", F.col("t").alias("_at"), F.lit(1).alias("_kind"), "pub_id"
+        )
+    )  # fmt: skip
+    before = (
+        Window.partitionBy("run_id", "topic")
+        .orderBy("_at", "_kind")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    return (
+        events.withColumn("expected", F.sum(1 - F.col("_kind")).over(before))
+        .where(F.col("_kind") == 1)
+        .select("run_id", "pub_id", F.col("expected").cast("long").alias("expected"))
     )
 
 
@@ -302,24 +337,34 @@ def _by_publication(pairs: DataFrame, *, distinct: bool = False) -> DataFrame:
 # Deliveries and messages
 # --------------------------------------------------------------------------------------------
 def first_deliveries(deliveries: DataFrame, publications: DataFrame) -> DataFrame:
-    """(run_id, pub_id, node, t, hops, copies, latency): the first delivery of each
-    (publication, node) and how many times it was delivered there."""
-    # partitioned by publication (like expected_pairs: per_publication joins the two and
-    # aggregates per publication without another shuffle), pub_id first in the keys (a
-    # numeric sort prefix; run_id is one string per run)
-    publish = publications.select("run_id", "pub_id", F.col("t").alias("t_publish"))
-    return (
+    """(run_id, pub_id, node, t, hops, copies, latency, topic, t_publish): the first delivery of
+    each (publication, node), how many times it was delivered there, and the publication's
+    topic and publish time (what :func:`per_publication` needs of it).
+
+    ``hops`` is the fewest hops among the deliveries at the first time (the (t, hops) order)."""
+    # partitioned by publication once (per_publication aggregates per publication without
+    # another shuffle), pub_id first in the keys (a numeric sort prefix; run_id is one string
+    # per run). Two hash aggregates instead of one over (t, hops) structs, which Spark can only
+    # sort-aggregate: per (publication, node, time) the fewest hops and the copies, then per
+    # (publication, node) the earliest time and its hops (min_by over the time alone is exact:
+    # every time appears once by then)
+    publish = publications.select("run_id", "pub_id", "topic", F.col("t").alias("t_publish"))
+    per_time = (
         deliveries.repartition("pub_id", "run_id")
-        .groupBy("pub_id", "node", "run_id")
+        .groupBy("pub_id", "node", "run_id", "t")
+        .agg(F.min("hops").alias("hops"), F.count("*").alias("copies"))
+    )
+    return (
+        per_time.groupBy("pub_id", "node", "run_id")
         .agg(
             F.min("t").alias("t"),
-            F.min_by("hops", F.struct("t", "hops")).alias("hops"),
-            F.count("*").alias("copies"),
+            F.min_by("hops", "t").alias("hops"),
+            F.sum("copies").alias("copies"),
         )
         .join(publish, ["pub_id", "run_id"])
         .select(
             "run_id", "pub_id", "node", "t", "hops", "copies",
-            (F.col("t") - F.col("t_publish")).alias("latency"),
+            (F.col("t") - F.col("t_publish")).alias("latency"), "topic", "t_publish",
         )
     )  # fmt: skip
 
@@ -375,61 +420,66 @@ def _interpolate(n: Column, q: float, low_value: Column, high_value: Column) -> 
     )
 
 
-def per_publication(trace: Trace, expected: DataFrame, first: DataFrame) -> DataFrame:
+def per_publication(
+    trace: Trace, first: DataFrame, *, content_based: bool = True, small_since: bool = False
+) -> DataFrame:
     """One row per publication: expected, delivered, reliability, receivers, duplicates,
     latency p50/p95/p99/max, hops_mean, ldh, payload_messages, rmr, false_positives,
     payload_received.
 
-    ``expected`` and ``first`` are :func:`expected_pairs` and :func:`first_deliveries`."""
+    ``first`` is :func:`first_deliveries`. Without ``content_based`` (no subscription has a
+    filter) the expected pairs are never made: each first delivery learns whether it was
+    expected from :func:`subscribed_since`, and :func:`expected_counts_by_topic` counts the
+    expected pairs; ``small_since`` broadcasts the ``since`` table to the first deliveries
+    (the caller knows it is small: nodes × topics rows), so they stay where they are."""
     pubs = trace.publications
-    # expected_pairs and first_deliveries are both partitioned by publication, so they join
-    # without a shuffle: one full outer join (both distinct on the pair) marks each pair
-    # expected, delivered or both, and one aggregate per publication counts them, the expected
-    # pairs read once. The join's keys come from either side, so Spark does not know its
-    # output partitioned and shuffles it once more for the percentile window below.
     keys = ["pub_id", "node", "run_id"]
-    flagged = first.withColumn("_got", F.lit(True)).join(
-        expected.select(*keys, F.lit(True).alias("_expected")), keys, "full"
+    got_rows = first.withColumn("_got", F.lit(True))
+    counts = None
+    if content_based:
+        # the pairs and the first deliveries are both partitioned by publication: one full
+        # outer join (both distinct on the pair) marks each pair expected, delivered or both,
+        # and the aggregate below counts them, the expected pairs read once
+        pairs = expected_pairs(
+            pubs, trace.subscriptions, trace.nodes, trace.runs, content_based=True
+        )
+        rows = got_rows.join(pairs.select(*keys, F.lit(True).alias("_expected")), keys, "full")
+    else:
+        since = subscribed_since(trace.subscriptions, trace.nodes, trace.runs)
+        lookup = F.broadcast(since) if small_since else since
+        rows = got_rows.join(lookup, ["run_id", "topic", "node"], "left").withColumn(
+            "_expected", F.when(F.col("since") <= F.col("t_publish"), F.lit(True))
+        )
+        counts = expected_counts_by_topic(pubs, since)
+    # one aggregate per publication; exact percentiles from each publication's latencies
+    # sorted (Spark's `percentile` keeps a map of values per group and merges them slowly);
+    # the last delivery hop is the hops of the greatest (t, hops) among the first deliveries
+    got = rows.groupBy("pub_id", "run_id").agg(
+        F.count("_expected").alias("_expected_rows"),
+        F.count("_got").alias("receivers"),
+        F.count(F.when(F.col("_got") & F.col("_expected"), 1)).alias("delivered"),
+        F.sum(F.col("copies") - 1).alias("duplicates"),
+        F.array_sort(F.collect_list("latency")).alias("_latencies"),
+        F.max("latency").alias("latency_max"),
+        F.avg("hops").alias("hops_mean"),
+        F.array_max(F.collect_list(F.when(F.col("_got"), F.struct("t", "hops")))).alias("_last"),
     )
-    # exact percentiles from ranks (Spark's `percentile` keeps a hash map of values per
-    # publication and merges them slowly): the latencies ranked within their publication,
-    # the two ranks around each percentile picked in the aggregate, interpolated after
-    # (pairs expected but not delivered have no latency and rank last)
-    by_latency = Window.partitionBy("pub_id", "run_id").orderBy(F.col("latency").asc_nulls_last())
-    ranked = flagged.select(
-        "*",
-        F.row_number().over(by_latency).alias("_rank"),
-        F.count("latency")
-        .over(by_latency.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
-        .alias("_n"),
-    )
-    picks = []
+    n = F.size("_latencies")
+    percentiles = []
     for name, q in PERCENTILES:
-        low, high = _ranks(F.col("_n"), q)
-        picks += [
-            F.max(F.when(F.col("_rank") == low + 1, F.col("latency"))).alias(f"_lo_{name}"),
-            F.max(F.when(F.col("_rank") == high + 1, F.col("latency"))).alias(f"_hi_{name}"),
-        ]
-    got = (
-        ranked.groupBy("pub_id", "run_id")
-        .agg(
-            F.count("_expected").alias("expected"),
-            F.count("_got").alias("receivers"),
-            F.count(F.when(F.col("_got") & F.col("_expected"), 1)).alias("delivered"),
-            F.sum(F.col("copies") - 1).alias("duplicates"),
-            F.count("latency").alias("_n"),
-            *picks,
-            F.max("latency").alias("latency_max"),
-            F.avg("hops").alias("hops_mean"),
-            F.max_by("hops", F.when(F.col("_got"), F.struct("t", "hops"))).alias("ldh"),
+        low, high = _ranks(n, q)
+        percentiles.append(
+            _interpolate(
+                n, q, F.get("_latencies", low.cast("int")), F.get("_latencies", high.cast("int"))
+            ).alias(f"latency_{name}")
         )
-        .select(
-            "run_id", "pub_id", "expected", "delivered", "receivers", "duplicates",
-            *(_interpolate(F.col("_n"), q, F.col(f"_lo_{name}"), F.col(f"_hi_{name}"))
-              .alias(f"latency_{name}") for name, q in PERCENTILES),
-            "latency_max", "hops_mean", "ldh",
-        )
+    got = got.select(
+        "run_id", "pub_id", F.col("_expected_rows").alias("expected"), "delivered",
+        "receivers", "duplicates", *percentiles, "latency_max", "hops_mean",
+        F.col("_last.hops").alias("ldh"),
     )  # fmt: skip
+    if counts is not None:  # by topic: the expected pairs counted apart
+        got = got.drop("expected").join(counts, ["run_id", "pub_id"], "full")
     payload = payload_messages(trace.messages, trace.deliveries)
     full = trace.runs.where(F.col("messages_mode") == "full").select("run_id")
     out = (
@@ -494,22 +544,23 @@ def message_totals(trace: Trace) -> DataFrame:
     """(run_id, node, type, layer, payload, sent, received, bytes_sent) from whichever of
     ``messages`` (full) and ``message_counts`` (counts) the run keeps."""
     keys = ["run_id", "node", "type", "layer", "payload"]
-    # one pass over the messages: each message counts at its two ends (sent at src; received
-    # at dst when it arrived), one aggregate keyed by node instead of two joined afterwards
-    ends = trace.messages.select(
-        "run_id", "type", "layer", "payload", "bytes", "t_recv",
-        F.inline(F.array(
-            F.struct(F.col("src").alias("node"), F.lit(True).alias("_out")),
-            F.struct(F.col("dst").alias("node"), F.lit(False).alias("_out")),
-        )),
-    ).where(F.col("_out") | F.col("t_recv").isNotNull())  # fmt: skip
-    full = ends.groupBy(*keys).agg(
-        F.count(F.when(F.col("_out"), 1)).alias("sent"),
-        F.count(F.when(~F.col("_out"), 1)).alias("received"),
-        F.coalesce(F.sum(F.when(F.col("_out"), F.col("bytes"))), F.lit(0))
-        .cast("long")
-        .alias("bytes_sent"),
+    # two aggregates over the messages, by sender and by receiver, each reduced where it is
+    # read (the partial aggregates are nodes × types rows); one pass that counted each message
+    # at both ends (inline of an array of two structs per message) cost more than two scans
+    zero = F.lit(0).cast("long")
+    by_src = trace.messages.groupBy(
+        "run_id", F.col("src").alias("node"), "type", "layer", "payload"
+    ).agg(
+        F.count("*").alias("sent"),
+        zero.alias("received"),
+        F.coalesce(F.sum("bytes"), F.lit(0)).cast("long").alias("bytes_sent"),
     )
+    by_dst = (
+        trace.messages.where(F.col("t_recv").isNotNull())
+        .groupBy("run_id", F.col("dst").alias("node"), "type", "layer", "payload")
+        .agg(zero.alias("sent"), F.count("*").alias("received"), zero.alias("bytes_sent"))
+    )
+    full = by_src.unionByName(by_dst)
     counted = trace.message_counts.groupBy(*keys).agg(
         F.sum("sent").alias("sent"),
         F.sum("received").alias("received"),
