@@ -114,8 +114,8 @@ BROADCAST_SUBSCRIPTIONS = 500_000
 
 def publication_metrics(trace: Trace, first: DataFrame, *, content_based: bool) -> DataFrame:
     """:func:`metrics.per_publication` of ``first`` (:func:`metrics.first_deliveries`), its
-    ``since`` table broadcast when the subscriptions are few enough (counted from the Parquet
-    footers' row counts: no scan)."""
+    ``since`` table broadcast when the subscriptions are few enough (one count over the
+    subscriptions, which reads none of their columns)."""
     small = not content_based and trace.subscriptions.count() <= BROADCAST_SUBSCRIPTIONS
     return metrics.per_publication(trace, first, content_based=content_based, small_since=small)
 

@@ -439,7 +439,9 @@ def per_publication(
     if content_based:
         # the pairs and the first deliveries are both partitioned by publication: one full
         # outer join (both distinct on the pair) marks each pair expected, delivered or both,
-        # and the aggregate below counts them, the expected pairs read once
+        # and the aggregate below counts them, the expected pairs read once. The join's keys
+        # come from either side, so Spark does not know its output partitioned and shuffles
+        # it once more for the aggregate
         pairs = expected_pairs(
             pubs, trace.subscriptions, trace.nodes, trace.runs, content_based=True
         )
@@ -473,13 +475,14 @@ def per_publication(
                 n, q, F.get("_latencies", low.cast("int")), F.get("_latencies", high.cast("int"))
             ).alias(f"latency_{name}")
         )
+    # general: the pairs counted in the aggregate; by topic: counted apart, joined here
+    expected = [F.col("_expected_rows").alias("expected")] if counts is None else []
     got = got.select(
-        "run_id", "pub_id", F.col("_expected_rows").alias("expected"), "delivered",
-        "receivers", "duplicates", *percentiles, "latency_max", "hops_mean",
-        F.col("_last.hops").alias("ldh"),
+        "run_id", "pub_id", *expected, "delivered", "receivers", "duplicates", *percentiles,
+        "latency_max", "hops_mean", F.col("_last.hops").alias("ldh"),
     )  # fmt: skip
-    if counts is not None:  # by topic: the expected pairs counted apart
-        got = got.drop("expected").join(counts, ["run_id", "pub_id"], "full")
+    if counts is not None:
+        got = got.join(counts, ["run_id", "pub_id"], "full")
     payload = payload_messages(trace.messages, trace.deliveries)
     full = trace.runs.where(F.col("messages_mode") == "full").select("run_id")
     out = (
