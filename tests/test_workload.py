@@ -761,3 +761,32 @@ def test_a_fault_role_is_checked(change: str, message: str) -> None:
         text = text.replace(change, "nodes = [1, 2]")
     with pytest.raises(ScenarioError, match=message.replace('"', "'")):
         parse_scenario(text)
+
+
+def test_the_planners_id_sets_read_as_the_sorted_lists_they_replace() -> None:
+    """The planner's members and subscribers per topic (workload._SortedIds) append on
+    addition and sort on read; after any mix of additions, removals, re-additions and reads
+    a read equals the sorted list of the ids present, which the bisected insertions kept.
+    Seed 7 replays: `pytest tests/test_workload.py -k sorted_lists`."""
+    import random
+
+    from pubmesh.workload import _SortedIds
+
+    rng = random.Random(7)
+    ids = _SortedIds()
+    present: set[int] = set()
+    reads = 0
+    for _ in range(20_000):
+        node = rng.randrange(300)
+        roll = rng.random()
+        if roll < 0.45:
+            ids.add(node)
+            present.add(node)
+        elif roll < 0.8:
+            ids.discard(node)
+            present.discard(node)
+        else:
+            reads += 1
+            assert ids.ordered() == sorted(present), f"after {reads} reads"
+        assert len(ids) == len(present) and (node in ids) == (node in present)
+    assert reads > 3_000 and ids.ordered() == sorted(present)
