@@ -59,6 +59,7 @@ def main() -> None:
         duration=duration,
         publish_start=publish_start,
         publications=1,
+        extra=bench_sim.GOSSIP_TREE if args.stack == "gossip" else "",
     )
     scenario = parse_scenario(text, source=f"probe-warm-{args.stack}-{args.nodes}")
     started = time.process_time()

@@ -326,3 +326,26 @@ def test_same_seed_same_bytes_different_seed_different_bytes(tmp_path: Path):
     a = (tmp_path / "a" / "messages" / "part-00000.parquet").read_bytes()
     c = (tmp_path / "c" / "messages" / "part-00000.parquet").read_bytes()
     assert a != c
+
+
+def test_the_collector_is_left_as_the_caller_had_it(tmp_path: Path) -> None:
+    """The simulator turns garbage collection off while it plans, warm-starts and closes, and
+    raises its threshold in the loop: afterwards the collector is on (or off) and at its
+    thresholds exactly as before (a warm-started gossip run takes every one of those steps)."""
+    import gc
+
+    text = (Path(__file__).parents[1] / "scenarios" / "gossip_1000.toml").read_text()
+    text = text.replace("nodes = 1000", "nodes = 50") + '\n[init]\noverlay = "warm"\n'
+    thresholds = gc.get_threshold()
+    for enabled in (True, False):
+        if not enabled:
+            gc.disable()
+        try:
+            sim = Simulation(parse_scenario(text), tmp_path / str(enabled))
+            sim.run()
+            sim.close()
+            assert gc.isenabled() is enabled
+            assert gc.get_threshold() == thresholds
+            assert gc.get_freeze_count() == 0
+        finally:
+            gc.enable()

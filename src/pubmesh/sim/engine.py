@@ -149,7 +149,8 @@ class Simulation:
         self.left: set[NodeId] = set()
         self.incarnation: dict[NodeId, int] = {}
         #: the workload, planned (pubmesh.workload); the simulator runs its events in order
-        self.plan: WorkloadPlan = plan(scenario)
+        with _no_collections():
+            self.plan: WorkloadPlan = plan(scenario)
         self._plan_events: tuple[PlanEvent, ...] = self.plan.events
         self.roles: dict[NodeId, str] = dict(self.plan.roles)
         self.contacts = self.plan.contacts
@@ -201,15 +202,8 @@ class Simulation:
     def _schedule_start(self) -> None:
         s = self.scenario
         if s.init.overlay == "warm":
-            # no collection while the overlay is built: it makes millions of objects that all
-            # live on (the loop freezes them, see _fewer_collections)
-            enabled = gc.isenabled()
-            gc.disable()
-            try:
+            with _no_collections():
                 self._warm_start()
-            finally:
-                if enabled:
-                    gc.enable()
         self._push_planned(0)
         if s.init.corruption != "none":
             last_start = max(self.plan.starts.values())
@@ -645,11 +639,29 @@ class Simulation:
         """Write open subscriptions and flush the trace."""
         if self.writer is None:
             return
-        for (node, topic), t_start in sorted(self._subscribed.items()):
-            self.writer.subscription(
-                node, topic, t_start, None, self._sub_filters.get((node, topic))
-            )
-        self.writer.close()
+        with _no_collections():
+            for (node, topic), t_start in sorted(self._subscribed.items()):
+                self.writer.subscription(
+                    node, topic, t_start, None, self._sub_filters.get((node, topic))
+                )
+            self.writer.close()
+
+
+@contextmanager
+def _no_collections() -> Iterator[None]:
+    """No garbage collection for a stretch that only builds objects which live on (the
+    plan, a warm-started overlay) or are written out and dropped whole (the trace's last
+    rows at close). With the collector on, such a stretch of a large run triggers full
+    collections that walk every object of the run, again and again, and free nothing: at
+    500,000 warm gossip nodes close took 21.4 CPU s with them and 7.7 without. Nothing the
+    collector does is visible in the trace."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @contextmanager
