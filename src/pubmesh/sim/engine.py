@@ -660,6 +660,12 @@ def _no_collections() -> Iterator[None]:
     try:
         yield
     finally:
+        if gc.get_freeze_count() == 0:
+            # What the stretch built is counted as young: re-enabled as it is, the collector
+            # would walk all of it at the next allocation (2.3 of 20 CPU s of a 300,000-node
+            # warm start). A freeze and unfreeze move every object to the oldest generation.
+            gc.freeze()
+            gc.unfreeze()
         if enabled:
             gc.enable()
 

@@ -156,6 +156,8 @@ def _passive(
         if j not in taken:
             taken.add(j)
             chosen.append(j)
+    if members[0] == 0 and members[-1] == size - 1:
+        return chosen  # members are 0 .. size-1 (sorted, distinct): index and id agree
     return [members[j] for j in chosen]
 
 
