@@ -7,6 +7,7 @@ across days or machines: there, compare the ratios of bench_sim.py).
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py rate 3000     # events/CPU s + bare loop
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py joins 20000   # joins + one broadcast
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py warm 300000 [gossip|skipring]
+                                   # build (plan + warm start), run, close (trace flush)
 """
 
 from __future__ import annotations
@@ -67,13 +68,15 @@ def main() -> None:
         sim = Simulation(scenario, Path(tmp) / "run", keep_deliveries=False)
         built = time.process_time()
         sim.run()
+        ran = time.process_time()
         sim.close()
-    done = time.process_time()
+        done = time.process_time()
     print(
         json.dumps(
             {
                 "build_cpu_seconds": round(built - started, 1),
-                "run_cpu_seconds": round(done - built, 1),
+                "run_cpu_seconds": round(ran - built, 1),
+                "close_cpu_seconds": round(done - ran, 1),
                 "events": sim.events_processed,
                 "deliveries": sim.delivery_count,
                 "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
