@@ -8,6 +8,7 @@ across days or machines: there, compare the ratios of bench_sim.py).
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py joins 20000   # joins + one broadcast
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py warm 300000 [gossip|skipring]
                                    # build (plan + warm start), run, close (trace flush)
+    PYTHONPATH=src .venv/bin/python bench/sim_probe.py plan 400000   # the workload plan alone
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import bench_sim
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("rate", "joins", "warm"))
+    parser.add_argument("what", choices=("rate", "joins", "warm", "plan"))
     parser.add_argument("nodes", type=int)
     parser.add_argument("stack", nargs="?", default="gossip", choices=("gossip", "skipring"))
     args = parser.parse_args()
@@ -52,6 +53,7 @@ def main() -> None:
         return
     from pubmesh.sim.engine import Simulation
     from pubmesh.sim.scenario import parse_scenario
+    from pubmesh.workload import plan
 
     publish_start, duration = bench_sim.WARM_TIMES[args.stack]
     text = bench_sim.WARM.format(
@@ -63,6 +65,12 @@ def main() -> None:
         extra=bench_sim.GOSSIP_TREE if args.stack == "gossip" else "",
     )
     scenario = parse_scenario(text, source=f"probe-warm-{args.stack}-{args.nodes}")
+    if args.what == "plan":
+        started = time.process_time()
+        planned = plan(scenario)
+        cpu = time.process_time() - started
+        print(json.dumps({"plan_cpu_seconds": round(cpu, 2), "events": len(planned.events)}))
+        return
     started = time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
         sim = Simulation(scenario, Path(tmp) / "run", keep_deliveries=False)
