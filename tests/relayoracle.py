@@ -71,8 +71,8 @@ def check(cluster: PoolCluster) -> list[str]:
 
 
 def check_sim(sim: Simulation) -> list[str]:
-    """The oracle over a :class:`Simulation` (its live nodes and the messages on its heap)."""
-    flight: list[Flight] = [(e[4], e[3], e[5]) for e in sim._heap if e[2] == MSG]
+    """The oracle over a :class:`Simulation` (its live nodes and the messages in its queue)."""
+    flight: list[Flight] = [(e[4], e[3], e[5]) for e in sim.pending_events() if e[2] == MSG]
     return check_state(sim.nodes, flight)
 
 

@@ -310,7 +310,8 @@ def test_commands_and_injection_api():
     # time of the last event at or before the limit (the next one is after it)
     assert not sim.run_until(lambda s: False, limit=7.5)
     assert sim.now == last_by_7_5
-    assert sim._heap and sim._heap[0][0] > 7.5
+    pending = sim.pending_events()
+    assert pending and pending[0][0] > 7.5
     # and it resumes from there: the events after the limit were not lost
     assert not sim.run_until(lambda s: False, limit=10.0)
     assert sim.now == times[-1]
@@ -349,3 +350,42 @@ def test_the_collector_is_left_as_the_caller_had_it(tmp_path: Path) -> None:
             assert gc.get_freeze_count() == 0
         finally:
             gc.enable()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_the_event_queue_runs_events_in_heap_order(seed: int) -> None:
+    """The binned event queue (Simulation._queue) against heapq over (time, sequence): actions
+    that schedule more actions at random delays (zero, inside the bin being run, across bins,
+    into the past) run in the heap's order, with the run stopping at limits between."""
+    import heapq
+    import random
+
+    rng = random.Random(seed)
+    sim = Simulation(scenario(pubs=0, extra="[trace]\nsnapshot_interval = 0.0\n"))
+    sim.run(until=0.5)
+    ran: list[tuple[float, int]] = []
+    reference: list[tuple[float, int, int]] = []
+    labels = itertools.count()
+
+    def schedule(t: float) -> None:
+        label = next(labels)
+        sim.at(t, action, label)
+        heapq.heappush(reference, (t, sim._seq, label))
+
+    def action(label: int) -> None:
+        # a shadow heap fed the same pushes at the same moments pops the same action
+        t, _seq, expected = heapq.heappop(reference)
+        ran.append((sim.now, label))
+        assert (sim.now, label) == (t, expected), f"seed {seed}"
+        for _ in range(rng.choice((0, 1, 2, 2))):
+            delay = rng.choice((0.0, 0.0002, -0.3, rng.uniform(0.0, 0.002), rng.uniform(0, 2)))
+            if len(ran) + len(reference) < 3000:  # a bounded run
+                schedule(max(0.0, sim.now + delay))
+
+    for _ in range(40):
+        schedule(0.5 + rng.uniform(0.0, 0.01))
+    for limit in (0.6, 0.6005, 1.5, 4.0, 30.0):
+        sim.run_until(lambda s: False, limit=limit)
+    assert not reference and len(ran) >= 2990, f"seed {seed}"
+    past = sum(1 for (a, _), (b, _) in itertools.pairwise(ran) if b < a)
+    assert past > 10, f"seed {seed}: events scheduled into the past ran at their time"
