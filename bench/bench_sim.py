@@ -106,7 +106,7 @@ def gossip_events_per_second(nodes: int) -> dict[str, float]:
 
 def child(nodes: int) -> None:
     """Run in a child process: joins of ``nodes`` nodes, then one broadcast."""
-    from pubmesh.sim.runner import run_scenario
+    from pubmesh.sim.runner import leave_to_exit, run_scenario
     from pubmesh.sim.scenario import parse_scenario
 
     spread = max(5.0, nodes / 5000)
@@ -116,6 +116,7 @@ def child(nodes: int) -> None:
     scenario = parse_scenario(text, source=f"bench-{nodes}")
     with tempfile.TemporaryDirectory() as tmp:
         result = run_scenario(scenario, Path(tmp) / "run")
+        leave_to_exit()  # the child ends after its line of JSON, as `pubmesh sim` does
     print(json.dumps(result.stats))
 
 
@@ -144,7 +145,7 @@ WARM_TIMES = {"gossip": (1.0, 4.0), "skipring": (0.5, 2.0)}
 
 def warm_child(stack: str, nodes: int) -> None:
     """Run in a child process: a warm-started overlay of ``nodes`` nodes, one broadcast."""
-    from pubmesh.sim.runner import run_scenario
+    from pubmesh.sim.runner import leave_to_exit, run_scenario
     from pubmesh.sim.scenario import parse_scenario
 
     publish_start, duration = WARM_TIMES[stack]
@@ -159,6 +160,7 @@ def warm_child(stack: str, nodes: int) -> None:
     scenario = parse_scenario(text, source=f"bench-warm-{stack}-{nodes}")
     with tempfile.TemporaryDirectory() as tmp:
         result = run_scenario(scenario, Path(tmp) / "run")
+        leave_to_exit()  # the child ends after its line of JSON, as `pubmesh sim` does
     stats = dict(result.stats)
     # every workload node subscribes; skipring's supervisor (node 0) is infrastructure
     stats["subscribers"] = nodes - (1 if stack == "skipring" else 0)

@@ -41,7 +41,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from pubmesh.sim.runner import run_scenario
+    from pubmesh.sim.runner import leave_to_exit, run_scenario
     from pubmesh.sim.scenario import load_scenario
 
     overrides = list(args.set or [])
@@ -51,6 +51,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"{scenario.name}-s{scenario.run.seed}"
     console = Console(stderr=False)
     result = run_scenario(scenario, out, progress=not args.quiet and sys.stderr.isatty())
+    if args.process_ends:
+        leave_to_exit()  # the process ends after the table below
     table = Table(
         title=f"pubmesh sim: {scenario.name} ({scenario.run.stack}, seed {scenario.run.seed})"
     )
@@ -149,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # main() of the command line itself (argv from sys.argv): the process ends when the
+    # command does; a caller that passes argv (a test, a script) runs on
+    args.process_ends = argv is None
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

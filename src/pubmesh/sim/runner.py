@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import resource
 import sys
@@ -25,6 +26,17 @@ def peak_memory_bytes() -> int:
     """Peak resident set size of this process (Linux reports ru_maxrss in KiB)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak) * (1 if sys.platform == "darwin" else 1024)
+
+
+def leave_to_exit() -> None:
+    """For a process that ends after its one run (``pubmesh sim``, a benchmark's child): hand
+    the run's objects to the operating system instead of the collector. A finished
+    :class:`Simulation` is a reference cycle, so only the collector frees it, and at exit it
+    walks and frees its objects one by one: 13.5 of 66 CPU s after a 300,000-node warm gossip
+    broadcast. Frozen, they are left for the process's end, which returns the memory at once
+    (``atexit`` handlers and buffered output still run as usual). Not for a process that runs
+    on (a sweep's worker): it would keep every run's memory."""
+    gc.freeze()
 
 
 def run_scenario(
