@@ -215,13 +215,18 @@ class TraceWriter:
             self._flush_counts(horizon)
 
     def _flush_counts(self, below: int | None) -> None:
-        keys = sorted((k[0], k[1], *k[2]) for k in self._counts if below is None or k[0] < below)
-        rows = self._rows["message_counts"]
         counts = self._counts
-        for second, node, name, layer, payload in keys:
-            sent, received, lost, size = counts.pop((second, node, (name, layer, payload)))
-            row = (second, node, name, layer, payload, sent, received, lost, size)
-            rows.append((self.run_id, *row))
+        # keys (second, node, (name, layer, payload)) sort as the flat rows do, and each is
+        # popped with the key object itself (no second tuple built per counter)
+        keys = sorted(counts) if below is None else sorted(k for k in counts if k[0] < below)
+        rows = self._rows["message_counts"]
+        append = rows.append
+        pop = counts.pop
+        run_id = self.run_id
+        for key in keys:
+            second, node, (name, layer, payload) = key
+            sent, received, lost, size = pop(key)
+            append((run_id, second, node, name, layer, payload, sent, received, lost, size))
         if below is not None:
             self._counts_flushed_below = below
         if len(rows) >= self.buffer_rows:
