@@ -18,6 +18,11 @@ metrics, is a floor under the ratio ``bench_analysis.py`` measures. Each step is
 (after one untimed run), the best of ``--repeat`` runs, which favours both engines alike.
 Beside them, ``spark.range(1).count()``: what one Spark job costs with nothing to do.
 
+The cold goal (≤ 5× DuckDB including session start) has a floor of its own: a fresh process
+that imports pyspark, starts the session and runs that empty job, against a fresh process
+that computes *all* the core metrics on DuckDB (``bench_analysis.cold_duckdb``), best of
+``--repeat`` each.
+
     .venv/bin/python bench/bench_analysis_floor.py                        # 20M messages
     .venv/bin/python bench/bench_analysis_floor.py --messages 2000000
 """
@@ -36,6 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_analysis import (
+    cold_duckdb,
     duckdb_metrics,
     machine,
     row_count,
@@ -90,6 +96,20 @@ def spark_steps(spark: Any, run: Path) -> dict[str, Callable[[], Any]]:
     }
 
 
+def cold_empty_job() -> float:
+    """A fresh process: imports, JVM and session start, one empty job (wall s)."""
+    import subprocess
+
+    code = (
+        "import time; t = time.perf_counter()\n"
+        "from pubmesh.analysis.spark import get_session\n"
+        "get_session().range(1).count()\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def best(action: Callable[[], Any], repeat: int) -> float:
     action()  # warm-up: JIT, file listings, the OS page cache
     times = []
@@ -133,6 +153,10 @@ def main() -> int:
         spark_all = best(lambda: spark_metrics(spark, run), 1)
         duck_all = best(lambda: duckdb_metrics(run, threads), args.repeat)
 
+    with console.status("cold: a fresh Spark session's empty job; DuckDB's core metrics…"):
+        cold_empty = min(cold_empty_job() for _ in range(args.repeat))
+        cold_duck = min(cold_duckdb(run, threads) for _ in range(args.repeat))
+
     floor = steps["messages by node"]["spark_s"] + steps["first deliveries"]["spark_s"]
     table = Table(
         title=f"Spark (local[*]) ÷ DuckDB, step by step, warm, best of {args.repeat} — {machine()}"
@@ -156,12 +180,17 @@ def main() -> int:
         + f"\nfloor: messages by node + first deliveries on Spark = {floor:.2f} s, "
         f"{floor / duck_all:.1f}× DuckDB's time for all the core metrics "
         f"(goal ≤ 3×: {'reachable' if floor / duck_all <= 3 else 'below the floor'})"
+        f"\ncold floor: a fresh process's Spark session and empty job = {cold_empty:.2f} s, "
+        f"{cold_empty / cold_duck:.1f}× a fresh process's DuckDB core metrics ({cold_duck:.2f} s)"
+        f" (goal ≤ 5×: {'reachable' if cold_empty / cold_duck <= 5 else 'below the floor'})"
     )  # fmt: skip
     if args.json:
         figures_out = {
             "machine": machine(), "rows": rows, "threads": threads, "repeat": args.repeat,
             "steps": steps, "spark_empty_job_s": empty_job, "spark_all_s": spark_all,
             "duckdb_all_s": duck_all, "floor_s": floor, "floor_ratio": floor / duck_all,
+            "cold_spark_empty_job_s": cold_empty, "cold_duckdb_all_s": cold_duck,
+            "cold_floor_ratio": cold_empty / cold_duck,
         }  # fmt: skip
         Path(args.json).write_text(json.dumps(figures_out, indent=2) + "\n")
     return 0
