@@ -289,6 +289,12 @@ def same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]], what: str) -> str |
 
 
 # --------------------------------------------------------------------------------------------
+def fresh_process_seconds(code: str) -> float:
+    """Run ``code`` in a fresh Python process; the seconds it prints last."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def cold_spark(run: Path) -> float:
     """A fresh process: import, JVM and session start, the metrics, collect."""
     code = (
@@ -300,8 +306,7 @@ def cold_spark(run: Path) -> float:
         f"spark_metrics(get_session(), Path({str(run)!r}))\n"
         "print(time.perf_counter() - t)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(done.stdout.strip().splitlines()[-1])
+    return fresh_process_seconds(code)
 
 
 def cold_duckdb(run: Path, threads: int) -> float:
@@ -313,8 +318,7 @@ def cold_duckdb(run: Path, threads: int) -> float:
         f"duckdb_metrics(Path({str(run)!r}), {threads:d})\n"
         "print(time.perf_counter() - t)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(done.stdout.strip().splitlines()[-1])
+    return fresh_process_seconds(code)
 
 
 def machine() -> str:

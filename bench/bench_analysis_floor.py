@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_analysis import (
     cold_duckdb,
     duckdb_metrics,
+    fresh_process_seconds,
     machine,
     row_count,
     spark_metrics,
@@ -98,16 +99,12 @@ def spark_steps(spark: Any, run: Path) -> dict[str, Callable[[], Any]]:
 
 def cold_empty_job() -> float:
     """A fresh process: imports, JVM and session start, one empty job (wall s)."""
-    import subprocess
-
-    code = (
+    return fresh_process_seconds(
         "import time; t = time.perf_counter()\n"
         "from pubmesh.analysis.spark import get_session\n"
         "get_session().range(1).count()\n"
         "print(time.perf_counter() - t)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return float(done.stdout.strip().splitlines()[-1])
 
 
 def best(action: Callable[[], Any], repeat: int) -> float:
