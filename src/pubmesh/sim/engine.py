@@ -525,7 +525,7 @@ class Simulation:
         writer = self.writer
         full_trace = writer is not None and writer.messages_mode == "full"
         counts = writer is not None and not full_trace
-        kinds = _message_kinds()
+        kinds = _message_kinds(writer) if counts and writer is not None else {}
         sizes = SIZES
         progress = self._progress
         every = self._progress_every
@@ -744,10 +744,13 @@ def _no_collections() -> Iterator[None]:
             gc.enable()
 
 
-def _message_kinds() -> dict[type[Message], tuple[str, str, bool]]:
-    """Message class -> the (type name, layer, payload) triple the counts-mode trace keys by;
-    one shared tuple per class."""
-    return {cls: (info.name, info.layer, info.payload) for cls, info in MESSAGE_INFO.items()}
+def _message_kinds(writer: TraceWriter) -> dict[type[Message], int]:
+    """Message class -> the number the counts-mode trace counts it under (its (type name,
+    layer, payload) triple's :meth:`TraceWriter.kind_id`)."""
+    return {
+        cls: writer.kind_id((info.name, info.layer, info.payload))
+        for cls, info in MESSAGE_INFO.items()
+    }
 
 
 def _latency_sampler(s: Scenario, rng: random.Random) -> Callable[[], float]:

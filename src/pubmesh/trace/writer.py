@@ -9,17 +9,22 @@ fixed writer configuration, is what makes the same run produce the same bytes.
 (``message_counts``) so that 10^6-node runs keep their message accounting in bounded memory.
 Counters for seconds that lie ``COUNTS_HORIZON`` seconds behind the clock are flushed as the run
 advances; a message received later than that for an old second lands in a second row with the
-same key, and readers add rows up by key.
+same key, and readers add rows up by key. Until a flush, a counted message is four numbers in
+typed arrays (its send time, sender, kind and size; its receive time, receiver and kind), 48
+bytes where a dictionary of counters cost ~200 per counter and two look-ups per message; a
+flush adds them up with NumPy (see :class:`_MessageCounter`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from array import array
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -71,7 +76,10 @@ class TraceWriter:
         self.empty_tables = empty_tables
         self._rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in SCHEMAS}
         self._writers: dict[str, pq.ParquetWriter] = {}
-        self._counts: dict[tuple[int, int, tuple[str, str, bool]], list[int]] = {}
+        self._counter = _MessageCounter()
+        #: message_counts rows made by flushes of the counter, not yet written (column chunks)
+        self._count_chunks: list[dict[str, Any]] = []
+        self._count_rows = 0
         self._counts_flushed_below = -1
         self.rows_written: dict[str, int] = dict.fromkeys(SCHEMAS, 0)
         self._closed = False
@@ -154,7 +162,12 @@ class TraceWriter:
             if len(rows) >= self.buffer_rows:
                 self._flush("messages")
             return
-        self.count(t_send, t_recv, src, dst, (type_name, layer, payload), size)
+        self.count(t_send, t_recv, src, dst, self.kind_id((type_name, layer, payload)), size)
+
+    def kind_id(self, kind: tuple[str, str, bool]) -> int:
+        """The number :meth:`count` takes for a message kind, its (type name, layer, payload)
+        triple (the simulator looks one up per message class, once per run)."""
+        return self._counter.kind_id(kind)
 
     def count(
         self,
@@ -162,28 +175,25 @@ class TraceWriter:
         t_recv: float | None,
         src: int,
         dst: int,
-        kind: tuple[str, str, bool],
+        kind: int,
         size: int,
     ) -> None:
-        """``messages_mode = "counts"``: count one message (``kind`` is its (type name, layer,
-        payload) triple; the simulator passes one shared tuple per message class, so the
-        counters are keyed by three small values, and the triple is spelt out at flush)."""
-        # int() is floor for the non-negative times of a run, and cheaper than math.floor
-        counts = self._counts
-        key = (int(t_send), src, kind)
-        sent = counts.get(key)
-        if sent is None:
-            sent = counts[key] = [0, 0, 0, 0]
-        sent[0] += 1
-        sent[3] += size
+        """``messages_mode = "counts"``: count one message of kind ``kind`` (a
+        :meth:`kind_id`) sent at ``t_send`` by ``src`` and received at ``t_recv`` by ``dst``,
+        or lost (``t_recv`` None). Appends to typed arrays; the counters are made at flush."""
+        c = self._counter
+        c.sent_t.append(t_send)
+        c.sent_node.append(src)
+        c.sent_kind.append(kind)
+        c.sent_size.append(size)
         if t_recv is None:
-            sent[2] += 1
+            c.lost_t.append(t_send)
+            c.lost_node.append(src)
+            c.lost_kind.append(kind)
         else:
-            key = (int(t_recv), dst, kind)
-            received = counts.get(key)
-            if received is None:
-                received = counts[key] = [0, 0, 0, 0]
-            received[1] += 1
+            c.recv_t.append(t_recv)
+            c.recv_node.append(dst)
+            c.recv_kind.append(kind)
 
     def snapshot(
         self,
@@ -215,21 +225,13 @@ class TraceWriter:
             self._flush_counts(horizon)
 
     def _flush_counts(self, below: int | None) -> None:
-        counts = self._counts
-        # keys (second, node, (name, layer, payload)) sort as the flat rows do, and each is
-        # popped with the key object itself (no second tuple built per counter)
-        keys = sorted(counts) if below is None else sorted(k for k in counts if k[0] < below)
-        rows = self._rows["message_counts"]
-        append = rows.append
-        pop = counts.pop
-        run_id = self.run_id
-        for key in keys:
-            second, node, (name, layer, payload) = key
-            sent, received, lost, size = pop(key)
-            append((run_id, second, node, name, layer, payload, sent, received, lost, size))
+        chunk = self._counter.flush(below)
         if below is not None:
             self._counts_flushed_below = below
-        if len(rows) >= self.buffer_rows:
+        if chunk is not None:
+            self._count_chunks.append(chunk)
+            self._count_rows += len(chunk["second"])
+        if self._count_rows >= self.buffer_rows:
             self._flush("message_counts")
 
     def _append(self, table: str, row: tuple[Any, ...]) -> None:
@@ -241,11 +243,14 @@ class TraceWriter:
     def _flush(self, table: str) -> None:
         rows = self._rows[table]
         schema = SCHEMAS[table]
-        columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
-            schema=schema,
-        )
+        if table == "message_counts":
+            batch = self._counts_batch()
+        else:
+            columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+            batch = pa.RecordBatch.from_arrays(
+                [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
+                schema=schema,
+            )
         writer = self._writers.get(table)
         if writer is None:
             directory = self.run_dir / table
@@ -263,6 +268,33 @@ class TraceWriter:
         self.rows_written[table] += batch.num_rows
         rows.clear()
 
+    def _counts_batch(self) -> pa.RecordBatch:
+        """The pending message_counts rows as one batch (and none pending after)."""
+        chunks, self._count_chunks, self._count_rows = self._count_chunks, [], 0
+        columns = {
+            name: np.concatenate([c[name] for c in chunks]) if chunks else np.zeros(0, np.int64)
+            for name in ("second", "node", "kind", "sent", "received", "lost", "bytes_sent")
+        }
+        kinds = self._counter.kinds
+        kind = pa.array(columns["kind"])
+        n = len(kind)
+        schema = SCHEMAS["message_counts"]
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array([self.run_id], pa.string()).take(np.zeros(n, np.int64)),
+                pa.array(columns["second"], pa.int64()),
+                pa.array(columns["node"], pa.int64()),
+                pa.array([k[0] for k in kinds], pa.string()).take(kind),
+                pa.array([k[1] for k in kinds], pa.string()).take(kind),
+                pa.array([k[2] for k in kinds], pa.bool_()).take(kind),
+                pa.array(columns["sent"], pa.int64()),
+                pa.array(columns["received"], pa.int64()),
+                pa.array(columns["lost"], pa.int64()),
+                pa.array(columns["bytes_sent"], pa.int64()),
+            ],
+            schema=schema,
+        )
+
     def close(self) -> None:
         """Flush everything and write every table (empty ones too, so readers find them, unless
         ``empty_tables`` is off)."""
@@ -276,7 +308,8 @@ class TraceWriter:
             if t != ("messages" if self.messages_mode == "counts" else "message_counts")
         ]
         for table in tables:
-            if self._rows[table] or (table not in self._writers and self.empty_tables):
+            pending = self._count_rows if table == "message_counts" else len(self._rows[table])
+            if pending or (table not in self._writers and self.empty_tables):
                 self._flush(table)
         for writer in self._writers.values():
             writer.close()
@@ -288,3 +321,143 @@ class TraceWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_DTYPES = {"d": np.float64, "q": np.int64}
+#: the packed counter key: second << 40 | node << 8 | kind rank, while every part fits
+_NODE_BITS, _KIND_BITS, _SECOND_LIMIT = 32, 8, 1 << 23
+
+
+class _MessageCounter:
+    """The counts-mode message counters, kept as the messages themselves until a flush.
+
+    Each counted message is appended to typed arrays, the cheapest thing that keeps it: the
+    send side (time, sender, kind, size), the receive side (time, receiver, kind) or, for a
+    lost message, a lost entry (its send time, sender, kind). :meth:`flush` adds up the entries
+    of the seconds below a bound with NumPy: one counter per (second, node, kind), ordered by
+    second, node and the kind's (type name, layer, payload) triple, which are the rows a
+    dictionary of counters keyed by those triples gave (same values, same order, so the same
+    bytes). Times are non-negative, so their floor is ``int()``'s truncation."""
+
+    __slots__ = (
+        "_ids",
+        "kinds",
+        "lost_kind",
+        "lost_node",
+        "lost_t",
+        "recv_kind",
+        "recv_node",
+        "recv_t",
+        "sent_kind",
+        "sent_node",
+        "sent_size",
+        "sent_t",
+    )
+
+    def __init__(self) -> None:
+        #: kind triples by id, and ids by triple
+        self.kinds: list[tuple[str, str, bool]] = []
+        self._ids: dict[tuple[str, str, bool], int] = {}
+        self.sent_t, self.sent_node = array("d"), array("q")
+        self.sent_kind, self.sent_size = array("q"), array("q")
+        self.recv_t, self.recv_node, self.recv_kind = array("d"), array("q"), array("q")
+        self.lost_t, self.lost_node, self.lost_kind = array("d"), array("q"), array("q")
+
+    def kind_id(self, kind: tuple[str, str, bool]) -> int:
+        found = self._ids.get(kind)
+        if found is None:
+            found = self._ids[kind] = len(self.kinds)
+            self.kinds.append(kind)
+        return found
+
+    def _split(self, names: tuple[str, ...], below: int | None) -> list[np.ndarray]:
+        """Take the entries of the seconds below ``below`` (all if None) out of the parallel
+        typed arrays ``names``, the first of which holds the times: [second, *the others]
+        (the others may be views of the typed arrays taken out, which they keep alive)."""
+        columns = [
+            np.frombuffer(getattr(self, name), _DTYPES[getattr(self, name).typecode])
+            for name in names
+        ]
+        second = np.floor(columns[0]).astype(np.int64)
+        if below is None:
+            for name in names:
+                setattr(self, name, array(getattr(self, name).typecode))
+            return [second, *columns[1:]]
+        taken = second < below
+        left = ~taken
+        for name, column in zip(names, columns, strict=True):
+            kept = array(getattr(self, name).typecode)
+            kept.frombytes(column[left].tobytes())
+            setattr(self, name, kept)
+        return [second[taken], *(column[taken] for column in columns[1:])]
+
+    def flush(self, below: int | None) -> dict[str, np.ndarray] | None:
+        """The counters of the seconds below ``below`` (all if None), as column arrays in row
+        order, or None if no message was counted in them."""
+        sides = [
+            self._split(("sent_t", "sent_node", "sent_kind", "sent_size"), below),
+            self._split(("recv_t", "recv_node", "recv_kind"), below),
+            self._split(("lost_t", "lost_node", "lost_kind"), below),
+        ]
+        lengths = [len(side[0]) for side in sides]
+        if not sum(lengths):
+            return None
+        by_rank = np.array(sorted(range(len(self.kinds)), key=self.kinds.__getitem__), np.int64)
+        rank_of = np.empty(len(by_rank), np.int64)
+        rank_of[by_rank] = np.arange(len(by_rank))
+        sizes = sides[0][3]
+        fits = len(by_rank) <= 1 << _KIND_BITS and all(
+            int(second.max()) < _SECOND_LIMIT
+            and int(node.min()) >= 0
+            and int(node.max()) < 1 << _NODE_BITS
+            for second, node, *_ in sides
+            if len(second)
+        )
+        if fits:
+            shift = _NODE_BITS + _KIND_BITS
+            packed = np.concatenate(
+                [
+                    (second << shift) | (node << _KIND_BITS) | rank_of[kind]
+                    for second, node, kind, *_ in sides
+                ]
+            )
+            del sides
+            keys, inverse = np.unique(packed, return_inverse=True)
+            del packed
+            u_second = keys >> shift
+            u_node = (keys >> _KIND_BITS) & ((1 << _NODE_BITS) - 1)
+            u_rank = keys & ((1 << _KIND_BITS) - 1)
+        else:  # node ids or seconds beyond the packed key: group by a three-key sort
+            second = np.concatenate([side[0] for side in sides])
+            node = np.concatenate([side[1] for side in sides])
+            rank = rank_of[np.concatenate([side[2] for side in sides])]
+            del sides
+            order = np.lexsort((rank, node, second))
+            o_second, o_node, o_rank = second[order], node[order], rank[order]
+            first = np.ones(len(order), bool)
+            first[1:] = (
+                (o_second[1:] != o_second[:-1])
+                | (o_node[1:] != o_node[:-1])
+                | (o_rank[1:] != o_rank[:-1])
+            )
+            inverse = np.empty(len(order), np.int64)
+            inverse[order] = np.cumsum(first) - 1
+            u_second, u_node, u_rank = o_second[first], o_node[first], o_rank[first]
+        groups = len(u_second)
+        sent_end, recv_end = lengths[0], lengths[0] + lengths[1]
+        sent_in = inverse[:sent_end]
+        if int(sizes.sum()) < 1 << 53:  # float sums below 2^53 are exact
+            sent_bytes = np.rint(np.bincount(sent_in, sizes, groups)).astype(np.int64)
+        else:
+            sent_bytes = np.zeros(groups, np.int64)
+            np.add.at(sent_bytes, sent_in, sizes)
+        received = np.bincount(inverse[sent_end:recv_end], minlength=groups)
+        return {
+            "second": u_second,
+            "node": u_node,
+            "kind": by_rank[u_rank],
+            "sent": np.bincount(sent_in, minlength=groups).astype(np.int64),
+            "received": received.astype(np.int64),
+            "lost": np.bincount(inverse[recv_end:], minlength=groups).astype(np.int64),
+            "bytes_sent": sent_bytes,
+        }
