@@ -119,6 +119,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from bisect import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -520,8 +521,15 @@ class _Planner:
         for node in workload_nodes:
             self.assign_topics(node)
         self.starts = {node: starts[node] for node in sorted(starts)}
-        for node in sorted(starts, key=lambda n: (starts[n], n)):
-            self.push(starts[node], _START, node)
+        # The starts are the first entries, sequence numbers 1 .. len(starts), in (time, node)
+        # order (a stable sort by time of the ids in order): they run from this list, merged
+        # with the heap by the same (time, sequence) key, instead of a million pushes and
+        # pops on a heap of a million entries.
+        first: list[tuple[float, int, int, tuple[Any, ...]]] = [
+            (starts[node], seq, _START, (node,))
+            for seq, node in enumerate(sorted(sorted(starts), key=starts.__getitem__), 1)
+        ]
+        self.seq = len(first)
         for i in range(workload.publications):
             self.push(workload.publish_start + i / workload.publish_rate, _PUBLISH, i)
         if workload.unsubscribe_fraction > 0:
@@ -529,8 +537,14 @@ class _Planner:
         for index, fault in enumerate(s.faults):
             self.push(fault.at, _FAULT, index)
 
-        while self.heap:
-            t, _seq, kind, args = heapq.heappop(self.heap)
+        heap = self.heap
+        next_first = 0
+        while next_first < len(first) or heap:
+            if next_first < len(first) and (not heap or first[next_first] < heap[0]):
+                t, _seq, kind, args = first[next_first]
+                next_first += 1
+            else:
+                t, _seq, kind, args = heapq.heappop(heap)
             if kind == _START:
                 node = args[0]
                 self.start(t, node, NodeStart(t, node, self.roles.get(node, "peer")))
@@ -585,11 +599,15 @@ class _Planner:
         chosen: list[str] = []
         pool = list(range(len(self.topic_names)))
         weights = list(self.weights)
+        draw = self.rng.random
         for _ in range(k):
-            index = self.rng.choices(range(len(pool)), weights=weights)[0]
+            # self.rng.choices(range(len(pool)), weights=weights)[0], spelt out as CPython's
+            # random.py computes it (the same draw, the same index) without its per-call setup
+            cum_weights = list(accumulate(weights))
+            index = bisect(cum_weights, draw() * (cum_weights[-1] + 0.0), 0, len(pool) - 1)
             chosen.append(self.topic_names[pool.pop(index)])
             weights.pop(index)
-        topics = tuple(sorted(chosen, key=lambda t: int(t[1:])))
+        topics = tuple(sorted(chosen, key=lambda t: int(t[1:]))) if k > 1 else tuple(chosen)
         self.topics[node] = topics
         if self.content_based and self.schemas:
             spec = self.scenario.workload.filters
