@@ -391,6 +391,38 @@ def test_the_event_queue_runs_events_in_heap_order(seed: int) -> None:
     assert past > 10, f"seed {seed}: events scheduled into the past ran at their time"
 
 
+def test_the_plan_runs_first_at_its_instant_and_in_its_order(monkeypatch: pytest.MonkeyPatch):
+    """The plan is run from a cursor beside the queue (Simulation._run_planned), as if each
+    of its events were queued with a negative sequence number: in the plan's order, each at
+    its time, before any queued event of the same instant (here an action scheduled at every
+    plan time, and one just before and after), and counted as an event processed."""
+    sim = Simulation(scenario(pubs=6))
+    log: list[tuple[float, str, object]] = []
+    planned = sim._planned
+
+    def logged(event: object) -> None:
+        log.append((sim.now, "plan", event))
+        planned(event)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sim, "_planned", logged)
+    times = sorted({event.t for event in sim.plan.events})
+    for t in times:
+        for at in (t, max(0.0, t - 1e-4), t + 1e-4):
+            sim.at(at, lambda at=at: log.append((sim.now, "action", at)))
+    before = sim.events_processed
+    sim.run()
+    ran = [event for _t, kind, event in log if kind == "plan"]
+    assert ran == list(sim.plan.events) and len(ran) >= 20
+    assert all(now == event.t for now, kind, event in log if kind == "plan")  # type: ignore[attr-defined]
+    assert all(now == at for now, kind, at in log if kind == "action")
+    for i, (now, kind, _x) in enumerate(log):
+        if kind == "action":
+            later_plan = [e for t, k, e in log[i + 1 :] if k == "plan" and t == now]
+            assert not later_plan, f"a plan event at {now} ran after an action of its instant"
+    assert [t for t, _k, _x in log] == sorted(t for t, _k, _x in log)
+    assert sim.events_processed - before >= len(ran) + 3 * len(times)
+
+
 @pytest.mark.parametrize(
     "name",
     [

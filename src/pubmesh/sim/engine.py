@@ -14,10 +14,11 @@ a workload step, a snapshot).
 The workload is not drawn here: :func:`pubmesh.workload.plan` turns the scenario into a
 timeline of node starts, subscriptions, publications, unsubscriptions and faults with every
 random choice made and every victim resolved, the same plan the network cluster runs. The
-simulator walks that timeline with one cursor on the queue: each planned event is pushed when
-the one before it has run, with a negative sequence number (its index in the plan minus the
-plan's length), so at one instant the plan's events run before anything else (messages,
-timers, failure notices, snapshots, the ``[init]`` corruption) and in the plan's own order.
+simulator walks that timeline with a cursor beside the queue: the loop runs the plan's next
+event when its time is at or before the queue's first, as if it were queued with a negative
+sequence number (its index in the plan minus the plan's length), so at one instant the plan's
+events run before anything else (messages, timers, failure notices, snapshots, the ``[init]``
+corruption) and in the plan's own order. Each counts as an event processed.
 
 Nodes are stack objects (:class:`pubmesh.stacks.base.StackNode`) driven through their one
 entry point ``handle(event, now)``. What they return is applied here:
@@ -43,6 +44,7 @@ Python's hash seed or on wall-clock time.
 
 from __future__ import annotations
 
+import bisect
 import gc
 import heapq
 import inspect
@@ -95,8 +97,9 @@ from pubmesh.workload import (
     plan,
 )
 
-# event kinds
-MSG, TIMER, DOWN, CMD, ACTION = 0, 1, 2, 3, 4
+# event kinds (PLAN: the plan's next event, run from the cursor, never queued)
+MSG, TIMER, DOWN, CMD, ACTION, PLAN = 0, 1, 2, 3, 4, 5
+_NO_MORE = math.inf  # the plan cursor's time once the plan has run out
 
 #: the event queue's time bins per simulated second (see Simulation._queue): at 10^6 nodes a
 #: bin of 1 ms held ~9,000 events, whose sort missed the cache on every comparison (12 of 182
@@ -164,6 +167,11 @@ class Simulation:
         with _no_collections():
             self.plan: WorkloadPlan = plan(scenario)
         self._plan_events: tuple[PlanEvent, ...] = self.plan.events
+        #: the plan cursor: the index of the plan's next event and its time
+        self._plan_index = 0
+        self._plan_t = self._plan_events[0].t if self._plan_events else _NO_MORE
+        #: plan events a warm start made no-ops (a byte per plan event; see _warm_start)
+        self._warm_skip: bytearray | None = None
         self.roles: dict[NodeId, str] = dict(self.plan.roles)
         self.contacts = self.plan.contacts
         self.next_node_id = scenario.run.nodes
@@ -176,8 +184,6 @@ class Simulation:
         self._sub_filters: dict[tuple[NodeId, str], Any] = {}
         self.topic_subscribers: dict[str, set[NodeId]] = {}
         self._pending_down: set[tuple[NodeId, NodeId]] = set()
-        #: first subscriptions a warm start made already (the plan's are skipped once)
-        self._warm_subscriptions: set[tuple[NodeId, str]] = set()
         self._partition: dict[NodeId, int] | None = None
 
         net = scenario.network
@@ -227,10 +233,15 @@ class Simulation:
             _insert_last_first(self._current, entry)
 
     def pending_events(self) -> list[tuple[Any, ...]]:
-        """Every queued event, in the order they will run (for tests and oracles)."""
+        """Every queued event, in the order they will run (for tests and oracles); the plan's
+        next event is among them as ``(t, index - len(plan), PLAN, index, None, None, None)``."""
         events = self._current[::-1]
         for k in sorted(self._bins):
             events.extend(sorted(self._bins[k]))
+        index = self._plan_index
+        if index < len(self._plan_events):
+            entry = (self._plan_t, index - len(self._plan_events), PLAN, index, None, None, None)
+            events.insert(bisect.bisect(events, entry[:2], key=lambda e: e[:2]), entry)
         return events
 
     def _open_next_bin(self) -> list[tuple[Any, ...]]:
@@ -250,7 +261,6 @@ class Simulation:
         if s.init.overlay == "warm":
             with _no_collections():
                 self._warm_start()
-        self._push_planned(0)
         if s.init.corruption != "none":
             last_start = max(self.plan.starts.values())
             self.at(last_start + s.workload.subscribe_at, self._corrupt)
@@ -262,12 +272,13 @@ class Simulation:
         workload topics, and the stack's ``warm_start`` hook rewrites their state into a
         legitimate overlay. The timers the nodes set while starting and subscribing are kept
         (their periodic protocol actions run as usual); their messages, the joins the warm
-        overlay replaces, are dropped. The plan's start and first subscription of each of these
-        nodes are then no-ops."""
+        overlay replaces, are dropped. The plan's first subscription of each of these nodes
+        is then a no-op (``_warm_skip``), and so is its start while it is up."""
         warm = self.spec.warm_start
         assert warm is not None  # the scenario parser refuses "warm" for a stack without one
         writer = self.writer
         kept: dict[NodeId, list[Any]] = {}
+        subscribed: set[tuple[NodeId, str]] = set()
         start = Start(self.contacts)
         for node in sorted(self.plan.starts):
             obj = self._create(node)
@@ -281,13 +292,18 @@ class Simulation:
                 self._subscribed[key] = 0.0
                 self.topic_subscribers.setdefault(topic, set()).add(node)
                 self._sub_filters[key] = filters.get(topic)
-                self._warm_subscriptions.add(key)
+                subscribed.add(key)
                 command = Subscribe(topic, self._sub_filters[key])
                 timers.extend(o for o in obj.handle(command, 0.0) if type(o) is SetTimer)
             kept[node] = timers
         warm(dict(self.nodes), random.Random(node_seed(self.seed, _WARM)), self.params)
         for node, timers in kept.items():
             self._apply(node, timers)
+        skip = self._warm_skip = bytearray(len(self._plan_events))
+        for index, event in enumerate(self._plan_events):
+            if type(event) is Subscription and (event.node, event.topic) in subscribed:
+                subscribed.discard((event.node, event.topic))  # only the first is a no-op
+                skip[index] = 1
 
     # ------------------------------------------------------------------ node lifecycle
     def _create(self, node: NodeId) -> StackNode:
@@ -533,14 +549,23 @@ class Simulation:
         every = self._progress_every
         processed = self.events_processed
         current = self._current
+        plan_t = self._plan_t
+        plan_k = _bin_of(plan_t)
+        bin_keys = self._bin_keys
         while True:
-            if not current:
-                if not self._bin_keys:
-                    break
+            # a bin is opened when the plan's next event is not before it: a bin opened early
+            # would take every event the plan's event makes before the bin into the bin's
+            # sorted list one insertion at a time
+            if not current and bin_keys and bin_keys[0] <= plan_k:
                 current = self._open_next_bin()
-            if current[-1][0] > end:
+            if current and current[-1][0] < plan_t:  # the plan goes first at one instant
+                if current[-1][0] > end:
+                    break
+                t, _seq, kind, a, b, c, d = current.pop()
+            elif plan_t > end or plan_t == _NO_MORE:
                 break
-            t, _seq, kind, a, b, c, d = current.pop()
+            else:
+                t, kind = plan_t, PLAN
             self.now = t
             processed += 1
             if kind == MSG:
@@ -581,6 +606,9 @@ class Simulation:
                 if incarnation.get(a) != c or a not in nodes:
                     continue
                 self.command(a, b)
+            elif kind == PLAN:
+                plan_t = self._run_planned()
+                plan_k = _bin_of(plan_t)
             else:
                 a(*b)
             if processed % every == 0:
@@ -596,31 +624,20 @@ class Simulation:
         return False
 
     # ------------------------------------------------------------------ the plan
-    def _push_planned(self, index: int) -> None:
-        """Put the plan's event ``index`` on the queue (sequence < 0: first at its instant)."""
+    def _run_planned(self) -> float:
+        """Run the plan's next event and move the cursor on; returns the next one's time."""
         events = self._plan_events
-        if index < len(events):
-            entry = (
-                events[index].t,
-                index - len(events),
-                ACTION,
-                self._planned,
-                (index,),
-                None,
-                None,
-            )
-            self._queue(entry)
+        index = self._plan_index
+        self._plan_index = index + 1
+        self._plan_t = events[index + 1].t if index + 1 < len(events) else _NO_MORE
+        if self._warm_skip is None or not self._warm_skip[index]:
+            self._planned(events[index])
+        return self._plan_t
 
-    def _planned(self, index: int) -> None:
-        """Run the plan's event ``index``, then queue the next one."""
-        event = self._plan_events[index]
-        self._push_planned(index + 1)
+    def _planned(self, event: PlanEvent) -> None:
+        """Run one event of the plan."""
         writer = self.writer
         if isinstance(event, Subscription):
-            key = (event.node, event.topic)
-            if key in self._warm_subscriptions:
-                self._warm_subscriptions.discard(key)  # subscribed by the warm start
-                return
             self.command(event.node, Subscribe(event.topic, event.filter))
         elif isinstance(event, Publication):
             self.command(
@@ -708,6 +725,11 @@ class Simulation:
                     node, topic, t_start, None, self._sub_filters.get((node, topic))
                 )
             self.writer.close()
+
+
+def _bin_of(t: float) -> float:
+    """The queue bin of time ``t`` (infinity for the plan cursor's end: after every bin)."""
+    return t if t == _NO_MORE else int(t * BINS_PER_SECOND)
 
 
 def _insert_last_first(events: list[tuple[Any, ...]], entry: tuple[Any, ...]) -> None:
