@@ -191,6 +191,11 @@ class Simulation:
         self._detection = net.detection_delay
         self._jitter = net.timer_jitter
         self._latency = _latency_sampler(scenario, self._net_rng)
+        #: a uniform latency's (min, max - min, draw), for _apply to draw it inline
+        self._uniform: tuple[float, float, Callable[[], float]] | None = None
+        if net.latency.dist == "uniform":
+            lat = net.latency
+            self._uniform = (lat.min, lat.max - lat.min, self._net_rng.random)
 
         self.writer: TraceWriter | None = None
         if run_dir is not None:
@@ -471,6 +476,9 @@ class Simulation:
         alive = self.alive
         bins = self._bins  # every bin in it is after the current one
         latency = self._latency
+        uniform = self._uniform
+        if uniform is not None:
+            lo, span, draw = uniform
         now = self.now
         for out in outputs:
             cls = type(out)
@@ -479,7 +487,8 @@ class Simulation:
                 if fast and dst in alive:
                     self.messages_sent += 1
                     self._seq += 1
-                    t = now + latency()
+                    # the latency sampler's lo + span * random(), inlined (the same draw)
+                    t = now + (lo + span * draw()) if uniform is not None else now + latency()
                     entry = (t, self._seq, MSG, dst, node, out.message, now)
                     # _queue, inlined
                     k = int(t * BINS_PER_SECOND)
@@ -544,6 +553,8 @@ class Simulation:
         full_trace = writer is not None and writer.messages_mode == "full"
         counts = writer is not None and not full_trace
         kinds = _message_kinds(writer) if counts and writer is not None else {}
+        if counts and writer is not None:  # writer.count's appends, inlined (refetched on flush)
+            c_st, c_sn, c_sk, c_ss, c_rt, c_rn, c_rk = writer.count_appends()
         sizes = SIZES
         progress = self._progress
         every = self._progress_every
@@ -575,7 +586,17 @@ class Simulation:
                     size_of = sizes.get(cls)
                     size = size_of(c) if size_of is not None else size_function(cls)(c)
                     if counts:
-                        writer.count(d, t if node is not None else None, b, a, kinds[cls], size)
+                        k = kinds[cls]
+                        if node is not None:
+                            c_st(d)
+                            c_sn(b)
+                            c_sk(k)
+                            c_ss(size)
+                            c_rt(t)
+                            c_rn(a)
+                            c_rk(k)
+                        else:
+                            writer.count(d, None, b, a, k, size)
                     else:
                         info = MESSAGE_INFO[cls]
                         writer.message(
@@ -615,6 +636,8 @@ class Simulation:
                 self.events_processed = processed
                 if writer is not None:
                     writer.advance(t)
+                    if counts:
+                        c_st, c_sn, c_sk, c_ss, c_rt, c_rn, c_rk = writer.count_appends()
                 if progress is not None:
                     progress(self)
             if predicate is not None and predicate(self):

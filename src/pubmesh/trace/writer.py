@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +194,22 @@ class TraceWriter:
             c.recv_t.append(t_recv)
             c.recv_node.append(dst)
             c.recv_kind.append(kind)
+
+    def count_appends(self) -> tuple[Callable[[Any], None], ...]:
+        """The appends :meth:`count` makes for a received message, bound, for a caller's hot
+        loop: (send time, sender, kind, size, receive time, receiver, kind). They are valid
+        until the next flush of the counters (:meth:`advance`, :meth:`close`), which replaces
+        the arrays; fetch them again after it."""
+        c = self._counter
+        return (
+            c.sent_t.append,
+            c.sent_node.append,
+            c.sent_kind.append,
+            c.sent_size.append,
+            c.recv_t.append,
+            c.recv_node.append,
+            c.recv_kind.append,
+        )
 
     def snapshot(
         self,
