@@ -356,6 +356,7 @@ class _MessageCounter:
     bytes). Times are non-negative, so their floor is ``int()``'s truncation."""
 
     __slots__ = (
+        "_held",
         "_ids",
         "kinds",
         "lost_kind",
@@ -374,6 +375,9 @@ class _MessageCounter:
         #: kind triples by id, and ids by triple
         self.kinds: list[tuple[str, str, bool]] = []
         self._ids: dict[tuple[str, str, bool], int] = {}
+        #: per side (by its time array's name): segments of entries not yet flushed, each
+        #: (lowest second, highest second, [second, *the other columns])
+        self._held: dict[str, list[tuple[int, int, list[np.ndarray]]]] = {}
         self.sent_t, self.sent_node = array("d"), array("q")
         self.sent_kind, self.sent_size = array("q"), array("q")
         self.recv_t, self.recv_node, self.recv_kind = array("d"), array("q"), array("q")
@@ -387,25 +391,39 @@ class _MessageCounter:
         return found
 
     def _split(self, names: tuple[str, ...], below: int | None) -> list[np.ndarray]:
-        """Take the entries of the seconds below ``below`` (all if None) out of the parallel
-        typed arrays ``names``, the first of which holds the times: [second, *the others]
-        (the others may be views of the typed arrays taken out, which they keep alive)."""
-        columns = [
-            np.frombuffer(getattr(self, name), _DTYPES[getattr(self, name).typecode])
-            for name in names
-        ]
-        second = np.floor(columns[0]).astype(np.int64)
-        if below is None:
+        """Take the entries of the seconds below ``below`` (all if None) out of the side whose
+        parallel typed arrays are ``names`` (the first holds the times): [second, *the others].
+
+        What the typed arrays hold since the last flush becomes a held segment first, its
+        seconds computed once; a segment all below the bound is taken whole, one all at or
+        above it is kept whole, and only one that straddles it is split. So a flush costs the
+        entries it takes, not every entry still held (a message's counters are flushed some
+        ``COUNTS_HORIZON`` seconds after it is counted)."""
+        held = self._held.setdefault(names[0], [])
+        if len(getattr(self, names[0])):
+            columns = []
             for name in names:
-                setattr(self, name, array(getattr(self, name).typecode))
-            return [second, *columns[1:]]
-        taken = second < below
-        left = ~taken
-        for name, column in zip(names, columns, strict=True):
-            kept = array(getattr(self, name).typecode)
-            kept.frombytes(column[left].tobytes())
-            setattr(self, name, kept)
-        return [second[taken], *(column[taken] for column in columns[1:])]
+                values = getattr(self, name)
+                columns.append(np.frombuffer(values, _DTYPES[values.typecode]))
+                setattr(self, name, array(values.typecode))  # the view keeps the old one
+            columns[0] = np.floor(columns[0]).astype(np.int64)
+            held.append((int(columns[0].min()), int(columns[0].max()), columns))
+        taken: list[list[np.ndarray]] = []
+        kept: list[tuple[int, int, list[np.ndarray]]] = []
+        for low, high, columns in held:
+            if below is None or high < below:
+                taken.append(columns)
+            elif low >= below:
+                kept.append((low, high, columns))
+            else:
+                inside = columns[0] < below
+                taken.append([column[inside] for column in columns])
+                rest = [column[~inside] for column in columns]
+                kept.append((int(rest[0].min()), int(rest[0].max()), rest))
+        self._held[names[0]] = kept
+        if not taken:
+            return [np.zeros(0, np.int64) for _ in names]
+        return [np.concatenate([columns[i] for columns in taken]) for i in range(len(names))]
 
     def flush(self, below: int | None) -> dict[str, np.ndarray] | None:
         """The counters of the seconds below ``below`` (all if None), as column arrays in row
