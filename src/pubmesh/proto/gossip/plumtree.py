@@ -58,7 +58,6 @@ evicting everything due within ``evict_slack`` of it, so a busy swarm costs one 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import deque
 from dataclasses import dataclass
 
 from mypy_extensions import mypyc_attr
@@ -229,10 +228,13 @@ class Plumtree:
         self.graft_generation: dict[PubId, int] = {}
         #: batched announcements per lazy peer (non-empty: a FlushIHave is pending)
         self.lazy_queue: dict[NodeId, list[tuple[int, int]]] = {}
-        #: (first seen, id) in the order ids were first seen, for eviction
-        #: created on first use and dropped when emptied: an idle node keeps neither
-        self._seen: deque[tuple[float, PubId]] | None = None
-        self._payload_seen: deque[tuple[float, PubId]] | None = None
+        #: (first seen, id) in the order ids were first seen, for eviction; created on first
+        #: use and dropped when emptied, so an idle node keeps neither. Lists, not deques: a
+        #: deque starts with a 64-entry block (624 bytes), paid twice by every node a broadcast
+        #: reaches (1.2 GiB at 10^6 nodes), where these hold a few entries and eviction takes
+        #: a prefix at once
+        self._seen: list[tuple[float, PubId]] | None = None
+        self._payload_seen: list[tuple[float, PubId]] | None = None
         self._evict_pending = False
         self.counters: dict[str, int] = {}
         #: with prune_guard: peer -> when it last brought the first copy of a message
@@ -541,13 +543,13 @@ class Plumtree:
         self.received[pub_id] = (rnd, parent)
         self.payloads[pub_id] = payload
         if self._payload_seen is None:
-            self._payload_seen = deque()
+            self._payload_seen = []
         self._payload_seen.append((now, pub_id))
 
     def _note_seen(self, pub_id: PubId, now: float, out: list[BroadcastOutput]) -> None:
         """``pub_id`` is seen for the first time (received, or announced while missing)."""
         if self._seen is None:
-            self._seen = deque()
+            self._seen = []
         self._seen.append((now, pub_id))
         if not self._evict_pending:
             self._evict_pending = True
@@ -559,15 +561,23 @@ class Plumtree:
         self._evict_pending = False
         payload_cut = now + self.p.evict_slack - self.p.payload_retention
         seen = self._payload_seen
-        while seen and seen[0][0] <= payload_cut:
-            self.payloads.pop(seen.popleft()[1], None)
+        if seen:
+            done = 0
+            while done < len(seen) and seen[done][0] <= payload_cut:
+                self.payloads.pop(seen[done][1], None)
+                done += 1
+            del seen[:done]
         id_cut = now + self.p.evict_slack - self.p.id_retention
         seen = self._seen
-        while seen and seen[0][0] <= id_cut:
-            pub_id = seen.popleft()[1]
-            self.received.pop(pub_id, None)
-            self.missing.pop(pub_id, None)
-            self.graft_generation.pop(pub_id, None)
+        if seen:
+            done = 0
+            while done < len(seen) and seen[done][0] <= id_cut:
+                pub_id = seen[done][1]
+                self.received.pop(pub_id, None)
+                self.missing.pop(pub_id, None)
+                self.graft_generation.pop(pub_id, None)
+                done += 1
+            del seen[:done]
         if not self._payload_seen:
             self._payload_seen = None
         if not self._seen:
