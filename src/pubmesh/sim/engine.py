@@ -101,9 +101,9 @@ from pubmesh.workload import (
 MSG, TIMER, DOWN, CMD, ACTION, PLAN = 0, 1, 2, 3, 4, 5
 _NO_MORE = math.inf  # the plan cursor's time once the plan has run out
 
-#: the event queue's time bins per simulated second (see Simulation._queue): at 10^6 nodes a
-#: bin of 1 ms held ~9,000 events, whose sort missed the cache on every comparison (12 of 182
-#: CPU s); a tenth of that fits in the cache as the sort walks it
+#: the event queue's time bins per simulated second (see Simulation._queue): with bins of 1 ms
+#: the sort of a 10^6-node broadcast's bins missed the cache on every comparison (12 of ~184
+#: CPU s in a py-spy profile); a bin of a tenth of that stays in the cache while it is sorted
 BINS_PER_SECOND = 10000.0
 
 # stream ids for the simulator's own random streams (node streams use ids ≥ 0; the workload
