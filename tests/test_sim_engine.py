@@ -394,11 +394,11 @@ def test_the_event_queue_runs_events_in_heap_order(seed: int) -> None:
 
 def test_the_plan_runs_first_at_its_instant_and_in_its_order():
     """The plan is run from a cursor beside the queue (Simulation._run_planned), as if each
-    of its events were queued with a negative sequence number: in the plan's order, each at
-    its time, before any queued event of the same instant. Actions scheduled at every plan
-    time, and just before and after it, read the cursor: exactly the plan events at or before
-    their instant have run. (The test reads the cursor rather than wrapping a method, so it
-    runs against the compiled build too.)"""
+    of its events were queued with a negative sequence number: each at its time, before any
+    queued event of the same instant (the cursor takes them in the plan's order). Actions
+    scheduled at every plan time, and just before and after it, read the cursor: exactly the
+    plan events at or before their instant have run. (The test reads the cursor rather than
+    wrapping a method, so it runs against the compiled build too.)"""
     sim = Simulation(scenario(pubs=6))
     events = sim.plan.events
     seen: list[tuple[float, int]] = []

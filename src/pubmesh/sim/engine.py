@@ -192,10 +192,7 @@ class Simulation:
         self._jitter = net.timer_jitter
         self._latency = _latency_sampler(scenario, self._net_rng)
         #: a uniform latency's (min, max - min, draw), for _apply to draw it inline
-        self._uniform: tuple[float, float, Callable[[], float]] | None = None
-        if net.latency.dist == "uniform":
-            lat = net.latency
-            self._uniform = (lat.min, lat.max - lat.min, self._net_rng.random)
+        self._uniform = _uniform_latency(scenario, self._net_rng)
 
         self.writer: TraceWriter | None = None
         if run_dir is not None:
@@ -552,8 +549,9 @@ class Simulation:
         writer = self.writer
         full_trace = writer is not None and writer.messages_mode == "full"
         counts = writer is not None and not full_trace
-        kinds = _message_kinds(writer) if counts and writer is not None else {}
+        kinds: dict[type[Message], int] = {}
         if counts and writer is not None:  # writer.count's appends, inlined (refetched on flush)
+            kinds = _message_kinds(writer)
             c_st, c_sn, c_sk, c_ss, c_rt, c_rn, c_rk = writer.count_appends()
         sizes = SIZES
         progress = self._progress
@@ -800,16 +798,26 @@ def _message_kinds(writer: TraceWriter) -> dict[type[Message], int]:
     }
 
 
+def _uniform_latency(
+    s: Scenario, rng: random.Random
+) -> tuple[float, float, Callable[[], float]] | None:
+    """A uniform latency as (min, max - min, the draw): ``rng.uniform(lo, hi)`` is
+    ``lo + (hi - lo) * rng.random()`` in CPython's random.py, so ``lo + span * draw()`` draws
+    the same numbers without a Python-level method call. None for other distributions."""
+    lat = s.network.latency
+    if lat.dist != "uniform":
+        return None
+    return lat.min, lat.max - lat.min, rng.random
+
+
 def _latency_sampler(s: Scenario, rng: random.Random) -> Callable[[], float]:
     lat = s.network.latency
     if lat.dist == "constant":
         value = lat.value
         return lambda: value
-    if lat.dist == "uniform":
-        # ``rng.uniform(lo, hi)`` is ``lo + (hi - lo) * rng.random()`` in CPython's random.py:
-        # spelt out here it draws the same numbers without a Python-level method call
-        lo, span = lat.min, lat.max - lat.min
-        rand = rng.random
+    uniform = _uniform_latency(s, rng)
+    if uniform is not None:
+        lo, span, rand = uniform
         return lambda: lo + span * rand()
     mu, sigma = math.log(lat.median), lat.sigma
     lognorm = rng.lognormvariate

@@ -9,10 +9,10 @@ fixed writer configuration, is what makes the same run produce the same bytes.
 (``message_counts``) so that 10^6-node runs keep their message accounting in bounded memory.
 Counters for seconds that lie ``COUNTS_HORIZON`` seconds behind the clock are flushed as the run
 advances; a message received later than that for an old second lands in a second row with the
-same key, and readers add rows up by key. Until a flush, a counted message is four numbers in
-typed arrays (its send time, sender, kind and size; its receive time, receiver and kind), 48
-bytes where a dictionary of counters cost ~200 per counter and two look-ups per message; a
-flush adds them up with NumPy (see :class:`_MessageCounter`).
+same key, and readers add rows up by key. Until a flush, a counted message is seven numbers
+in typed arrays (its send time, sender, kind and size; its receive time, receiver and kind),
+56 bytes, where a dictionary of counters cost ~200 bytes per counter and two look-ups per
+message; a flush adds them up with NumPy (see :class:`_MessageCounter`).
 """
 
 from __future__ import annotations
