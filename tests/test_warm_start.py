@@ -5,6 +5,8 @@
 * gossip: the views satisfy HyParView's invariants (symmetric, in bounds, disjoint, no self,
   connected), and a shuffle period later the overlay has the figures of a joined overlay of the
   same size (mean active and passive view sizes, mean distance) over seeds 1-5;
+* the passive views drawn with NumPy are those the per-member rejection loop draws, and the
+  shared random stream is left where the loop leaves it;
 * a stack without one is refused by the scenario parser with a clear message.
 
 A failure prints the seed and the command that replays the scenario.
@@ -12,6 +14,7 @@ A failure prints the seed and the command that replays the scenario.
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections import deque
 from pathlib import Path
@@ -21,7 +24,7 @@ import pytest
 from pubmesh.errors import ScenarioError
 from pubmesh.proto.gossip.hyparview import HyParView
 from pubmesh.proto.gossip.node import GossipNode
-from pubmesh.proto.gossip.warm import active_graph
+from pubmesh.proto.gossip.warm import _passive, active_graph, passive_views
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import parse_scenario
 from pubmesh.stacks.base import discovered_stacks, get_stack
@@ -157,6 +160,37 @@ def test_gossip_warm_views_hold_hyparview_invariants(seed: int, tmp_path: Path) 
         _check_invariants(_views(sim, "t0"), params.active_size, params.passive_view)
     except AssertionError as error:
         raise AssertionError(f"{error}; {why}") from None
+
+
+@pytest.mark.parametrize(
+    ("size", "capacity", "degree", "spread"),
+    [
+        (128, 30, 5, 1),  # pools just over four times the view: a rejection in most rows
+        (400, 30, 5, 1),
+        (3000, 30, 6, 1),
+        (3000, 7, 4, 1000),  # ids are not the indexes 0 .. size-1
+        (2000, 1, 5, 1),
+        (100, 30, 5, 1),  # pools under four times the view: rng.sample, member by member
+        (500, 0, 5, 1),
+    ],
+)
+def test_passive_views_are_the_rejection_loops_draws(
+    size: int, capacity: int, degree: int, spread: int
+) -> None:
+    for seed in range(4):
+        shape = random.Random(seed)
+        adjacent = active_graph(size, degree, shape)
+        members = sorted(shape.sample(range(size * spread), size))
+        loop, vector = random.Random(seed + 10), random.Random(seed + 10)
+        loop.random(), vector.random()  # a state mid-stream, not a fresh seed's
+        expected = [_passive(members, i, adjacent[i], capacity, loop) for i in range(size)]
+        drawn = passive_views(members, adjacent, capacity, vector)
+        why = f"size {size}, capacity {capacity}, degree {degree}, spread {spread}, seed {seed}"
+        assert drawn == expected, why
+        assert vector.getstate() == loop.getstate(), why
+        # the views share the members' int objects
+        index = {id(m) for m in members}
+        assert all(id(m) in index for view in drawn for m in view), why
 
 
 def test_gossip_warm_overlay_has_the_figures_of_a_joined_one(tmp_path: Path) -> None:
