@@ -80,7 +80,7 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: ob
         members = [n for n in sorted(gossip) if topic in gossip[n].swarms]
         size = len(members)
         adjacent = active_graph(size, p.active_size, rng)
-        dist, parent = _bfs(adjacent)
+        levels: tuple[list[int], list[int]] | None = None  # the BFS tree, if a member needs it
         passive = passive_views(members, adjacent, p.passive_view, rng)
         for index, member in enumerate(members):
             swarm = gossip[member].swarms[topic]
@@ -96,6 +96,9 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: ob
                 pt.eager = sorted(active)
                 pt.lazy = []
                 continue
+            if levels is None:
+                levels = _bfs(adjacent)
+            dist, parent = levels
             up = members[parent[index]] if parent[index] >= 0 else NONE
             pt.rt.start_warm(
                 members[0],
