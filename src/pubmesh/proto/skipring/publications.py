@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
-from pubmesh.proto.core import Deliver, NodeId, Output, Receive, Send
+from pubmesh.proto.core import Deliver, Message, NodeId, Output, Receive, Send
 from pubmesh.proto.skipring.messages import (
     CheckAndPublish,
     CheckTrie,
@@ -85,20 +86,46 @@ class PublicationLayer:
             case PublishLocal(publication=publication):
                 if accept(state, publication, 0, out_) and self.flooding:
                     flood(state, publication, 0, out_)
-            case Receive(src=src, message=PublishNew() as message):
-                publication = Publication(message.pub_id, message.publisher, message.payload)
-                if accept(state, publication, message.hops, out_) and self.flooding:
-                    flood(state, publication, message.hops, out_, exclude=src)
-            case Receive(message=PublicationTransfer() as message):
-                publication = Publication(message.pub_id, message.publisher, message.payload)
-                accept(state, publication, message.hops, out_)
-            case Receive(message=CheckTrie(node=node, pairs=pairs)):
-                check_trie(state, node, pairs, out_)
-            case Receive(message=CheckAndPublish(node=node, pairs=pairs, prefix=prefix)):
-                check_and_publish(state, node, pairs, prefix, out_)
+            case Receive(src=src, message=message):
+                receive(state, src, message, out_, self.flooding)
             case CheckTick():
                 start_check(state, out_, self.rng)
         return out_
+
+
+#: the publication layer's message classes, in the order a message is matched against them
+_MESSAGES: tuple[type[Message], ...] = (
+    PublishNew,
+    PublicationTransfer,
+    CheckTrie,
+    CheckAndPublish,
+)
+#: message class -> the first of _MESSAGES it is a subclass of (None: none of them)
+_KINDS: dict[type, type[Message] | None] = {cls: cls for cls in _MESSAGES}
+
+
+def receive(
+    state: TopicState, src: NodeId, message: Message, out: list[Output], flooding: bool
+) -> None:
+    """A publication message from ``src``: :meth:`PublicationLayer.handle` of a
+    ``Receive(src, message)``, which the subscriber calls directly. The message's class is
+    mapped once to the first of the layer's message classes it is an instance of."""
+    kind = _KINDS.get(type(message))
+    if kind is None:
+        kind = _KINDS[type(message)] = next(
+            (cls for cls in _MESSAGES if isinstance(message, cls)), None
+        )
+    m: Any = message  # the kind says which class it is
+    if kind is PublishNew:
+        publication = Publication(m.pub_id, m.publisher, m.payload)
+        if accept(state, publication, m.hops, out) and flooding:
+            flood(state, publication, m.hops, out, exclude=src)
+    elif kind is CheckTrie:
+        check_trie(state, m.node, m.pairs, out)
+    elif kind is PublicationTransfer:
+        accept(state, Publication(m.pub_id, m.publisher, m.payload), m.hops, out)
+    elif kind is CheckAndPublish:
+        check_and_publish(state, m.node, m.pairs, m.prefix, out)
 
 
 def _valid_pair(pair: object) -> bool:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pubmesh.proto.core import Message, NodeId, Output, Receive, Send
 from pubmesh.proto.skipring.labels import (
@@ -108,6 +108,22 @@ class ConfigurationReceived:
 #: the ring layer's closed input set: its messages from neighbours, its Timeout, configurations
 RingInput = Receive | RingTimeout | ConfigurationReceived
 
+#: the ring's message classes, in the order a message is matched against them
+_RING_MESSAGES: tuple[type[Message], ...] = (
+    RemoveConnection,
+    Check,
+    Linearize,
+    IntroduceRing,
+    LabelCorrection,
+    IntroduceShortcut,
+)
+#: message class -> the first of _RING_MESSAGES it is a subclass of (None: not a ring message)
+_RING_KINDS: dict[type, type[Message] | None] = {cls: cls for cls in _RING_MESSAGES}
+
+
+def _ring_kind(message: Message) -> type[Message] | None:
+    return next((cls for cls in _RING_MESSAGES if isinstance(message, cls)), None)
+
 
 class TopicState:
     """BuildSR state of one subscriber for one topic: the ring layer.
@@ -158,22 +174,8 @@ class TopicState:
         with a label), the ring's Timeout, or a configuration."""
         out: list[Output] = []
         match event:
-            case Receive(src=src, message=RemoveConnection(node=node)):
-                self.forget(node)
-            case Receive(src=src, message=Check(node=node, label=label, claimed=c, closing=cl)):
-                if is_label(label):
-                    self.check(Ref(label, node), c, cl, out, direct=node == src)
-            case Receive(src=src, message=Linearize(node=node, label=label, hops=h, claimed=c)):
-                self.linearize(Ref(label, node), out, direct=node == src, hops=h)
-                self.correct(src, c, out)
-            case Receive(src=src, message=IntroduceRing(node=node, label=label, hops=h, claimed=c)):
-                self.introduce_ring(Ref(label, node), out, direct=node == src, hops=h)
-                self.correct(src, c, out)
-            case Receive(src=src, message=LabelCorrection(node=node, label=label)):
-                if node == src:
-                    self.label_correction(Ref(label, node), out)
-            case Receive(message=IntroduceShortcut(node=node, label=label)):
-                self.introduce_shortcut(label, node, out)
+            case Receive(src=src, message=message):
+                self.receive(src, message, out)
             case RingTimeout(p_request=p_request, q=q, draw=draw):
                 if draw is not None:
                     self.config_actions(out, p_request, q, draw)
@@ -182,6 +184,31 @@ class TopicState:
             case ConfigurationReceived(label=label, pred=pred, succ=succ):
                 self.receive_configuration(label, pred, succ, out)
         return out
+
+    def receive(self, src: NodeId, message: Message, out: list[Output]) -> None:
+        """A ring message from ``src``: ``handle(Receive(src, message))``, which the subscriber
+        calls directly. The message's class is mapped once to the first of the ring's message
+        classes it is an instance of, in the order :meth:`handle` matched them."""
+        kind = _RING_KINDS.get(type(message))
+        if kind is None:
+            kind = _RING_KINDS[type(message)] = _ring_kind(message)
+        m: Any = message  # the kind says which class it is
+        if kind is IntroduceShortcut:
+            self.introduce_shortcut(m.label, m.node, out)
+        elif kind is Check:
+            if is_label(m.label):
+                self.check(Ref(m.label, m.node), m.claimed, m.closing, out, direct=m.node == src)
+        elif kind is Linearize:
+            self.linearize(Ref(m.label, m.node), out, direct=m.node == src, hops=m.hops)
+            self.correct(src, m.claimed, out)
+        elif kind is IntroduceRing:
+            self.introduce_ring(Ref(m.label, m.node), out, direct=m.node == src, hops=m.hops)
+            self.correct(src, m.claimed, out)
+        elif kind is LabelCorrection:
+            if m.node == src:
+                self.label_correction(Ref(m.label, m.node), out)
+        elif kind is RemoveConnection:
+            self.forget(m.node)
 
     # ------------------------------------------------------------------ helpers
     def me_ref(self) -> Ref:

@@ -92,6 +92,11 @@ class Timeout(Timer):
     """The subscriber's periodic Timeout action (papers/000 §3.2.1, §4.2)."""
 
 
+#: messages a labelled instance hands to its ring layer, and to its publication layer
+_RING_MESSAGES = (Check, Linearize, IntroduceRing, LabelCorrection, IntroduceShortcut)
+_PUBLICATION_MESSAGES = (PublishNew, PublicationTransfer, CheckTrie, CheckAndPublish)
+
+
 class Subscriber(StackNode):
     """A subscriber node of the skipring stack."""
 
@@ -142,6 +147,26 @@ class Subscriber(StackNode):
                     self._unsubscribe(topic, out)
             case Publish(topic=topic, pub_id=pub_id, payload=payload):
                 self._publish(topic, pub_id, payload, now, out)
+        return self._counted(out)
+
+    def receive(self, src: NodeId, message: Message, now: float) -> list[Output]:
+        """:meth:`handle` of a Receive, without the wrapper (the simulator's hot path)."""
+        out: list[Output] = []
+        name = type(message).__name__
+        self.received_by_type[name] = self.received_by_type.get(name, 0) + 1
+        self._receive(src, message, now, out)
+        return self._counted(out)
+
+    def fire(self, timer: Timer, now: float) -> list[Output]:
+        """:meth:`handle` of a TimerFired, without the wrapper (the simulator's hot path)."""
+        if not isinstance(timer, Timeout):
+            return []
+        out: list[Output] = []
+        self._timeout(now, out)
+        out.append(SetTimer(self.params.timeout_interval, Timeout()))
+        return self._counted(out)
+
+    def _counted(self, out: list[Output]) -> list[Output]:
         for item in out:
             if type(item) is Deliver:
                 self.delivered += 1
@@ -250,11 +275,11 @@ class Subscriber(StackNode):
         if state.label is None or state.status is Status.DEPARTED:
             self._without_label(state, src, message, now, out)
             return
-        match message:
-            case Check() | Linearize() | IntroduceRing() | LabelCorrection() | IntroduceShortcut():
-                out.extend(state.handle(Receive(src, message), now))
-            case PublishNew() | PublicationTransfer() | CheckTrie() | CheckAndPublish():
-                out.extend(self._publications(state).handle(Receive(src, message), now))
+        if isinstance(message, _RING_MESSAGES):
+            state.receive(src, message, out)  # TopicState.handle of a Receive
+        elif isinstance(message, _PUBLICATION_MESSAGES):
+            # PublicationLayer.handle of a Receive
+            publications.receive(state, src, message, out, self.params.flooding)
 
     def _remove_me(self, topic: str, dst: NodeId, out: list[Output]) -> None:
         if dst != self.node_id:
