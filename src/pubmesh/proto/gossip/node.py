@@ -194,8 +194,15 @@ class GossipNode(StackNode):
         return out
 
     def receive(self, src: NodeId, message: Message, now: float) -> list[Output]:
-        """:meth:`handle` of a Receive, without the wrapper (the simulator's hot path)."""
+        """:meth:`handle` of a Receive, without the wrapper (the simulator's hot path). A
+        broadcast message over an active link goes straight to Plumtree: the path
+        :meth:`_receive`, :meth:`_receive_broadcast` and :meth:`_broadcast_receive` take."""
         out: list[Output] = []
+        if _ROUTES.get(type(message)) is _BROADCAST:
+            swarm = self.swarms.get(message.topic)  # type: ignore[attr-defined]
+            if swarm is not None and src in swarm.membership.active:
+                self._broadcast_out(swarm, swarm.broadcast.receive(src, message, now), out)
+                return out
         self._receive(src, message, now, out)
         return out
 
