@@ -337,6 +337,44 @@ def test_supervisor_messages_are_flat_in_n(n: int) -> None:
         assert not sup.database(T).is_corrupted()
 
 
+def _database_state(db: TopicDatabase) -> tuple[object, ...]:
+    return (
+        list(db.by_label.items()),
+        list(db.labels_of.items()),
+        db.order,
+        db.indices,
+        sorted(db.orphans),
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_add_all_leaves_the_database_add_leaves(seed: int) -> None:
+    """The bulk add of a warm start: the same maps in the same order, the same sorted lists,
+    on top of entries already there, with orphans, nodes holding several labels, labels of
+    indices past n and strings that are not labels; a repeated label raises as add does,
+    after the entries before it."""
+    rng = random.Random(seed)
+    names = [label(i) for i in range(300)] + [label(1000), label(4097), "x", "yz"]
+    rng.shuffle(names)
+    nodes: list[int | None] = [rng.choice([None, *range(40)]) for _ in names]
+    entries = list(zip(names, nodes, strict=True))
+    one, many = TopicDatabase(), TopicDatabase()
+    for name, node in entries[:20]:
+        one.add(name, node)
+        many.add(name, node)
+    for name, node in entries[20:]:
+        one.add(name, node)
+    many.add_all(entries[20:])
+    assert _database_state(many) == _database_state(one), f"seed {seed}"
+    again = TopicDatabase()
+    with pytest.raises(KeyError, match="already in the database"):
+        again.add_all([*entries[:5], entries[2]])
+    first = TopicDatabase()
+    for name, node in entries[:5]:
+        first.add(name, node)
+    assert _database_state(again) == _database_state(first), f"seed {seed}"
+
+
 def test_repair_i_tuples_without_subscriber_are_deleted() -> None:
     db = TopicDatabase()
     for i in range(4):

@@ -138,8 +138,7 @@ def install(
     by_label = {label(i): node for i, node in enumerate(order)}
     if record:
         db = TopicDatabase()
-        for i, node in enumerate(order):
-            db.add(label(i), node)
+        db.add_all((label(i), node) for i, node in enumerate(order))
         old = supervisor.databases.get(topic)
         db.next = old.next % n if old is not None and n else 0
         supervisor.databases[topic] = db

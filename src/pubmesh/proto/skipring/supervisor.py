@@ -131,6 +131,24 @@ class TopicDatabase:
         else:
             self.labels_of.setdefault(node, []).append(name)
 
+    def add_all(self, entries: Iterable[tuple[Label, NodeId | None]]) -> None:
+        """:meth:`add` of each entry in turn, with the two sorted lists sorted once at the end
+        instead of kept sorted by insertion: a warm start records 10^6 labels, whose r-order
+        is not their order, and insort moved half the list for each."""
+        try:
+            for name, node in entries:
+                if name in self.by_label:
+                    raise KeyError(f"label {name!r} is already in the database")
+                self.by_label[name] = node
+                if node is None:
+                    self.orphans.add(name)
+                else:
+                    self.labels_of.setdefault(node, []).append(name)
+        finally:
+            # the labels are distinct, so sorting gives what insort built
+            self.order = sorted(self.by_label)
+            self.indices = sorted(map(_index, self.by_label))
+
     def remove(self, name: Label) -> NodeId | None:
         node = self.by_label.pop(name)
         del self.order[bisect.bisect_left(self.order, name)]
