@@ -177,13 +177,18 @@ class TopicState:
             case Receive(src=src, message=message):
                 self.receive(src, message, out)
             case RingTimeout(p_request=p_request, q=q, draw=draw):
-                if draw is not None:
-                    self.config_actions(out, p_request, q, draw)
-                self.build_ring_timeout(out)
-                self.shortcut_timeout(out)
+                self.timeout(p_request, q, draw, out)
             case ConfigurationReceived(label=label, pred=pred, succ=succ):
                 self.receive_configuration(label, pred, succ, out)
         return out
+
+    def timeout(self, p_request: float, q: float, draw: float | None, out: list[Output]) -> None:
+        """The ring's part of Timeout: ``handle(RingTimeout(p_request, q, draw))``, which the
+        subscriber calls directly."""
+        if draw is not None:
+            self.config_actions(out, p_request, q, draw)
+        self.build_ring_timeout(out)
+        self.shortcut_timeout(out)
 
     def receive(self, src: NodeId, message: Message, out: list[Output]) -> None:
         """A ring message from ``src``: ``handle(Receive(src, message))``, which the subscriber

@@ -7,7 +7,9 @@ the ring layer :class:`.ring.TopicState` (BuildRing, shortcuts, configurations; 
 messages, ``RingTimeout``, ``ConfigurationReceived``) and the publication layer
 :class:`.publications.PublicationLayer` (CheckTrie, flooding; inputs: its messages,
 ``PublishLocal``, ``CheckTick``). Every message names a topic; the node hands it to that
-topic's layer. One periodic timer (``Timeout``) runs the Timeout action of every topic instance
+topic's layer (on the hot path through the functions ``handle`` itself calls,
+:meth:`.ring.TopicState.receive` and ``timeout``, :func:`.publications.receive` and
+``start_check``, without the input wrappers). One periodic timer (``Timeout``) runs the Timeout action of every topic instance
 in topic order:
 
 1. actions (i), (ii), (iv) of §3.2.1: ask the supervisor for a configuration if the label is
@@ -77,11 +79,10 @@ from pubmesh.proto.skipring.messages import (
 )
 from pubmesh.proto.skipring.params import SkipRingParams
 from pubmesh.proto.skipring.patricia import Publication
-from pubmesh.proto.skipring.publications import CheckTick, PublicationLayer, PublishLocal
+from pubmesh.proto.skipring.publications import PublicationLayer, PublishLocal
 from pubmesh.proto.skipring.ring import (
     ConfigurationReceived,
     Ref,
-    RingTimeout,
     Status,
     TopicState,
 )
@@ -237,9 +238,10 @@ class Subscriber(StackNode):
                 continue
             p = request_probability(state.label, params.request_base)
             draw = self.rng.random() if state.status is Status.ACTIVE else None
-            out.extend(state.handle(RingTimeout(p, params.minimal_request_probability, draw), now))
+            # TopicState.handle of a RingTimeout, PublicationLayer.handle of a CheckTick
+            state.timeout(p, params.minimal_request_probability, draw, out)
             if params.anti_entropy:
-                out.extend(self._publications(state).handle(CheckTick(), now))
+                publications.start_check(state, out, self.rng)
 
     def _disconnect_all(self, state: TopicState, out: list[Output]) -> None:
         """Send RemoveConnection to every node the instance refers to and forget them all."""
