@@ -456,17 +456,8 @@ class HyParView:
         match event:
             case Receive(src=src, message=msg):
                 self._receive(src, msg, out)
-            case TimerFired(timer=ShuffleTick()):
-                self._shuffle(out)
-                self.tried.clear()
-                self._promote(NONE, out)  # refill a non-full active view
-                self.ticks += 1
-                every = self.p.announce_every
-                if every and self.ticks % every == 0 and self.joined:
-                    self._announce(out, periodic=True)
-                out.append(SetTimer(self.p.shuffle_interval, ShuffleTick()))
-            case TimerFired(timer=JoinTimeout(generation=generation)):
-                self._join_timeout(generation, out)
+            case TimerFired(timer=timer):
+                self._fire(timer, out)
             case PeerDown(peer=peer):
                 self._peer_down(peer, out)
             case JoinSwarm(contact=contact):
@@ -480,6 +471,26 @@ class HyParView:
         out: list[MembershipOutput] = []
         self._receive(src, msg, out)
         return out
+
+    def fire(self, timer: Timer) -> list[MembershipOutput]:
+        """``handle(TimerFired(timer), now)`` without the wrapper: the simulator's hot path."""
+        out: list[MembershipOutput] = []
+        self._fire(timer, out)
+        return out
+
+    def _fire(self, timer: Timer, out: list[MembershipOutput]) -> None:
+        match timer:
+            case ShuffleTick():
+                self._shuffle(out)
+                self.tried.clear()
+                self._promote(NONE, out)  # refill a non-full active view
+                self.ticks += 1
+                every = self.p.announce_every
+                if every and self.ticks % every == 0 and self.joined:
+                    self._announce(out, periodic=True)
+                out.append(SetTimer(self.p.shuffle_interval, ShuffleTick()))
+            case JoinTimeout(generation=generation):
+                self._join_timeout(generation, out)
 
     # ------------------------------------------------------------------ joining the swarm
     def _start(self, contact: NodeId, out: list[MembershipOutput]) -> None:

@@ -218,11 +218,11 @@ class GossipNode(StackNode):
         swarm = self.swarms.get(timer.topic)
         if swarm is None or swarm.epoch != timer.epoch:
             return  # an instance since dropped or replaced
-        inner = timer.timer
+        inner = timer.timer  # its layer's handle of a TimerFired, without the wrapper
         if isinstance(inner, ShuffleTick | JoinTimeout):
-            self._membership(swarm, TimerFired(inner), now, out)
+            self._membership_out(swarm, swarm.membership.fire(inner), now, out)
         else:
-            self._broadcast(swarm, TimerFired(inner), now, out)
+            self._broadcast_out(swarm, swarm.broadcast.fire(inner, now), out)
 
     # ------------------------------------------------------------------ swarms
     def _join(self, topic: str, delivering: bool, now: float, out: list[Output]) -> Swarm:
