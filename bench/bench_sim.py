@@ -232,6 +232,12 @@ def limited(args: list[str], limit_s: int, limit_bytes: int) -> tuple[dict[str, 
     return result, ""
 
 
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def grow(
     child_args: Callable[[int], list[str]], sizes: list[int], limit_s: int, limit_bytes: int
 ) -> list[dict[str, object]]:
@@ -239,12 +245,20 @@ def grow(
     (:func:`limited`), until one fails or misses a subscriber; one table row per size."""
     rows: list[dict[str, object]] = []
     for nodes in sizes:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime
+        before = _children_cpu()
         start = time.perf_counter()
         stats, why = limited(child_args(nodes), limit_s, limit_bytes)
-        cpu = resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime - before
+        cpu = _children_cpu() - before  # user + sys, what RLIMIT_CPU counts
         if why:
-            rows.append({"nodes": nodes, "ok": False, "why": why, "cpu": cpu})
+            rows.append(
+                {
+                    "nodes": nodes,
+                    "ok": False,
+                    "why": why,
+                    "cpu": cpu,
+                    "wall": time.perf_counter() - start,
+                }
+            )
             break
         delivered = int(str(stats["deliveries"]))
         ok = delivered == int(str(stats.get("subscribers", nodes)))
@@ -289,13 +303,19 @@ def size_table(title: str, rows: list[dict[str, object]]) -> None:
         table.add_row(
             f"{r['nodes']:,}",
             "ok" if r["ok"] else f"failed: {r.get('why', '')}",
-            f"{float(str(r.get('cpu', 0))):.1f}",
-            f"{float(str(r.get('wall', 0))):.1f}",
-            f"{float(str(r.get('peak_gib', 0))):.2f}",
-            f"{r.get('delivered', '')}",
-            f"{r.get('events', '')}",
+            _cell(r.get("cpu"), "{:.1f}"),
+            _cell(r.get("wall"), "{:.1f}"),
+            _cell(r.get("peak_gib"), "{:.2f}"),
+            _cell(r.get("delivered"), "{:,}"),
+            _cell(r.get("events"), "{:,}"),
         )
+    table.caption = "CPU s: user + system of the child, as its limit counts them; – not known"
     console.print(table)
+
+
+def _cell(value: object, spec: str) -> str:
+    """A table cell: ``value`` formatted, or – for a figure a killed child never reported."""
+    return "–" if value is None else spec.format(value)
 
 
 def main() -> None:
