@@ -45,7 +45,7 @@ from pubmesh.proto.skipring.messages import (
     TriePair,
 )
 from pubmesh.proto.skipring.patricia import KEY_BITS, Publication, is_bits
-from pubmesh.proto.skipring.ring import Status, TopicState
+from pubmesh.proto.skipring.ring import Status, TopicState, message_kind
 
 HASH_BYTES = 32
 
@@ -94,14 +94,14 @@ class PublicationLayer:
 
 
 #: the publication layer's message classes, in the order a message is matched against them
-_MESSAGES: tuple[type[Message], ...] = (
+PUBLICATION_MESSAGES: tuple[type[Message], ...] = (
     PublishNew,
     PublicationTransfer,
     CheckTrie,
     CheckAndPublish,
 )
-#: message class -> the first of _MESSAGES it is a subclass of (None: none of them)
-_KINDS: dict[type, type[Message] | None] = {cls: cls for cls in _MESSAGES}
+#: message class -> the first of PUBLICATION_MESSAGES it is a subclass of (None: none of them)
+_KINDS: dict[type, type[Message] | None] = {cls: cls for cls in PUBLICATION_MESSAGES}
 
 
 def receive(
@@ -110,11 +110,7 @@ def receive(
     """A publication message from ``src``: :meth:`PublicationLayer.handle` of a
     ``Receive(src, message)``, which the subscriber calls directly. The message's class is
     mapped once to the first of the layer's message classes it is an instance of."""
-    kind = _KINDS.get(type(message))
-    if kind is None:
-        kind = _KINDS[type(message)] = next(
-            (cls for cls in _MESSAGES if isinstance(message, cls)), None
-        )
+    kind = message_kind(message, PUBLICATION_MESSAGES, _KINDS)
     m: Any = message  # the kind says which class it is
     if kind is PublishNew:
         publication = Publication(m.pub_id, m.publisher, m.payload)

@@ -109,7 +109,7 @@ class ConfigurationReceived:
 RingInput = Receive | RingTimeout | ConfigurationReceived
 
 #: the ring's message classes, in the order a message is matched against them
-_RING_MESSAGES: tuple[type[Message], ...] = (
+RING_MESSAGES: tuple[type[Message], ...] = (
     RemoveConnection,
     Check,
     Linearize,
@@ -117,12 +117,19 @@ _RING_MESSAGES: tuple[type[Message], ...] = (
     LabelCorrection,
     IntroduceShortcut,
 )
-#: message class -> the first of _RING_MESSAGES it is a subclass of (None: not a ring message)
-_RING_KINDS: dict[type, type[Message] | None] = {cls: cls for cls in _RING_MESSAGES}
+#: message class -> the first of RING_MESSAGES it is a subclass of (None: not a ring message)
+_RING_KINDS: dict[type, type[Message] | None] = {cls: cls for cls in RING_MESSAGES}
 
 
-def _ring_kind(message: Message) -> type[Message] | None:
-    return next((cls for cls in _RING_MESSAGES if isinstance(message, cls)), None)
+def message_kind(
+    message: Message, classes: tuple[type[Message], ...], kinds: dict[type, type[Message] | None]
+) -> type[Message] | None:
+    """The first of ``classes`` ``message`` is an instance of (None: none), looked up in
+    ``kinds`` by the message's class and remembered there: the order a ``match`` tries them."""
+    kind = kinds.get(type(message))
+    if kind is None:
+        kind = kinds[type(message)] = next((c for c in classes if isinstance(message, c)), None)
+    return kind
 
 
 class TopicState:
@@ -194,9 +201,7 @@ class TopicState:
         """A ring message from ``src``: ``handle(Receive(src, message))``, which the subscriber
         calls directly. The message's class is mapped once to the first of the ring's message
         classes it is an instance of, in the order :meth:`handle` matched them."""
-        kind = _RING_KINDS.get(type(message))
-        if kind is None:
-            kind = _RING_KINDS[type(message)] = _ring_kind(message)
+        kind = message_kind(message, RING_MESSAGES, _RING_KINDS)
         m: Any = message  # the kind says which class it is
         if kind is IntroduceShortcut:
             self.introduce_shortcut(m.label, m.node, out)

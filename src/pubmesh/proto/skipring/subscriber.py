@@ -9,8 +9,8 @@ messages, ``RingTimeout``, ``ConfigurationReceived``) and the publication layer
 ``PublishLocal``, ``CheckTick``). Every message names a topic; the node hands it to that
 topic's layer (on the hot path through the functions ``handle`` itself calls,
 :meth:`.ring.TopicState.receive` and ``timeout``, :func:`.publications.receive` and
-``start_check``, without the input wrappers). One periodic timer (``Timeout``) runs the Timeout action of every topic instance
-in topic order:
+``start_check``, without the input wrappers). One periodic timer (``Timeout``) runs the
+Timeout action of every topic instance in topic order:
 
 1. actions (i), (ii), (iv) of §3.2.1: ask the supervisor for a configuration if the label is
    ⊥, with probability p(|label|) = 4^-|label|, or with probability q if the node has no left
@@ -68,7 +68,6 @@ from pubmesh.proto.skipring.messages import (
     Configuration,
     IntroduceRing,
     IntroduceShortcut,
-    LabelCorrection,
     Linearize,
     PublicationTransfer,
     PublishNew,
@@ -79,8 +78,13 @@ from pubmesh.proto.skipring.messages import (
 )
 from pubmesh.proto.skipring.params import SkipRingParams
 from pubmesh.proto.skipring.patricia import Publication
-from pubmesh.proto.skipring.publications import PublicationLayer, PublishLocal
+from pubmesh.proto.skipring.publications import (
+    PUBLICATION_MESSAGES,
+    PublicationLayer,
+    PublishLocal,
+)
 from pubmesh.proto.skipring.ring import (
+    RING_MESSAGES,
     ConfigurationReceived,
     Ref,
     Status,
@@ -91,11 +95,6 @@ from pubmesh.proto.skipring.ring import (
 @dataclass(frozen=True, slots=True)
 class Timeout(Timer):
     """The subscriber's periodic Timeout action (papers/000 §3.2.1, §4.2)."""
-
-
-#: messages a labelled instance hands to its ring layer, and to its publication layer
-_RING_MESSAGES = (Check, Linearize, IntroduceRing, LabelCorrection, IntroduceShortcut)
-_PUBLICATION_MESSAGES = (PublishNew, PublicationTransfer, CheckTrie, CheckAndPublish)
 
 
 class Subscriber(StackNode):
@@ -277,9 +276,10 @@ class Subscriber(StackNode):
         if state.label is None or state.status is Status.DEPARTED:
             self._without_label(state, src, message, now, out)
             return
-        if isinstance(message, _RING_MESSAGES):
+        # (a RemoveConnection, a ring message too, was handled above)
+        if isinstance(message, RING_MESSAGES):
             state.receive(src, message, out)  # TopicState.handle of a Receive
-        elif isinstance(message, _PUBLICATION_MESSAGES):
+        elif isinstance(message, PUBLICATION_MESSAGES):
             # PublicationLayer.handle of a Receive
             publications.receive(state, src, message, out, self.params.flooding)
 

@@ -121,11 +121,15 @@ class TopicDatabase:
 
     # ---------------------------------------------------------------- primitive edits
     def add(self, name: Label, node: NodeId | None) -> None:
+        self._record(name, node)
+        bisect.insort(self.order, name)
+        bisect.insort(self.indices, _index(name))
+
+    def _record(self, name: Label, node: NodeId | None) -> None:
+        """The maps of :meth:`add` (not the sorted lists)."""
         if name in self.by_label:
             raise KeyError(f"label {name!r} is already in the database")
         self.by_label[name] = node
-        bisect.insort(self.order, name)
-        bisect.insort(self.indices, _index(name))
         if node is None:
             self.orphans.add(name)
         else:
@@ -137,13 +141,7 @@ class TopicDatabase:
         is not their order, and insort moved half the list for each."""
         try:
             for name, node in entries:
-                if name in self.by_label:
-                    raise KeyError(f"label {name!r} is already in the database")
-                self.by_label[name] = node
-                if node is None:
-                    self.orphans.add(name)
-                else:
-                    self.labels_of.setdefault(node, []).append(name)
+                self._record(name, node)
         finally:
             # the labels are distinct, so sorting gives what insort built
             self.order = sorted(self.by_label)
