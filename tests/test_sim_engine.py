@@ -260,12 +260,21 @@ def test_counts_mode_adds_up_to_the_full_trace(tmp_path: Path):
     assert not (counts / "messages").exists()
 
 
+def test_a_run_without_deliveries_has_no_last_delivery_time(tmp_path: Path):
+    stats = run_scenario(scenario(pubs=0), tmp_path).stats
+    assert stats["deliveries"] == 0 and stats["last_delivery_at"] is None
+
+
 def test_run_json_and_publication_rows(tmp_path: Path):
     result = run_scenario(scenario(pubs=6), tmp_path)
     stats = json.loads((tmp_path / "run.json").read_text())
     assert stats["events_processed"] > 0 and stats["wall_seconds"] >= 0
     assert stats["peak_memory_bytes"] > 10 * 2**20
     assert stats["run_id"] == result.run_id
+    # the latest delivery's simulated time: the deliveries table's last row, inside the run
+    deliveries = pq.read_table(tmp_path / "deliveries").to_pandas()
+    assert len(deliveries) == stats["deliveries"] > 0
+    assert stats["last_delivery_at"] == deliveries.t.max() < stats["simulated_seconds"]
     pubs = pq.read_table(tmp_path / "publications").to_pandas()
     assert list(pubs.pub_id) == list(range(6))
     assert list(pubs.t) == [2.0 + i / 2.0 for i in range(6)]

@@ -67,12 +67,13 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         ("messages_sent", "messages sent", "{:,}"),
         ("messages_lost", "messages lost", "{:,}"),
         ("deliveries", "deliveries", "{:,}"),
+        ("last_delivery_at", "last delivery (simulated s)", "{:,.3f}"),
         ("alive_at_end", "nodes alive at the end", "{:,}"),
         ("wall_seconds", "wall seconds", "{:,.2f}"),
         ("peak_memory_bytes", "peak memory (MiB)", "{:,.0f}"),
     ]:
         value = s[key] / 2**20 if key == "peak_memory_bytes" else s[key]
-        table.add_row(label, fmt.format(value))
+        table.add_row(label, "–" if value is None else fmt.format(value))
     console.print(table)
     console.print(f"trace: [bold]{out}[/]  (run id {result.run_id}); next: pubmesh analyze {out}")
     return 0

@@ -142,6 +142,9 @@ class Simulation:
         self.messages_lost = 0
         self.deliveries: list[tuple[int, int, float, int]] = []
         self.delivery_count = 0
+        #: the simulated time of the latest delivery (None before the first): how long the
+        #: run's publications took to arrive, which a fixed run window may far outlast
+        self.last_delivery: float | None = None
         self.keep_deliveries = keep_deliveries
         self._progress = progress
         self._progress_every = progress_every
@@ -506,6 +509,7 @@ class Simulation:
                 )
             elif cls is Deliver:
                 self.delivery_count += 1
+                self.last_delivery = now
                 if self.keep_deliveries:
                     self.deliveries.append((out.pub_id, node, now, out.hops))
                 if self.writer:

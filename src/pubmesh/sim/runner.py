@@ -105,6 +105,7 @@ def run_scenario(
         "messages_sent": sim.messages_sent,
         "messages_lost": sim.messages_lost,
         "deliveries": sim.delivery_count,
+        "last_delivery_at": sim.last_delivery,
         "alive_at_end": len(sim.alive),
         "wall_seconds": round(wall, 3),
         "peak_memory_bytes": peak_memory_bytes(),
