@@ -45,6 +45,7 @@ from pubmesh.proto.skipring.patricia import (
     inner_hash,
     key_of,
     leaf_hash,
+    leaf_of,
 )
 from pubmesh.proto.skipring.ring import Ref, TopicState
 from pubmesh.proto.skipring.subscriber import Subscriber
@@ -138,6 +139,18 @@ def test_local_shortcut_computation_matches_sr_n(n: int) -> None:
 # ------------------------------------------------------------------------------ trie (§4.2)
 def pub(i: int, publisher: int = 7) -> Publication:
     return Publication(i, publisher, b"p%d" % i)
+
+
+def test_leaf_of_is_the_key_and_leaf_hash_for_every_publication() -> None:
+    # the memo answers a publication equal to one it holds; True == 1 and hashes alike, but
+    # str(True) makes another key, so a publication with a bool field must not get 1's
+    first = [Publication(1, 1, b"x"), Publication(2**62, -3, b""), Publication(1, 1, b"x")]
+    odd = [Publication(True, 1, b"x"), Publication(1, True, b"x")]  # type: ignore[arg-type]
+    for p in first + odd + first:
+        key = key_of(p)
+        assert leaf_of(p) == (key, leaf_hash(key, p))
+    assert len({leaf_of(p)[0] for p in first[:1] + odd}) == 2  # only the publisher is in str
+    assert leaf_of(odd[1])[0] != leaf_of(first[0])[0]
 
 
 def test_patricia_labels_and_hashes() -> None:

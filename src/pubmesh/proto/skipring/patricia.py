@@ -29,6 +29,7 @@ leaf's hash also covers its content. Labels are strings over {"0", "1"}, as in t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -69,6 +70,28 @@ def leaf_hash(key: str, publication: Publication) -> bytes:
     return hashlib.sha256(
         _LEAF + int(key, 2).to_bytes(KEY_BITS // 8, "big") + publication.content()
     ).digest()
+
+
+def leaf_of(publication: Publication) -> tuple[str, bytes]:
+    """(key, leaf hash) of ``publication``: :func:`key_of` and :func:`leaf_hash`. A flood
+    hands one publication to every subscriber, most of them more than once (§4.3: from each
+    neighbour), and each computes both to insert it, so they are remembered for the latest
+    1,024 publications. They are functions of the publication alone, so the memo changes no
+    result; it only takes publications of exact types (``True == 1`` hashes alike but keys
+    differently, as ``str(True)``), and computes the others afresh."""
+    if (
+        type(publication.pub_id) is int
+        and type(publication.publisher) is int
+        and type(publication.payload) is bytes
+    ):
+        return _leaf_memo(publication)
+    return _leaf_memo.__wrapped__(publication)
+
+
+@functools.lru_cache(maxsize=1024)
+def _leaf_memo(publication: Publication) -> tuple[str, bytes]:
+    key = key_of(publication)
+    return key, leaf_hash(key, publication)
 
 
 def inner_hash(zero: bytes, one: bytes) -> bytes:
@@ -156,10 +179,10 @@ class PatriciaTrie:
 
     def insert(self, publication: Publication, hops: int = 0) -> bool:
         """Insert ``publication`` unless its key is present; True if it was new."""
-        key = key_of(publication)
+        key, digest = leaf_of(publication)
         if key in self.by_label:
             return False
-        leaf = TrieNode(key, leaf_hash(key, publication), publication, hops)
+        leaf = TrieNode(key, digest, publication, hops)
         self.by_label[key] = leaf
         if self.root is None:
             self.root = leaf
