@@ -8,6 +8,8 @@ across days or machines: there, compare the ratios of bench_sim.py).
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py joins 20000   # joins + one broadcast
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py warm 300000 [gossip|skipring]
                                    # build (plan + warm start), run, close (trace flush)
+    PYTHONPATH=src .venv/bin/python bench/sim_probe.py warm 100000 skipring --window 0.5 2.0
+                                   # the same in another window (publish at, run until)
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py plan 400000   # the workload plan alone
 """
 
@@ -30,6 +32,13 @@ def main() -> None:
     parser.add_argument("what", choices=("rate", "joins", "warm", "plan"))
     parser.add_argument("nodes", type=int)
     parser.add_argument("stack", nargs="?", default="gossip", choices=("gossip", "skipring"))
+    parser.add_argument(
+        "--window",
+        nargs=2,
+        type=float,
+        metavar=("PUBLISH", "UNTIL"),
+        help="warm: publish at PUBLISH and run until UNTIL seconds (default: bench_sim's)",
+    )
     args = parser.parse_args()
     if args.what == "rate":
         stats = bench_sim.gossip_events_per_second(args.nodes)
@@ -55,7 +64,7 @@ def main() -> None:
     from pubmesh.sim.scenario import parse_scenario
     from pubmesh.workload import plan
 
-    publish_start, duration = bench_sim.WARM_TIMES[args.stack]
+    publish_start, duration = args.window or bench_sim.WARM_TIMES[args.stack]
     text = bench_sim.WARM.format(
         stack=args.stack,
         nodes=args.nodes,
@@ -87,6 +96,7 @@ def main() -> None:
                 "close_cpu_seconds": round(done - ran, 1),
                 "events": sim.events_processed,
                 "deliveries": sim.delivery_count,
+                "last_delivery": sim.last_delivery,
                 "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             }
         )
