@@ -124,6 +124,20 @@ def delivered_pairs(run_dir: Path) -> set[tuple[int, int]]:
     return {(row["pub_id"], row["node"]) for row in table(run_dir, "deliveries")}
 
 
+def missing_by_node(run_dir: Path, missing: set[tuple[int, int]]) -> dict[int, str]:
+    """For a failure message: per subscriber, how many publications it missed and the
+    publish times of the first and last of them (one node cut off for a while, or losses
+    spread over many, tell different stories)."""
+    at = {row["pub_id"]: row["t"] for row in table(run_dir, "publications")}
+    by_node: dict[int, list[float]] = defaultdict(list)
+    for pub_id, node in missing:
+        by_node[node].append(at[pub_id])
+    return {
+        node: f"{len(times)} in t={min(times):.2f}..{max(times):.2f}"
+        for node, times in sorted(by_node.items())
+    }
+
+
 WORKLOAD = """
 [run]
 start_spread = 0.0
@@ -214,7 +228,9 @@ def test_survivors_get_the_publications_after_a_quarter_of_the_processes_is_kill
     assert ratio >= 0.99, (
         f"survivors got {ratio:.4f} of the publications issued after t={since} "
         f"(seed {seed}; replay: pubmesh cluster --stack {stack} --nodes 12 --seed {seed} "
-        f"--kill 0.25@{kill_at} --set workload.publications=140 ...)"
+        f"--kill 0.25@{kill_at} --set workload.publications=140 ...); "
+        f"missing by subscriber: {missing_by_node(out, expected - delivered)}; "
+        f"killed {info['killed']}"
     )
     check_trace_v1(out, 12)
 
