@@ -4,7 +4,8 @@ once legitimate, measured through the analysis pipeline.
 For each corruption kind and n = 64, 256, 1,024, 4,096, 16,384 subscribers, one simulation
 (a subprocess of ``pubmesh sim`` under an RLIMIT_CPU of --cpu-limit seconds) starts from that
 corrupted state with 1,000 junk messages in flight and runs for three round-robin sweeps of the
-supervisor plus 30 s. A kind stops growing n at its first run that hits the CPU limit. Then
+supervisor plus 30 s. A kind stops growing n at its first run that hits the CPU limit; that
+run stops where it is and keeps its trace, and the table says how far it got. Then
 one ``pubmesh analyze`` job (Spark) over all the runs gives ``convergence_time`` (the first
 snapshot from which the legitimacy predicate holds for good; snapshots every timeout interval,
 so it is in rounds), and a Spark query over the runs' per-second message counts gives the
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -57,11 +59,27 @@ DEFAULT_KINDS = "random_graph,db_all,components,junk"
 DEFAULT_SIZES = "64,256,1024,4096,16384"
 
 
+def duration_of(n: int) -> float:
+    """A run's simulated seconds: three round-robin sweeps of the supervisor, plus 30 s."""
+    return 3 * n * SUPERVISOR_INTERVAL + 30
+
+
+def limit_cell(result: dict[str, Any]) -> str:
+    """The table's cell for a run the CPU limit stopped: how far it got, if known."""
+    reached = result["reached"]
+    if reached is None:
+        return "CPU limit"
+    return f"CPU limit at t = {reached:.0f} of {result['duration']:.0f} s"
+
+
 def simulate(
     kind: str, n: int, seed: int, out: Path, cpu_limit: float, reuse: bool = False
-) -> tuple[bool, float, Path]:
-    """One run in a subprocess under RLIMIT_CPU; (finished, CPU seconds, run dir)."""
-    duration = 3 * n * SUPERVISOR_INTERVAL + 30
+) -> tuple[bool, float, Path, float | None]:
+    """One run in a subprocess under RLIMIT_CPU; (finished, CPU seconds, run dir, simulated
+    seconds reached by a run the limit stopped). At the soft limit ``pubmesh sim`` stops
+    between two events and writes its trace so far (SIGXCPU); the hard limit, well after it,
+    leaves time for that."""
+    duration = duration_of(n)
     scenario = out / "scenarios" / f"{kind}-{n}.toml"
     scenario.parent.mkdir(parents=True, exist_ok=True)
     scenario.write_text(
@@ -74,12 +92,12 @@ def simulate(
     limit = int(cpu_limit)
 
     def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 600))
 
     record = run_dir / "bench.json"
     if reuse and record.exists():
         saved = json.loads(record.read_text())
-        return bool(saved["finished"]), float(saved["cpu_s"]), run_dir
+        return bool(saved["finished"]), float(saved["cpu_s"]), run_dir, saved.get("reached")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [sys.executable, "-m", "pubmesh", "sim", str(scenario), "--quiet", "--out", str(run_dir)],
@@ -89,9 +107,13 @@ def simulate(
     )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    reached = None
+    if done.returncode == 128 + signal.SIGXCPU:  # stopped at the limit, its trace kept
+        reached = float(json.loads((run_dir / "run.json").read_text())["simulated_seconds"])
+    finished = done.returncode == 0
     record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"finished": done.returncode == 0, "cpu_s": cpu}) + "\n")
-    return done.returncode == 0, cpu, run_dir
+    record.write_text(json.dumps({"finished": finished, "cpu_s": cpu, "reached": reached}) + "\n")
+    return finished, cpu, run_dir, reached
 
 
 def per_round_costs(spark: Any, runs: list[Path], convergence: dict[str, float]) -> dict[str, Any]:
@@ -157,17 +179,18 @@ def main() -> int:
             for n in sizes:
                 progress.update(bar, description=f"{kind} n={n:,}")
                 started = time.perf_counter()
-                finished, cpu, run_dir = simulate(
+                finished, cpu, run_dir, reached = simulate(
                     kind, n, args.seed, out, args.cpu_limit, args.reuse
                 )
                 wall = time.perf_counter() - started
                 results.append({"kind": kind, "n": n, "finished": finished, "cpu_s": cpu,
-                                "wall_s": wall, "run_dir": run_dir})  # fmt: skip
+                                "wall_s": wall, "run_dir": run_dir, "reached": reached,
+                                "duration": duration_of(n)})  # fmt: skip
                 progress.advance(bar)
                 if not finished:
                     console.print(
-                        f"{kind}: n={n:,} hit the {args.cpu_limit:.0f} CPU s limit "
-                        f"({cpu:.0f} s); larger n not run for this kind"
+                        f"{kind}: n={n:,} hit the {args.cpu_limit:.0f} CPU s limit ({cpu:.0f} s:"
+                        f" {limit_cell(results[-1])}); larger n not run for this kind"
                     )
                     progress.advance(bar, len(sizes) - sizes.index(n) - 1)
                     break
@@ -189,7 +212,8 @@ def main() -> int:
     figures = []
     for r in results:
         row: dict[str, Any] = {"kind": r["kind"], "n": r["n"], "cpu_s": round(r["cpu_s"], 1),
-                               "finished": r["finished"]}  # fmt: skip
+                               "finished": r["finished"], "reached_s": r["reached"],
+                               "duration_s": r["duration"]}  # fmt: skip
         if r["finished"]:
             run_id = ids[r["run_dir"].name]
             metrics = rows_by_id[run_id]
@@ -205,7 +229,7 @@ def main() -> int:
 
         table.add_row(
             r["kind"], f"{r['n']:,}",
-            cell("rounds", "{:.0f}") if r["finished"] else "CPU limit",
+            cell("rounds", "{:.0f}") if r["finished"] else limit_cell(r),
             f"{r['cpu_s']:.0f}", cell("supervisor_per_round", "{:.1f}"),
             cell("per_subscriber_per_round", "{:.2f}"), cell("config_requests", "{:.2f}"),
         )  # fmt: skip

@@ -265,6 +265,24 @@ def test_a_run_without_deliveries_has_no_last_delivery_time(tmp_path: Path):
     assert stats["deliveries"] == 0 and stats["last_delivery_at"] is None
 
 
+def test_a_stopped_run_ends_between_two_events_and_its_trace_says_how_far(tmp_path: Path):
+    # the stop is asked before the run: the loop takes it at its first periodic check
+    sim = Simulation(scenario(), tmp_path, progress_every=100)
+    sim.request_stop("test")
+    sim.run()
+    assert sim.stopped == "test" and sim.events_processed == 100
+    assert 0 < sim.now < sim.scenario.run.duration  # the last event's time, not the end's
+    sim.close()
+    runs = pq.read_table(tmp_path / "runs").to_pylist()
+    assert runs[0]["duration"] == sim.now
+    sent = pq.read_table(tmp_path / "messages").column("t_send").to_pylist()
+    assert sent and max(sent) <= sim.now
+    # a run that is not stopped ends at its end, as before
+    whole = Simulation(scenario(), progress_every=100)
+    whole.run()
+    assert whole.stopped is None and whole.now == whole.scenario.run.duration > sim.now
+
+
 def test_run_json_and_publication_rows(tmp_path: Path):
     result = run_scenario(scenario(pubs=6), tmp_path)
     stats = json.loads((tmp_path / "run.json").read_text())

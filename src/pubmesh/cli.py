@@ -41,7 +41,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from pubmesh.sim.runner import leave_to_exit, run_scenario
+    from pubmesh.sim.runner import SimulationStopped, leave_to_exit, run_scenario
     from pubmesh.sim.scenario import load_scenario
 
     overrides = list(args.set or [])
@@ -50,7 +50,18 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, overrides)
     out = Path(args.out) if args.out else Path("runs") / f"{scenario.name}-s{scenario.run.seed}"
     console = Console(stderr=False)
-    result = run_scenario(scenario, out, progress=not args.quiet and sys.stderr.isatty())
+    try:
+        result = run_scenario(
+            scenario, out, progress=not args.quiet and sys.stderr.isatty(), stop_on_signals=True
+        )
+    except SimulationStopped as stop:
+        reached = stop.result.stats["simulated_seconds"]
+        print(
+            f"pubmesh: {stop} at t={reached:.3f} s of {scenario.run.duration:g} s; the trace so"
+            f" far is in {out} (run.json says stopped)",
+            file=sys.stderr,
+        )
+        return 128 + stop.signal_number
     if args.process_ends:
         leave_to_exit()  # the process ends after the table below
     table = Table(
@@ -122,7 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
         "  pubmesh sim scenarios/gossip_1000.toml\n"
         "  pubmesh sim scenarios/paper004.toml --seed 7 --out runs/p004-s7\n"
         "  pubmesh sim scenarios/gossip_1000.toml --set run.nodes=10000 "
-        "--set trace.messages=counts\n",
+        "--set trace.messages=counts\n\n"
+        "Ctrl-C (SIGINT), SIGTERM or a CPU limit's SIGXCPU during the run stops it between two\n"
+        "events and keeps the trace up to there: run.json says stopped and how far it got;\n"
+        "the exit status is 128 + the signal's number (130 for Ctrl-C).\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sim.add_argument("scenario", help="scenario TOML file (see scenarios/)")

@@ -146,6 +146,8 @@ class Simulation:
         #: run's publications took to arrive, which a fixed run window may far outlast
         self.last_delivery: float | None = None
         self.keep_deliveries = keep_deliveries
+        #: why the run was stopped before its end (:meth:`request_stop`), or None
+        self.stopped: str | None = None
         self._progress = progress
         self._progress_every = progress_every
 
@@ -524,10 +526,19 @@ class Simulation:
 
     # ------------------------------------------------------------------ the loop
     def run(self, until: float | None = None) -> None:
-        """Process events up to time ``until`` (default: the scenario's duration)."""
+        """Process events up to time ``until`` (default: the scenario's duration), or until a
+        stop is requested (:meth:`request_stop`): then ``now`` is the last event's time."""
         end = self.scenario.run.duration if until is None else until
         self._loop(end, None)
-        self.now = max(self.now, end)
+        if self.stopped is None:
+            self.now = max(self.now, end)
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the loop to stop early, e.g. from a signal handler (a Ctrl-C, a CPU limit). It
+        stops between two events at its next periodic check (every ``progress_every``
+        events), so the state and the trace so far stay whole; :meth:`close` then writes the
+        trace up to that time."""
+        self.stopped = reason
 
     def run_until(self, predicate: Callable[[Simulation], bool], limit: float) -> bool:
         """Run until ``predicate(self)`` holds (checked after every event) or time ``limit``."""
@@ -642,6 +653,8 @@ class Simulation:
                         c_st, c_sn, c_sk, c_ss, c_rt, c_rn, c_rk = writer.count_appends()
                 if progress is not None:
                     progress(self)
+                if self.stopped is not None:
+                    break
             if predicate is not None and predicate(self):
                 self.events_processed = processed
                 return True
@@ -744,6 +757,8 @@ class Simulation:
         """Write open subscriptions and flush the trace."""
         if self.writer is None:
             return
+        if self.stopped is not None:
+            self.writer.end_run_at(self.now)  # the runs row says how far the run got
         with _no_collections():
             for (node, topic), t_start in sorted(self._subscribed.items()):
                 self.writer.subscription(

@@ -5,8 +5,12 @@ from __future__ import annotations
 import gc
 import json
 import resource
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,14 +43,61 @@ def leave_to_exit() -> None:
     gc.freeze()
 
 
+#: the signals after which ``pubmesh sim`` keeps the trace so far: Ctrl-C, a polite kill, and
+#: the soft CPU limit (RLIMIT_CPU, as the benchmarks set it), by their exit codes (128 + n)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGXCPU)
+
+
+class SimulationStopped(Exception):
+    """The run was stopped by ``signal`` before its end; its trace up to ``result.stats
+    ["simulated_seconds"]`` is written and ``run.json`` says ``stopped``."""
+
+    def __init__(self, signal_number: int, result: RunResult) -> None:
+        name = signal.Signals(signal_number).name
+        super().__init__(f"stopped by {name}")
+        self.signal_number = signal_number
+        self.result = result
+
+
+@contextmanager
+def _stopping_on_signals(sim: Simulation, enabled: bool) -> Iterator[list[int]]:
+    """While the loop runs and the trace is closed, the :data:`STOP_SIGNALS` ask ``sim`` to
+    stop (between two events) instead of ending the process; the list yields the first one
+    received. Once the loop has ended they change nothing, so the trace is always closed
+    whole (the kernel repeats SIGXCPU every CPU second past the soft limit, and its default
+    action would end the process mid-close). Only in the main thread (where Python delivers
+    signals), and only when ``enabled``."""
+    received: list[int] = []
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(number: int, _frame: object) -> None:
+        if not received:
+            received.append(number)
+        sim.request_stop(signal.Signals(number).name)
+
+    previous = {number: signal.signal(number, handler) for number in STOP_SIGNALS}
+    try:
+        yield received
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
 def run_scenario(
     scenario: Scenario,
     run_dir: Path | str,
     *,
     progress: bool = False,
     keep_deliveries: bool = False,
+    stop_on_signals: bool = False,
 ) -> RunResult:
-    """Simulate ``scenario`` into ``run_dir`` (trace v1 tables plus ``run.json``)."""
+    """Simulate ``scenario`` into ``run_dir`` (trace v1 tables plus ``run.json``).
+
+    With ``stop_on_signals`` (``pubmesh sim`` sets it), a SIGINT, SIGTERM or SIGXCPU during
+    the run stops it between two events: the trace up to that time is written, ``run.json``
+    says ``stopped`` and how far it got, and :class:`SimulationStopped` is raised."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -84,13 +135,15 @@ def run_scenario(
 
         with bar:
             sim = Simulation(scenario, run_dir, keep_deliveries=keep_deliveries, progress=report)
-            sim.run()
-            report(sim)
-            sim.close()
+            with _stopping_on_signals(sim, stop_on_signals) as received:
+                sim.run()
+                report(sim)
+                sim.close()
     else:
         sim = Simulation(scenario, run_dir, keep_deliveries=keep_deliveries)
-        sim.run()
-        sim.close()
+        with _stopping_on_signals(sim, stop_on_signals) as received:
+            sim.run()
+            sim.close()
 
     wall = time.perf_counter() - started
     stats: dict[str, Any] = {
@@ -99,7 +152,8 @@ def run_scenario(
         "runtime": "sim",
         "nodes": scenario.run.nodes,
         "seed": scenario.run.seed,
-        "simulated_seconds": duration,
+        "simulated_seconds": sim.now if sim.stopped else duration,
+        "stopped": sim.stopped,
         "events_processed": sim.events_processed,
         "events_per_second": sim.events_processed / wall if wall > 0 else 0.0,
         "messages_sent": sim.messages_sent,
@@ -111,4 +165,7 @@ def run_scenario(
         "peak_memory_bytes": peak_memory_bytes(),
     }
     (run_dir / "run.json").write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
-    return RunResult(sim.run_id, run_dir, stats)
+    result = RunResult(sim.run_id, run_dir, stats)
+    if received:
+        raise SimulationStopped(received[0], result)
+    return result
