@@ -73,9 +73,9 @@ def _stopping_on_signals(sim: Simulation, enabled: bool) -> Iterator[list[int]]:
         return
 
     def handler(number: int, _frame: object) -> None:
-        if not received:
+        if not received:  # the first signal is the reason, in run.json and the exit status
             received.append(number)
-        sim.request_stop(signal.Signals(number).name)
+            sim.request_stop(signal.Signals(number).name)
 
     previous = {number: signal.signal(number, handler) for number in STOP_SIGNALS}
     try:
