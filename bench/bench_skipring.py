@@ -69,7 +69,7 @@ def limit_cell(result: dict[str, Any]) -> str:
     reached = result["reached"]
     if reached is None:
         return "CPU limit"
-    return f"CPU limit at t = {reached:.0f} of {result['duration']:.0f} s"
+    return f"CPU limit at t = {reached:.0f} of {duration_of(result['n']):.0f} s"
 
 
 def simulate(
@@ -184,8 +184,8 @@ def main() -> int:
                 )
                 wall = time.perf_counter() - started
                 results.append({"kind": kind, "n": n, "finished": finished, "cpu_s": cpu,
-                                "wall_s": wall, "run_dir": run_dir, "reached": reached,
-                                "duration": duration_of(n)})  # fmt: skip
+                                "wall_s": wall, "run_dir": run_dir,
+                                "reached": reached})  # fmt: skip
                 progress.advance(bar)
                 if not finished:
                     console.print(
@@ -213,7 +213,7 @@ def main() -> int:
     for r in results:
         row: dict[str, Any] = {"kind": r["kind"], "n": r["n"], "cpu_s": round(r["cpu_s"], 1),
                                "finished": r["finished"], "reached_s": r["reached"],
-                               "duration_s": r["duration"]}  # fmt: skip
+                               "duration_s": duration_of(r["n"])}  # fmt: skip
         if r["finished"]:
             run_id = ids[r["run_dir"].name]
             metrics = rows_by_id[run_id]
