@@ -18,6 +18,13 @@ What compiling asks of the compiled modules (see also ``make compiled`` in the M
 * mypyc writes a class's annotations from the types it knows and writes ``tuple[int, ...]`` as
   bare ``tuple``, which the codec and the size functions would misread: such fields are
   annotated as strings, which it keeps as written;
+* the layer classes (``HyParView``, ``Plumtree``, ``Swarm``, ``SwarmDirectory``) are native:
+  compiled code reads their attributes at fixed offsets. Their ``__slots__`` serve the pure
+  package; a native instance has no ``__dict__`` either and is 8 bytes larger (its vtable).
+  As non-native classes every ``self.x`` in their compiled methods took CPython's generic
+  attribute path (``PyObject_GetAttr``, a type look-up, the slot's descriptor), slower than
+  the interpreter's specialised ``LOAD_ATTR``: that made the compiled build slower than pure
+  Python. ``GossipNode`` stays non-native: its base, ``StackNode``, is interpreted;
 * ``pubmesh.proto.core`` stays interpreted: other stacks and the tests subclass its classes,
   and interpreted classes may not inherit from compiled ones. The classes that are compiled
   (``Simulation``, ``TraceWriter``, ``GossipNode``, ``HyParView``, ``Plumtree``, ...) take no

@@ -318,7 +318,6 @@ MembershipTimer = ShuffleTick | JoinTimeout
 MembershipInput = Receive | TimerFired | PeerDown | JoinSwarm | LeaveSwarm
 
 
-@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
 class SwarmDirectory:
     """The contact node's per-topic directory: uniform random samples of the swarm.
 
@@ -397,7 +396,6 @@ class SwarmDirectory:
                 reservoir[slot] = node
 
 
-@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
 class HyParView:
     """The membership state machine of one node in one topic swarm."""
 

@@ -121,7 +121,6 @@ class SwarmTimer(Timer):
     timer: Timer
 
 
-@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
 class Swarm:
     """One topic's protocol instances at one node."""
 
@@ -138,7 +137,7 @@ class Swarm:
         self.buffer: list[Publish] = []
 
 
-@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
+@mypyc_attr(native_class=False)  # its base, StackNode, is an interpreted class
 class GossipNode(StackNode):
     """A gossip node: a set of topic swarms, plus the swarm directory if it is the contact."""
 

@@ -186,7 +186,6 @@ BroadcastInput = Receive | TimerFired | NeighborUp | NeighborDown | Broadcast
 BroadcastOutput = Output | Delivered
 
 
-@mypyc_attr(native_class=False)  # __slots__ (memory at 10^6 nodes) need a Python class
 class Plumtree:
     """The broadcast state machine of one node in one topic swarm."""
 
