@@ -201,16 +201,8 @@ class Simulation:
 
         self.writer: TraceWriter | None = None
         if run_dir is not None:
+            # the runs row is written by close(), once the run's length is known
             self.writer = TraceWriter(run_dir, self.run_id, messages_mode=scenario.trace.messages)
-            self.writer.run(
-                stack=scenario.run.stack,
-                runtime="sim",
-                nodes=scenario.run.nodes,
-                seed=seed,
-                scenario=scenario.text,
-                duration=scenario.run.duration,
-                schema_version=SCHEMA_VERSION,
-            )
         self._schedule_start()
 
     # ------------------------------------------------------------------ scheduling
@@ -755,10 +747,19 @@ class Simulation:
     # ------------------------------------------------------------------ end
     def close(self) -> None:
         """Write open subscriptions and flush the trace."""
-        if self.writer is None:
+        if self.writer is None or self.writer.closed:
             return
-        if self.stopped is not None:
-            self.writer.end_run_at(self.now)  # the runs row says how far the run got
+        run = self.scenario.run
+        self.writer.run(
+            stack=run.stack,
+            runtime="sim",
+            nodes=run.nodes,
+            seed=self.seed,
+            scenario=self.scenario.text,
+            # a stopped run's length is the time it reached, so rates over it stay right
+            duration=run.duration if self.stopped is None else self.now,
+            schema_version=SCHEMA_VERSION,
+        )
         with _no_collections():
             for (node, topic), t_start in sorted(self._subscribed.items()):
                 self.writer.subscription(

@@ -9,8 +9,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +103,8 @@ def run_scenario(
     started = time.perf_counter()
     duration = scenario.run.duration
 
+    bar: AbstractContextManager[Any] = nullcontext()
+    report: Callable[[Simulation], None] | None = None
     if progress:
         from rich.progress import (
             BarColumn,
@@ -112,7 +114,7 @@ def run_scenario(
             TimeRemainingColumn,
         )
 
-        bar = Progress(
+        progress_bar = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             TextColumn("t={task.completed:>8.1f}/{task.total:.0f}s"),
@@ -122,27 +124,24 @@ def run_scenario(
             TimeRemainingColumn(),
             transient=False,
         )
-        task = bar.add_task(scenario.name, total=duration, events=0, rate=0.0)
+        task = progress_bar.add_task(scenario.name, total=duration, events=0, rate=0.0)
 
-        def report(sim: Simulation) -> None:
+        def update_bar(sim: Simulation) -> None:
             elapsed = max(time.perf_counter() - started, 1e-9)
-            bar.update(
+            progress_bar.update(
                 task,
                 completed=min(sim.now, duration),
                 events=sim.events_processed,
                 rate=sim.events_processed / elapsed,
             )
 
-        with bar:
-            sim = Simulation(scenario, run_dir, keep_deliveries=keep_deliveries, progress=report)
-            with _stopping_on_signals(sim, stop_on_signals) as received:
-                sim.run()
-                report(sim)
-                sim.close()
-    else:
-        sim = Simulation(scenario, run_dir, keep_deliveries=keep_deliveries)
+        bar, report = progress_bar, update_bar
+    with bar:
+        sim = Simulation(scenario, run_dir, keep_deliveries=keep_deliveries, progress=report)
         with _stopping_on_signals(sim, stop_on_signals) as received:
             sim.run()
+            if report is not None:
+                report(sim)  # the bar's last state: where the run ended
             sim.close()
 
     wall = time.perf_counter() - started

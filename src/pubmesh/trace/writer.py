@@ -222,18 +222,6 @@ class TraceWriter:
     ) -> None:
         self._append("snapshots", (self.run_id, t, node, topic, layer, neighbors, to_json(state)))
 
-    def end_run_at(self, duration: float) -> None:
-        """Record a run that stopped early (a simulation interrupted or out of CPU time): its
-        ``runs`` row gets the time it reached as its duration, so that rates over the run's
-        length stay right. The row is still buffered: a trace has one, written at close."""
-        rows = self._rows["runs"]
-        if self.rows_written["runs"] or len(rows) != 1:
-            raise RuntimeError("end_run_at: the runs row is not buffered (already written?)")
-        names = SCHEMAS["runs"].names
-        row = list(rows[0])
-        row[names.index("duration")] = duration
-        rows[0] = tuple(row)
-
     def check(self, t: float, predicate: str, value: bool) -> None:
         self._append("checks", (self.run_id, t, predicate, value))
 
@@ -322,6 +310,11 @@ class TraceWriter:
             ],
             schema=schema,
         )
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has written the trace."""
+        return self._closed
 
     def close(self) -> None:
         """Flush everything and write every table (empty ones too, so readers find them, unless
