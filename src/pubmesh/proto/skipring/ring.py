@@ -263,15 +263,22 @@ class TopicState:
     def _note(self, u: Ref, direct: bool) -> None:
         """Record whether the label we now hold for u.node is confirmed: heard from u itself
         (or the supervisor) confirms it, a third party's belief unconfirms it."""
+        node = u.node
         if direct:
-            self.confirmed.add(u.node)
+            self.confirmed.add(node)
             return
+        if node not in self.confirmed:
+            return  # nothing to unconfirm (the common case of a delegated reference)
+        # unconfirmed unless u.node is held (left, right or ring), and every time with u.label
+        held = False
         for ref in (self.left, self.right, self.ring):
-            if ref is not None and ref.node == u.node and ref.label != u.label:
-                self.confirmed.discard(u.node)
-                return
-        if u.node not in {r.node for r in (self.left, self.right, self.ring) if r is not None}:
-            self.confirmed.discard(u.node)
+            if ref is not None and ref.node == node:
+                if ref.label != u.label:
+                    held = False
+                    break
+                held = True
+        if not held:
+            self.confirmed.discard(node)
 
     def forget(self, node: NodeId) -> bool:
         """Drop every reference to ``node`` (RemoveConnection, §4.1). True if one was held."""
@@ -371,20 +378,22 @@ class TopicState:
         a node strictly between v and u in v's view, and after ``GREEDY_HOPS`` hops the
         message falls back to list delegation, so wrong shortcut entries of a corrupted state
         cannot keep a reference circling."""
-        target = neighbour
+        # candidates as plain (label, node) tuples, ordered as Refs are: no Ref built per entry
+        target: tuple[Label, NodeId] = neighbour
         if hops < GREEDY_HOPS and self.shortcuts:
-            me = self.me_ref()
-            for name, node in self.shortcuts.items():
-                if node is None or node == u.node or node == self.me:
+            me = self.me
+            below = u < (self.label, me)
+            for candidate in self.shortcuts.items():
+                node = candidate[1]
+                if node is None or node == u.node or node == me:
                     continue
-                candidate = Ref(name, node)
-                if (u < candidate < target) if u < me else (target < candidate < u):
-                    target = candidate
+                if (u < candidate < target) if below else (target < candidate < u):
+                    target = candidate  # type: ignore[assignment]  # node is not None here
         self._send(
             out,
-            target.node,
+            target[1],
             Linearize(
-                topic=self.topic, node=u.node, label=u.label, hops=hops + 1, claimed=target.label
+                topic=self.topic, node=u.node, label=u.label, hops=hops + 1, claimed=target[0]
             ),
         )
 

@@ -68,6 +68,7 @@ from pubmesh.proto.skipring.messages import (
     Configuration,
     IntroduceRing,
     IntroduceShortcut,
+    LabelCorrection,
     Linearize,
     PublicationTransfer,
     PublishNew,
@@ -95,6 +96,14 @@ from pubmesh.proto.skipring.ring import (
 @dataclass(frozen=True, slots=True)
 class Timeout(Timer):
     """The subscriber's periodic Timeout action (papers/000 §3.2.1, §4.2)."""
+
+
+#: the ring's messages a subscriber gets most (a delegated reference, a check), by exact
+#: class: :meth:`Subscriber._receive` skips its tests for a configuration, a RemoveConnection
+#: and the supervisor's messages for them, which none of them is
+_PLAIN_RING: frozenset[type[Message]] = frozenset(
+    {Check, Linearize, IntroduceRing, LabelCorrection, IntroduceShortcut}
+)
 
 
 class Subscriber(StackNode):
@@ -257,15 +266,18 @@ class Subscriber(StackNode):
         if not isinstance(topic, str):
             return
         state = self.topics.get(topic)
-        if isinstance(message, Configuration):
+        plain = type(message) in _PLAIN_RING  # none of the three cases below
+        if plain:
+            pass
+        elif isinstance(message, Configuration):
             if src == self.supervisor:
                 self._configuration(state, message, now, out)
             return
-        if isinstance(message, RemoveConnection):
+        elif isinstance(message, RemoveConnection):
             if state is not None:
                 out.extend(state.handle(Receive(src, message), now))
             return
-        if isinstance(message, SubscribeRequest | UnsubscribeRequest | PublishRelay):
+        elif isinstance(message, SubscribeRequest | UnsubscribeRequest | PublishRelay):
             return  # meant for the supervisor: junk here
         if state is None:
             # a topic this node does not run: ask the sender to forget it (testbed behaviour)
@@ -277,7 +289,7 @@ class Subscriber(StackNode):
             self._without_label(state, src, message, now, out)
             return
         # (a RemoveConnection, a ring message too, was handled above)
-        if isinstance(message, RING_MESSAGES):
+        if plain or isinstance(message, RING_MESSAGES):
             state.receive(src, message, out)  # TopicState.handle of a Receive
         elif isinstance(message, PUBLICATION_MESSAGES):
             # PublicationLayer.handle of a Receive
