@@ -77,6 +77,7 @@ from pubmesh.proto.core import (
     node_random,
     node_seed,
 )
+from pubmesh.sim.fastinit import install as install_fast_init
 from pubmesh.sim.scenario import Scenario
 from pubmesh.sim.sizes import SIZES, size_function
 from pubmesh.stacks.base import get_stack
@@ -132,6 +133,7 @@ class Simulation:
     ) -> None:
         self.scenario = scenario
         self.spec = get_stack(scenario.run.stack)
+        install_fast_init()  # the stack's messages are registered now (pubmesh.sim.fastinit)
         self.params = scenario.stack_params
         seed = scenario.run.seed
         self.seed = seed
