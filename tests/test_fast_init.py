@@ -1,7 +1,7 @@
-"""pubmesh.sim.fastinit: in a simulation the registered messages and the hot outputs (Send,
-Deliver, SetTimer) are built by an ``__init__`` that stores through the slot descriptors. It
-must be the dataclass's ``__init__`` in all but speed: the same signature, the same stored values,
-the same errors, still frozen; and a class it cannot mirror keeps its own."""
+"""pubmesh.sim.fastinit: in a simulation the registered messages, the timers and the hot
+outputs (Send, Deliver, SetTimer) are built by an ``__init__`` that stores through the slot
+descriptors. It must be the dataclass's ``__init__`` in all but speed: the same signature, the
+same stored values, the same errors, still frozen; and a class it cannot mirror keeps its own."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pubmesh.proto.core import MESSAGE_INFO, Deliver, Message, Send, SetTimer
+from pubmesh.proto.core import MESSAGE_INFO, Deliver, Message, Send, SetTimer, Timer
 from pubmesh.sim.fastinit import fast_init, install
 from pubmesh.stacks.base import discovered_stacks, get_stack
 
@@ -36,6 +36,20 @@ CLASSES: list[type[Any]] = [
     Deliver,
     SetTimer,
 ]
+
+
+def _timers(cls: type[Any]) -> list[type[Any]]:
+    """The timer classes the stacks define: subclasses of Timer at any depth that are what
+    their module's name refers to (``slots=True`` makes a new class; the original lingers)."""
+    found = []
+    for sub in cls.__subclasses__():
+        if getattr(sys.modules[sub.__module__], sub.__name__, None) is sub:
+            found.append(sub)
+        found.extend(_timers(sub))
+    return found
+
+
+CLASSES += sorted(_timers(Timer), key=lambda cls: (cls.__module__, cls.__name__))
 
 
 def _reference(cls: type[Any]) -> type[Any]:

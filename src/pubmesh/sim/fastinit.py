@@ -5,9 +5,9 @@ name, value)``, which looks the name up again on every call (its own ``__setattr
 Every message a handler sends and every :class:`~pubmesh.proto.core.Send` wrapping it is built
 that way, millions of times a run: a six-field ``Linearize`` took 965 ns and a ``Send`` 398
 (CPython 3.11, a loop of 10^6), against 723 and 164 through the slot descriptors. So when a
-simulation is built, :func:`install` gives every registered message class and the outputs
-``Send``, ``Deliver`` and ``SetTimer`` an ``__init__`` of the same signature that stores
-through the descriptors (:func:`fast_init`); traces are unchanged, byte for byte.
+simulation is built, :func:`install` gives every registered message class, every timer class
+and the outputs ``Send``, ``Deliver`` and ``SetTimer`` an ``__init__`` of the same signature
+that stores through the descriptors (:func:`fast_init`); traces are unchanged, byte for byte.
 
 It lives here, not beside ``register_message``: generating the function takes ``exec``, which
 ``proto/`` does not use (tools/lint_sansio.py). The TCP runtime keeps the generated
@@ -22,7 +22,7 @@ from dataclasses import fields
 from types import FunctionType
 from typing import Any, TypeVar
 
-from pubmesh.proto.core import MESSAGE_INFO, Deliver, Send, SetTimer
+from pubmesh.proto.core import MESSAGE_INFO, Deliver, Send, SetTimer, Timer
 
 T = TypeVar("T")
 
@@ -31,9 +31,16 @@ _DONE: set[type] = set()
 
 
 def install() -> None:
-    """:func:`fast_init` on every message class registered so far and on the hot outputs;
-    a class already handled is skipped, so each new simulation pays only for new classes."""
-    for cls in (*MESSAGE_INFO, Send, Deliver, SetTimer):
+    """:func:`fast_init` on every message class registered so far, every timer class defined
+    so far (a subclass of :class:`~pubmesh.proto.core.Timer`, at any depth) and the hot
+    outputs; a class already handled is skipped, so a new simulation pays only for new ones."""
+    timers: list[type[Timer]] = []
+    pending: list[type[Timer]] = [Timer]
+    while pending:
+        subclasses: list[type[Timer]] = pending.pop().__subclasses__()
+        timers.extend(subclasses)
+        pending.extend(subclasses)
+    for cls in (*MESSAGE_INFO, *timers, Send, Deliver, SetTimer):
         if cls not in _DONE:
             fast_init(cls)
             _DONE.add(cls)
