@@ -4,7 +4,8 @@ Run the same command in each checkout, one after the other, on an otherwise idle
 figures are CPU seconds of this process, so they compare across checkouts of one session (not
 across days or machines: there, compare the ratios of bench_sim.py).
 
-    PYTHONPATH=src .venv/bin/python bench/sim_probe.py rate 3000     # events/CPU s + bare loop
+    PYTHONPATH=src .venv/bin/python bench/sim_probe.py rate 3000     # events/CPU s, bare loop
+                                   # timed before and after the run
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py joins 20000   # joins + one broadcast
     PYTHONPATH=src .venv/bin/python bench/sim_probe.py warm 300000 [gossip|skipring]
                                    # build (plan + warm start), run, close (trace flush)
@@ -41,16 +42,15 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.what == "rate":
-        stats = bench_sim.gossip_events_per_second(args.nodes)
-        bare = bench_sim.bare_heapq_loop(2_000_000)
-        rate = stats["events_per_cpu_second"]
+        r = bench_sim.bracketed_rate(args.nodes, 2_000_000)
         print(
             json.dumps(
                 {
-                    "events": stats["events_processed"],
-                    "events_per_cpu_second": round(rate),
-                    "bare_loop": round(bare),
-                    "ratio": round(rate / bare, 4),
+                    "events": r["events"],
+                    "events_per_cpu_second": round(r["events_per_cpu_second"]),
+                    "bare_before": round(r["bare_before"]),
+                    "bare_after": round(r["bare_after"]),
+                    "ratio": round(r["ratio"], 4),
                 }
             )
         )
