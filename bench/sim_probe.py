@@ -42,7 +42,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.what == "rate":
-        r = bench_sim.bracketed_rate(args.nodes, 2_000_000)
+        r = bench_sim.bracketed_rate(args.nodes)
         print(
             json.dumps(
                 {

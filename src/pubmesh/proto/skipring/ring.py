@@ -274,8 +274,8 @@ class TopicState:
         for ref in (self.left, self.right, self.ring):
             if ref is not None and ref.node == node:
                 if ref.label != u.label:
-                    held = False
-                    break
+                    self.confirmed.discard(node)
+                    return
                 held = True
         if not held:
             self.confirmed.discard(node)

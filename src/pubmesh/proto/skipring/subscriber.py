@@ -267,18 +267,17 @@ class Subscriber(StackNode):
             return
         state = self.topics.get(topic)
         plain = type(message) in _PLAIN_RING  # none of the three cases below
-        if plain:
-            pass
-        elif isinstance(message, Configuration):
-            if src == self.supervisor:
-                self._configuration(state, message, now, out)
-            return
-        elif isinstance(message, RemoveConnection):
-            if state is not None:
-                out.extend(state.handle(Receive(src, message), now))
-            return
-        elif isinstance(message, SubscribeRequest | UnsubscribeRequest | PublishRelay):
-            return  # meant for the supervisor: junk here
+        if not plain:
+            if isinstance(message, Configuration):
+                if src == self.supervisor:
+                    self._configuration(state, message, now, out)
+                return
+            if isinstance(message, RemoveConnection):
+                if state is not None:
+                    out.extend(state.handle(Receive(src, message), now))
+                return
+            if isinstance(message, SubscribeRequest | UnsubscribeRequest | PublishRelay):
+                return  # meant for the supervisor: junk here
         if state is None:
             # a topic this node does not run: ask the sender to forget it (testbed behaviour)
             if not isinstance(message, PublicationTransfer):
