@@ -82,3 +82,45 @@ def test_a_cpu_limit_stops_the_run_and_keeps_the_trace_so_far(tmp_path: Path) ->
     assert proc.returncode == 128 + signal.SIGXCPU, (proc.returncode, stderr)
     assert "stopped by SIGXCPU at t=" in stderr and "Traceback" not in stderr
     _check_stopped_trace(out, "SIGXCPU")
+
+
+#: a run stopped by SIGXCPU that then gets another SIGXCPU (the kernel sends one every CPU
+#: second past the soft limit) before it has printed its line and exited
+_LATER_SIGXCPU = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from pubmesh.sim.runner import SimulationStopped, run_scenario
+from pubmesh.sim.scenario import load_scenario
+
+out = Path(sys.argv[2])
+def first_signal():
+    while not (out / "messages" / "part-00000.parquet").exists():
+        time.sleep(0.02)
+    os.kill(os.getpid(), signal.SIGXCPU)
+threading.Thread(target=first_signal, daemon=True).start()
+try:
+    run_scenario(load_scenario(sys.argv[1]), out, stop_on_signals=True)
+    print("the run ended before its SIGXCPU", flush=True)
+    sys.exit(1)
+except SimulationStopped as stop:
+    os.kill(os.getpid(), signal.SIGXCPU)  # the next CPU second's SIGXCPU, during the exit
+    time.sleep(0.2)
+    print(f"alive after a second SIGXCPU; first {stop.signal_number}", flush=True)
+    sys.exit(128 + stop.signal_number)
+"""
+
+
+def test_a_later_sigxcpu_is_absorbed_once_the_stop_has_begun(tmp_path: Path) -> None:
+    """A second SIGXCPU after the stop has begun does not kill the process (it did: a CI run's
+    close took a CPU second past the soft limit and the process died with -24, its line
+    unprinted): the exit status is still 128 + SIGXCPU and the trace is whole."""
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-c", _LATER_SIGXCPU, str(SCENARIO), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 128 + signal.SIGXCPU, (proc.returncode, proc.stdout, proc.stderr)
+    assert f"first {int(signal.SIGXCPU)}" in proc.stdout, proc.stdout
+    _check_stopped_trace(out, "SIGXCPU")

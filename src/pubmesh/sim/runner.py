@@ -66,13 +66,21 @@ def _stopping_on_signals(sim: Simulation, enabled: bool) -> Iterator[list[int]]:
     received. Once the loop has ended they change nothing, so the trace is always closed
     whole (the kernel repeats SIGXCPU every CPU second past the soft limit, and its default
     action would end the process mid-close). Only in the main thread (where Python delivers
-    signals), and only when ``enabled``."""
+    signals), and only when ``enabled``.
+
+    Once a SIGXCPU has come, SIGXCPU stays ignored after the block too: the kernel sends
+    another one every CPU second past the soft limit, and the process still has to print its
+    line and exit with 128 + the first signal (a close that took a CPU second more was killed
+    by the second SIGXCPU's default action, exit -24). The hard limit still ends it."""
     received: list[int] = []
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield received
         return
+    over_cpu_limit: list[bool] = []
 
     def handler(number: int, _frame: object) -> None:
+        if number == signal.SIGXCPU:
+            over_cpu_limit.append(True)
         if not received:  # the first signal is the reason, in run.json and the exit status
             received.append(number)
             sim.request_stop(signal.Signals(number).name)
@@ -82,7 +90,8 @@ def _stopping_on_signals(sim: Simulation, enabled: bool) -> Iterator[list[int]]:
         yield received
     finally:
         for number, old in previous.items():
-            signal.signal(number, old)
+            absorb = number == signal.SIGXCPU and over_cpu_limit
+            signal.signal(number, signal.SIG_IGN if absorb else old)
 
 
 def run_scenario(
