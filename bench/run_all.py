@@ -25,6 +25,7 @@ BENCHES = [
     "bench_relay.py",
     "bench_gossip_load.py",
     "bench_gossip_trees.py",
+    "bench_swarms.py",
 ]
 
 

@@ -543,8 +543,10 @@ def test_a_completed_join_is_reported_to_the_contact_which_records_it() -> None:
     n2.handle(Subscribe(T), 0.0)
     n2.handle(Receive(0, ContactReply(topic=T, member=3)), 0.1)
     out = n2.handle(Receive(3, JoinReply(topic=T)), 0.2)
-    assert [(s.dst, s.message) for s in sends(out, SwarmJoined)] == [(0, SwarmJoined(topic=T))]
-    contact.handle(Receive(6, SwarmJoined(topic=T)), 0.3)
+    assert [(s.dst, s.message) for s in sends(out, SwarmJoined)] == [
+        (0, SwarmJoined(topic=T, active=(3,)))
+    ]
+    contact.handle(Receive(6, SwarmJoined(topic=T, active=(3,))), 0.3)
     assert contact.directory.members[T] == [6]
     assert n.swarms[T].membership.joined  # (the helper's node joined the same way)
     # a node that is not the contact ignores the report
@@ -562,11 +564,97 @@ def test_periodic_announce_asks_for_a_sample_only_with_room_in_the_active_view()
     h.active = [2]
     out = h.handle(TimerFired(ShuffleTick()), 0.0)
     assert [(s.dst, s.message) for s in sends(out, SwarmJoined)] == [
-        (0, SwarmJoined(topic=T, room=True))
+        (0, SwarmJoined(topic=T, room=True, periodic=True, active=(2,)))
     ]
     h.active = list(range(10, 10 + h.p.active_size))
     out = h.handle(TimerFired(ShuffleTick()), 10.0)
-    assert [s.message for s in sends(out, SwarmJoined)] == [SwarmJoined(topic=T, room=False)]
+    assert [s.message for s in sends(out, SwarmJoined)] == [
+        SwarmJoined(topic=T, room=False, periodic=True, active=tuple(h.active))
+    ]
+
+
+def test_the_first_announce_every_ticks_announce_then_every_announce_every_th() -> None:
+    """A new swarm is still settling: a member announces at each of its first
+    ``announce_every`` ticks (the component watch needs fresh views early), then at every
+    ``announce_every``-th."""
+    h = hv(me=5, announce_every=3)
+    h.contact, h.joined = 0, True
+    h.active = [2]
+    announced = [
+        tick
+        for tick in range(1, 13)
+        if sends(h.handle(TimerFired(ShuffleTick()), 10.0 * tick), SwarmJoined)
+    ]
+    assert announced == [1, 2, 3, 6, 9, 12]
+
+
+def two_full_components(contact: GossipNode, now: float = 0.0) -> None:
+    """The contact hears the announces of two K4s (active views of 3): {1, 2, 3, 4} and
+    {5, 6, 7, 8}, as the swarm figure's split swarms were (announces of completed joins: only a
+    periodic one is answered with a bridge)."""
+    for group in ((1, 2, 3, 4), (5, 6, 7, 8)):
+        for m in group:
+            view = tuple(x for x in group if x != m)
+            contact.handle(Receive(m, SwarmJoined(topic=T, active=view)), now)
+
+
+def test_the_contact_answers_a_periodic_announce_of_a_split_swarm_with_a_bridge() -> None:
+    """Bridge: the component watch sees two components; a periodic announce from one is
+    answered with a member of the other, even with a full active view (no ``room``)."""
+    contact = node(0)
+    contact.handle(Start((0,)), 0.0)
+    two_full_components(contact)
+    out = contact.handle(Receive(1, SwarmJoined(topic=T, periodic=True, active=(2, 3, 4))), 1.0)
+    (sample,) = [s.message for s in sends(out, SwarmSample)]
+    assert sample.bridge and sample.member in (5, 6, 7, 8), sample
+    # the link it is about to make counts until its next announce: the rest of its component
+    # is not sent across too
+    out = contact.handle(Receive(2, SwarmJoined(topic=T, periodic=True, active=(1, 3, 4))), 1.1)
+    assert sends(out, SwarmSample) == []
+    # a connected swarm gets no bridge: 1's next announce shows the link
+    view = (2, 3, sample.member)
+    out = contact.handle(Receive(1, SwarmJoined(topic=T, periodic=True, active=view)), 2.0)
+    assert sends(out, SwarmSample) == []
+
+
+def test_the_watch_forgets_old_views_and_stops_past_its_size() -> None:
+    """A view older than two announce periods is its member's last (crashed, left); a swarm
+    past ``component_watch`` members is not watched (a partial map would show a split)."""
+    contact = node(0, component_watch=8)
+    contact.handle(Start((0,)), 0.0)
+    two_full_components(contact)
+    p = contact.params
+    late = (2 * p.announce_every + 1) * p.shuffle_interval + 1.0
+    # only 1 and 2 announce again: the others' views expire, so no bridge is named
+    contact.handle(Receive(2, SwarmJoined(topic=T, periodic=True, active=(1, 3, 4))), late)
+    out = contact.handle(Receive(1, SwarmJoined(topic=T, periodic=True, active=(2, 3, 4))), late)
+    assert sends(out, SwarmSample) == []
+    assert sorted(contact.directory.views[T]) == [1, 2]
+    big = node(0, component_watch=7)
+    big.handle(Start((0,)), 0.0)
+    two_full_components(big)
+    assert T in big.directory.unwatched and T not in big.directory.views
+    out = big.handle(Receive(1, SwarmJoined(topic=T, periodic=True, active=(2, 3, 4))), 1.0)
+    assert sends(out, SwarmSample) == []
+
+
+def test_a_bridge_is_asked_with_high_priority_even_with_a_full_view_and_a_refill_out() -> None:
+    """The member named by a bridge is asked at once, with high priority, whatever the active
+    view holds and even while a low-priority refill request is out; its acceptance makes the
+    asker drop one random link (the views keep their size)."""
+    h = hv(me=5)
+    h.joined = True
+    h.active = list(range(10, 10 + h.p.active_size))
+    h.pending_neighbor = 30
+    out = h.handle(Receive(0, SwarmSample(topic=T, member=8, bridge=True)), 0.0)
+    assert h.pending_neighbor == 8
+    assert [(s.dst, s.message) for s in sends(out, Neighbor)] == [
+        (8, Neighbor(topic=T, high_priority=True))
+    ]
+    out = h.handle(Receive(8, NeighborReply(topic=T, accepted=True)), 0.1)
+    assert 8 in h.active and len(h.active) == h.p.active_size
+    (dropped,) = [s.dst for s in sends(out, DisconnectRequest)]
+    assert dropped in range(10, 10 + h.p.active_size) and dropped in h.passive
 
 
 def test_contact_answers_an_announce_with_room_by_a_member_other_than_the_announcer() -> None:

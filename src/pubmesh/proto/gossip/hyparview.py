@@ -31,7 +31,7 @@ The rules (each handler below quotes the one it implements):
   one member, the receiver answers ShuffleReply with as many of its passive nodes, and both
   sides merge what they got into their passive views, evicting first what they sent.
 
-Five rules pubmesh adds, because the paper leaves them to the implementation:
+Six rules pubmesh adds, because the paper leaves them to the implementation:
 
 * **Swarm discovery.** Every topic has its own swarm, so a node needs a member of *that* swarm
   to join. The cluster's contact node keeps a :class:`SwarmDirectory` per topic: a uniform
@@ -62,6 +62,20 @@ Five rules pubmesh adds, because the paper leaves them to the implementation:
   still have links, nothing in the paper brings them back together (the model tests' liveness
   check found {0, 2, 4} and {1, 3} staying apart for good); the directory samples the whole
   swarm. Members with full views (nearly all, in a large swarm) send no sample request.
+* **Bridge.** Every announce carries the member's active view, and a member announces at each
+  of its first ``announce_every`` shuffle ticks, then every ``announce_every``-th. For swarms
+  of at most ``component_watch`` members the contact keeps each member's last announced view
+  (forgotten after two announce periods) and so knows the swarm's components; a periodic
+  announce from a member of one component is answered with a member of another
+  (``SwarmSample.bridge``), which the announcer asks for a link with high priority even when
+  its own view is full: both ends drop one random link to make room, as in X-BOT's link
+  exchange (Leitão et al., SRDS 2009). Without it a small swarm whose members' views were all
+  full could stay split for good with no fault at all: HyParView asks for a link only with
+  room in the active view, and shuffles walk active links only (the model machines' liveness
+  check found it; ``tests/test_gossip_swarms.py``: about one swarm in 200 of 4–12 members with
+  active views of 3). A connected swarm is never rewired by it, and a swarm past
+  ``component_watch`` members is not watched (the contact keeps a few ids per member only for
+  small swarms; a large one rarely has every member full and cut off at once).
 
 Non-FIFO delivery (the simulator's per-message latency) can reorder a DISCONNECT and an accept
 on one link, leaving a link one-sided. Two lazy repairs answer traffic over such a link with
@@ -145,10 +159,14 @@ register_message(JoinReply, 110, layer="membership")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SwarmJoined(Message):
     """To the contact: my join of ``topic``'s swarm is complete; name me to newcomers.
-    ``room``: (on a periodic announce) my active view is not full; send me a SwarmSample."""
+    ``room``: (on a periodic announce) my active view is not full; send me a SwarmSample.
+    ``periodic``: a periodic announce (see Bridge); ``active``: my active view, which the
+    contact's component watch reads."""
 
     topic: str
     room: bool = False
+    periodic: bool = False
+    active: "tuple[int, ...]" = ()  # noqa: UP037 (quoted: mypyc writes tuple[int, ...] as tuple)
 
 
 register_message(SwarmJoined, 111, layer="membership")
@@ -157,10 +175,12 @@ register_message(SwarmJoined, 111, layer="membership")
 @mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SwarmSample(Message):
-    """The contact's answer to an announce with room: a random joined member (see Merge)."""
+    """The contact's answer to an announce with room: a random joined member (see Merge); or,
+    with ``bridge``, a member of another component of the swarm (see Bridge)."""
 
     topic: str
     member: int  # NONE: the directory knows no other member
+    bridge: bool = False
 
 
 register_message(SwarmSample, 112, layer="membership")
@@ -332,17 +352,81 @@ class SwarmDirectory:
     asked. Naming a node that is itself still joining lets two newcomers join each other and
     form an island that no rule of the paper merges back (the model tests' liveness check found
     it); never naming one would strand the contact when a SwarmJoined is lost with a broken
-    connection and the contact's own active view empties (found by the same check)."""
+    connection and the contact's own active view empties (found by the same check).
 
-    __slots__ = ("asked", "members", "rng", "seen", "seen_asked", "size")
+    The **component watch** (see Bridge) keeps, for swarms of at most ``watch`` members, every
+    member's last announced active view with its time; a view older than ``expiry`` seconds is
+    forgotten (its member crashed or left). A swarm that grows past ``watch`` members is no
+    longer watched (``unwatched``): a partial map would show a connected swarm as split."""
 
-    def __init__(self, size: int, rng: random.Random) -> None:
+    __slots__ = (
+        "asked",
+        "expiry",
+        "members",
+        "rng",
+        "seen",
+        "seen_asked",
+        "size",
+        "unwatched",
+        "views",
+        "watch",
+    )
+
+    def __init__(self, size: int, rng: random.Random, watch: int = 0, expiry: float = 0.0) -> None:
         self.size = size
         self.rng = rng
         self.members: dict[str, list[NodeId]] = {}
         self.asked: dict[str, list[NodeId]] = {}
         self.seen: dict[str, int] = {}
         self.seen_asked: dict[str, int] = {}
+        self.watch = watch
+        self.expiry = expiry
+        #: topic -> member -> (when announced, its active view)
+        self.views: dict[str, dict[NodeId, tuple[float, tuple[NodeId, ...]]]] = {}
+        self.unwatched: set[str] = set()
+
+    def report(self, topic: str, member: NodeId, active: tuple[NodeId, ...], now: float) -> None:
+        """``member`` announced ``active`` at ``now`` (component watch; see Bridge)."""
+        if not self.watch or topic in self.unwatched:
+            return
+        views = self.views.setdefault(topic, {})
+        views[member] = (now, active)
+        for node in [m for m, (at, _) in views.items() if now - at > self.expiry]:
+            del views[node]
+        if len(views) > self.watch:
+            self.unwatched.add(topic)
+            del self.views[topic]
+
+    def bridge(self, topic: str, member: NodeId) -> NodeId:
+        """A random member of a component of the watched swarm other than ``member``'s, NONE
+        if the announced views show one component (or the swarm is not watched). Two members
+        are in one component if an announced active view links them either way (a view may be
+        a period old: a link either side still reports is taken as there)."""
+        views = self.views.get(topic)
+        if not views or member not in views:
+            return NONE
+        parent = {m: m for m in views}
+
+        def find(node: NodeId) -> NodeId:
+            while parent[node] != node:
+                parent[node] = parent[parent[node]]
+                node = parent[node]
+            return node
+
+        for node, (_at, active) in sorted(views.items()):
+            for peer in active:
+                if peer in parent:
+                    parent[find(node)] = find(peer)
+        mine = find(member)
+        others = sorted(m for m in views if find(m) != mine)
+        if not others:
+            return NONE
+        chosen = others[self.rng.randrange(len(others))]
+        # the link the member is about to make, taken as there until its next announce: the
+        # other members of its component announcing before then are not sent across too
+        at, active = views[member]
+        views[member] = (at, (*active, chosen))
+        return chosen
 
     def lookup(self, topic: str, requester: NodeId, dead: NodeId, extra: NodeId = NONE) -> int:
         """A node for ``requester`` to join (NONE if there is none: the requester founds the
@@ -401,6 +485,7 @@ class HyParView:
 
     __slots__ = (
         "active",
+        "clock",
         "contact",
         "counters",
         "directory",
@@ -445,12 +530,15 @@ class HyParView:
         self.ticks = 0
         self.contact: NodeId = NONE
         self.counters: dict[str, int] = {}
+        #: the time of the event being handled (the contact's own announce is timed by it)
+        self.clock = 0.0
 
     # ------------------------------------------------------------------ the one entry point
     def handle(self, event: MembershipInput, now: float) -> list[MembershipOutput]:
         """HyParView's handler: a membership message, one of its timers, a failure notice, or
         the node's join and leave commands in; sends, timers and neighbour events out."""
         out: list[MembershipOutput] = []
+        self.clock = now
         match event:
             case Receive(src=src, message=msg):
                 self._receive(src, msg, out)
@@ -464,15 +552,17 @@ class HyParView:
                 self._leave(out)
         return out
 
-    def receive(self, src: NodeId, msg: Message) -> list[MembershipOutput]:
+    def receive(self, src: NodeId, msg: Message, now: float) -> list[MembershipOutput]:
         """``handle(Receive(src, msg), now)`` without the wrapper: the simulator's hot path."""
         out: list[MembershipOutput] = []
+        self.clock = now
         self._receive(src, msg, out)
         return out
 
-    def fire(self, timer: Timer) -> list[MembershipOutput]:
+    def fire(self, timer: Timer, now: float) -> list[MembershipOutput]:
         """``handle(TimerFired(timer), now)`` without the wrapper: the simulator's hot path."""
         out: list[MembershipOutput] = []
+        self.clock = now
         self._fire(timer, out)
         return out
 
@@ -484,7 +574,9 @@ class HyParView:
                 self._promote(NONE, out)  # refill a non-full active view
                 self.ticks += 1
                 every = self.p.announce_every
-                if every and self.ticks % every == 0 and self.joined:
+                # the first ``every`` ticks announce each (a new swarm is still settling: the
+                # contact's component watch needs fresh views early), then every ``every``th
+                if every and (self.ticks < every or self.ticks % every == 0) and self.joined:
                     self._announce(out, periodic=True)
                 out.append(SetTimer(self.p.shuffle_interval, ShuffleTick()))
             case JoinTimeout(generation=generation):
@@ -531,12 +623,22 @@ class HyParView:
         completes, and again every ``announce_every`` shuffles, so a directory that lost its
         members (a SwarmJoined lost with a broken connection, members reported dead by a
         false suspicion) learns them again. A periodic announce with room in the active view
-        asks for a SwarmSample (Merge); the contact samples its own directory."""
+        asks for a SwarmSample (Merge); every announce carries the active view, and a periodic
+        one may be answered with a member of another component (Bridge). The contact samples
+        and watches its own directory."""
         room = periodic and len(self.active) < self.p.active_size
+        active = tuple(self.active)
         if self.contact not in (NONE, self.me):
-            out.append(Send(self.contact, SwarmJoined(topic=self.topic, room=room)))
-        elif room and self.directory is not None:
-            self._on_sample(self.directory.sample(self.topic, self.me), out)
+            joined = SwarmJoined(topic=self.topic, room=room, periodic=periodic, active=active)
+            out.append(Send(self.contact, joined))
+        elif self.directory is not None:
+            directory = self.directory
+            directory.report(self.topic, self.me, active, self.clock)
+            bridge = directory.bridge(self.topic, self.me) if periodic else NONE
+            if bridge != NONE:
+                self._on_bridge(bridge, out)
+            elif room:
+                self._on_sample(directory.sample(self.topic, self.me), out)
 
     def _on_sample(self, member: NodeId, out: list[MembershipOutput]) -> None:
         """Merge: a joined member with room in its active view takes the sampled member into
@@ -550,6 +652,24 @@ class HyParView:
         if len(self.active) < self.p.active_size and self.pending_neighbor == NONE:
             self.pending_neighbor = member
             out.append(Send(member, Neighbor(topic=self.topic, high_priority=True)))
+
+    def _on_bridge(self, member: NodeId, out: list[MembershipOutput]) -> None:
+        """Bridge: the contact's component watch saw ``member`` in another component of the
+        swarm than ours. Ask it for a link with high priority whether or not our active view is
+        full: it accepts (dropping a random link of its own if full, with DISCONNECT), and so
+        do we when its answer comes (``_add_active``), so both views keep their size and the
+        two components become one. The two dropped members keep their other links and refill
+        from their passive views. This is X-BOT's exchange of an active link for a new peer
+        (Leitão, Marques, Pereira, Rodrigues, *X-BOT: A Protocol for Resilient Optimization of
+        Unstructured Overlay Networks*, SRDS 2009, §4), done only where the watch shows a split,
+        so a connected swarm is never rewired."""
+        if member in (NONE, self.me) or member in self.active or not self.joined:
+            return
+        self._add_passive(member)
+        # even with a refill request out: that one goes to our own component (the passive view
+        # is what shuffles brought), is low priority, and the full members there refuse it
+        self.pending_neighbor = member
+        out.append(Send(member, Neighbor(topic=self.topic, high_priority=True)))
 
     # ------------------------------------------------------------------ messages
     def _receive(self, src: NodeId, msg: Message, out: list[MembershipOutput]) -> None:
@@ -605,8 +725,11 @@ class HyParView:
             case ShuffleReply(nodes=nodes):
                 # the origin merges the reply, evicting first what it sent
                 self._merge_passive(nodes, self.last_shuffle)
-            case SwarmSample(member=member):
-                self._on_sample(member, out)
+            case SwarmSample(member=member, bridge=bridge):
+                if bridge:
+                    self._on_bridge(member, out)
+                else:
+                    self._on_sample(member, out)
 
     def _on_join(self, new: NodeId, out: list[MembershipOutput]) -> None:
         """Join(n) at c: c adds n to its active view and sends ForwardJoin(n, ARWL) to every

@@ -158,7 +158,12 @@ class GossipNode(StackNode):
         """The swarm directory (kept by the contact node; made on first use, so the other
         nodes of a 10^6-node run do not each carry an empty one)."""
         if self._directory is None:
-            self._directory = SwarmDirectory(self.params.directory_size, self.rng)
+            p = self.params
+            # a member announces every announce_every shuffles: a view two announces old is
+            # its member's last (it crashed or left)
+            expiry = (2 * p.announce_every + 1) * p.shuffle_interval
+            watch = p.component_watch if p.announce_every else 0
+            self._directory = SwarmDirectory(p.directory_size, self.rng, watch, expiry)
         return self._directory
 
     # ------------------------------------------------------------------ the one entry point
@@ -219,7 +224,7 @@ class GossipNode(StackNode):
             return  # an instance since dropped or replaced
         inner = timer.timer  # its layer's handle of a TimerFired, without the wrapper
         if isinstance(inner, ShuffleTick | JoinTimeout):
-            self._membership_out(swarm, swarm.membership.fire(inner), now, out)
+            self._membership_out(swarm, swarm.membership.fire(inner, now), now, out)
         else:
             self._broadcast_out(swarm, swarm.broadcast.fire(inner, now), out)
 
@@ -276,9 +281,16 @@ class GossipNode(StackNode):
             return
         # SwarmJoined
         if self.contact == self.node_id:
-            self.directory.record(topic, src)
-            if msg.room:  # type: ignore[attr-defined]  # the route says SwarmJoined
-                member = self.directory.sample(topic, src, extra=me)
+            assert type(msg) is SwarmJoined
+            directory = self.directory
+            directory.record(topic, src)
+            # no more ids than an active view holds: a member's report cannot grow the watch
+            directory.report(topic, src, msg.active[: self.params.active_size], now)
+            bridge = directory.bridge(topic, src) if msg.periodic else NONE
+            if bridge != NONE:
+                out.append(Send(src, SwarmSample(topic=topic, member=bridge, bridge=True)))
+            elif msg.room:
+                member = directory.sample(topic, src, extra=me)
                 out.append(Send(src, SwarmSample(topic=topic, member=member)))
 
     def _receive_other(self, src: NodeId, msg: Message, now: float, out: list[Output]) -> None:
@@ -340,7 +352,7 @@ class GossipNode(StackNode):
         self, swarm: Swarm, src: NodeId, msg: Message, now: float, out: list[Output]
     ) -> None:
         """:meth:`_membership` of a Receive, without the wrapper."""
-        self._membership_out(swarm, swarm.membership.receive(src, msg), now, out)
+        self._membership_out(swarm, swarm.membership.receive(src, msg, now), now, out)
 
     def _membership_out(
         self, swarm: Swarm, items: list[MembershipOutput], now: float, out: list[Output]

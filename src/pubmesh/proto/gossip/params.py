@@ -71,6 +71,10 @@ class GossipParams:
     #: a joined member re-announces itself to the contact every this many shuffles (0: only
     #: when its join completes); see the Announce rule in pubmesh.proto.gossip.hyparview
     announce_every: int = 3
+    #: the contact watches the component structure of swarms of up to this many members (from
+    #: the active views their announces carry) and tells a member of one component about a
+    #: member of another (0: off); see the Bridge rule in pubmesh.proto.gossip.hyparview
+    component_watch: int = 64
     #: Plumtree's message cache (iroh-gossip's message_cache_retention and
     #: message_id_retention): a payload is kept this long after it was first seen, to answer
     #: GRAFTs ...
@@ -119,6 +123,8 @@ class GossipParams:
             )
         if self.announce_every < 0:
             raise ValueError(f"announce_every must be ≥ 0, got {self.announce_every}")
+        if self.component_watch < 0:
+            raise ValueError(f"component_watch must be ≥ 0, got {self.component_watch}")
         if self.directory_size < 1:
             raise ValueError("directory_size must be ≥ 1")
 
