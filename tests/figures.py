@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -25,8 +26,11 @@ class PubFigures:
     expected: int
     delivered: int
     duplicates: int
+    #: the last delivery hop, :func:`last_delivery_hop`
     ldh: int
     payload_messages: int | None
+    #: the hops of each node's first delivery (the publisher's own at 0 included), by node
+    hops: dict[int, int] = field(default_factory=dict)
 
     @property
     def reliability(self) -> float:
@@ -37,6 +41,15 @@ class PubFigures:
         if self.payload_messages is None or self.delivered < 2:
             return None
         return self.payload_messages / (self.delivered - 1) - 1
+
+
+def last_delivery_hop(first_deliveries: Iterable[tuple[float, int]]) -> int:
+    """LDH, the last delivery hop (Plumtree, Leitão et al. 2007 §4; pubmesh.analysis.metrics):
+    the hop count of the publication's chronologically last delivery, over each node's first
+    delivery ``(t, hops)`` (a duplicate is no delivery); at a tie in time the most hops, the
+    greatest ``(t, hops)``. Not the deepest delivery: an early deep copy does not count when a
+    shallower one arrives after it. 0 when nobody delivered."""
+    return max(first_deliveries, default=(0.0, 0))[1]
 
 
 def replay(scenario: str, seed: int, *sets: str) -> str:
@@ -65,10 +78,12 @@ def publication_figures(sim: Simulation, run_dir: Path | None = None) -> list[Pu
         for row in msgs.group_by("pub_id").aggregate([("pub_id", "count")]).to_pylist():
             payload[row["pub_id"]] = row["pub_id_count"]
     delivered: dict[int, Counter[int]] = defaultdict(Counter)
-    max_hops: dict[int, int] = defaultdict(int)
-    for pub_id, node, _t, hops in sim.deliveries:
+    first: dict[int, dict[int, tuple[float, int]]] = defaultdict(dict)
+    for pub_id, node, t_delivered, hops in sim.deliveries:
         delivered[pub_id][node] += 1
-        max_hops[pub_id] = max(max_hops[pub_id], hops)
+        here = first[pub_id].get(node)
+        if here is None or (t_delivered, hops) < here:
+            first[pub_id][node] = (t_delivered, hops)
     alive = sim.alive - set(sim.left)
     out = []
     for pub in pubs:
@@ -90,8 +105,9 @@ def publication_figures(sim: Simulation, run_dir: Path | None = None) -> list[Pu
                 expected=len(expected),
                 delivered=sum(1 for n in expected if got[n] > 0),
                 duplicates=sum(c - 1 for c in got.values() if c > 1),
-                ldh=max_hops[pub["pub_id"]],
+                ldh=last_delivery_hop(first[pub["pub_id"]].values()),
                 payload_messages=payload[pub["pub_id"]] if payload else None,
+                hops={v: h for v, (_, h) in first[pub["pub_id"]].items()},
             )
         )
     return out

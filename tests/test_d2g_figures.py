@@ -5,11 +5,11 @@ jitter 0.1, T = 0.5 s; a round is one T).
 * C6: from ``random_graph`` at n ∈ {16, 64} over ``SEEDS``, run 40√n + 300 rounds; over the
   snapshots (every 5T) after a burn-in of 300 rounds: the mean out-degree m against
   √(n ln n) within [0.8, 1.15], max |N| ≤ 6√n, strongly connected in ≥ 98% of the
-  snapshots (of all seeds), at most 5% of pairs more than 2 hops apart (n ≥ 64), P[N has a
-  twin] at dequeue within 0.1 of the birthday value 1 − e^{−m(m−1)/2n}; the relay-graph
-  oracle at every snapshot. ``literal = true`` (the slides as written) collapses: more than
-  half of the members end with in-degree 0 at n = 64. n = 256 is in BENCHMARKS.md
-  (bench/bench_relay.py).
+  snapshots (of all seeds), at most 5% of pairs more than 2 hops apart (n ≥ 64; make test
+  holds it on C7's run, n = 64 seed 1), P[N has a twin] at dequeue within 0.1 of the
+  birthday value 1 − e^{−m(m−1)/2n}; the relay-graph oracle at every snapshot.
+  ``literal = true`` (the slides as written) collapses: more than half of the members end
+  with in-degree 0 at n = 64. n = 256 is in BENCHMARKS.md (bench/bench_relay.py).
 * From every d2g corruption kind of spec §6 (random_graph, line, star, sets, junk) at
   n ∈ {16, 32}: legitimate (spec §5) within 40√n + 300 rounds, the oracle holding at every
   snapshot (d2g's closure is statistical only, spec §5: the shares above are its measure).
@@ -18,7 +18,9 @@ jitter 0.1, T = 0.5 s; a round is one T).
   subscribers at once: each leaver stops within 50 + 5n rounds with no relay pointing at it,
   the oracle holding at every snapshot, and the stayers are legitimate again.
 * C7: after C6's run, 100 publications reach every member (reliability 1.0), in ≤ 2 hops for
-  ≥ 95% of the deliveries.
+  ≥ 95% of the deliveries, the spec says; measured, 63% within 2 hops and 99% within 4, which
+  is what the test holds (test_c7_…). Every member is within 2 hops of the publisher in the
+  digraph for ≥ 95% of the pairs.
 
 A failure names the seed and the command that replays the run.
 """
@@ -124,31 +126,47 @@ def run_c6(
     return shape, sim, where
 
 
+#: the far-pairs bound is the spec's for n ≥ 64 only: at n = 16 the spec measured 5.4% and the
+#: suite 4.75% (BENCHMARKS.md), a size where "at most 5%" says nothing about the digraph's
+#: diameter
+FAR_PAIRS_FROM = 64
+
+
+def check_c6_seed(shape: Shape, seed: int, where: str) -> None:
+    """C6's figures of one seed's run: the oracle, degree, max |N|, far pairs (n ≥ 64), twins."""
+    n = shape.n
+    ratio = shape.m / math.sqrt(n * math.log(n))
+    connected = sum(shape.connected) / len(shape.connected)
+    far = statistics.mean(shape.far)
+    print(
+        f"C6 n={n} seed {seed}: m/√(n ln n) = {ratio:.2f}, max |N|/√n = "
+        f"{shape.largest / math.sqrt(n):.2f}, strongly connected {connected:.1%}, far pairs "
+        f"{far:.2%} (max {max(shape.far):.2%}), P[twin] {shape.twin_rate:.2f} against "
+        f"{shape.birthday:.2f}"
+    )
+    assert not shape.problems, f"{shape.problems[:3]}; {where}"
+    assert 0.8 <= ratio <= 1.15, f"m/√(n ln n) = {ratio:.2f}; {where}"
+    assert shape.largest <= 6 * math.sqrt(n), f"max |N| = {shape.largest}; {where}"
+    if n >= FAR_PAIRS_FROM:  # make test: C7's run at n = 64
+        assert far <= 0.05, f"far pairs {far:.2%}; {where}"
+    assert abs(shape.twin_rate - shape.birthday) <= 0.1, (
+        f"P[twin] {shape.twin_rate:.2f} against {shape.birthday:.2f}; {where}"
+    )
+
+
 @pytest.mark.parametrize("n", tiered([16], [64]))
 def test_c6_degree_connectivity_far_pairs_and_twins(n: int) -> None:
     """Per seed: degree, max |N|, far pairs, twins; over the snapshots of all seeds: the
-    share strongly connected (the spec's figure is a share of snapshots)."""
+    share strongly connected (the spec's figure is a share of snapshots).
+
+    make test runs n = 16 here, where the far-pairs bound does not apply; the per-seed
+    figures at n = 64, the far pairs among them, are asserted in make test on seed 1 by C7,
+    whose run is C6's (test_c7_…), and here in make figures on every seed."""
     snapshots: list[bool] = []
     for seed in SEEDS:
         shape, _, where = run_c6(n, seed)
-        ratio = shape.m / math.sqrt(n * math.log(n))
-        connected = sum(shape.connected) / len(shape.connected)
-        far = statistics.mean(shape.far)
-        print(
-            f"C6 n={n} seed {seed}: m/√(n ln n) = {ratio:.2f}, max |N|/√n = "
-            f"{shape.largest / math.sqrt(n):.2f}, strongly connected {connected:.1%}, far pairs "
-            f"{far:.2%} (max {max(shape.far):.2%}), P[twin] {shape.twin_rate:.2f} against "
-            f"{shape.birthday:.2f}"
-        )
-        assert not shape.problems, f"{shape.problems[:3]}; {where}"
-        assert 0.8 <= ratio <= 1.15, f"m/√(n ln n) = {ratio:.2f}; {where}"
-        assert shape.largest <= 6 * math.sqrt(n), f"max |N| = {shape.largest}; {where}"
+        check_c6_seed(shape, seed, where)
         snapshots += shape.connected
-        if n >= 64:
-            assert far <= 0.05, f"far pairs {far:.2%}; {where}"
-        assert abs(shape.twin_rate - shape.birthday) <= 0.1, (
-            f"P[twin] {shape.twin_rate:.2f} against {shape.birthday:.2f}; {where}"
-        )
     share = sum(snapshots) / len(snapshots)
     print(f"C6 n={n}: strongly connected in {share:.1%} of {len(snapshots)} snapshots")
     assert share >= 0.98, f"strongly connected in {share:.1%} of the snapshots (seeds {SEEDS})"
@@ -163,19 +181,31 @@ def test_c6_the_literal_rule_collapses() -> None:
         assert shape.indegree_zero > 0.5, f"in-degree 0: {shape.indegree_zero:.0%}; {where}"
 
 
-def test_c7_flooding_reaches_everyone_within_two_hops_of_the_publisher(tmp_path: Path) -> None:
-    """C7: 100 publications after C6's run at n = 64 (the scenario's, at t = 320..330 s):
-    reliability 1.0, and every member within 2 hops of the publisher in the digraph at the
-    time of publishing for ≥ 95% of the (publication, member) pairs.
+#: C7's hop shares, the share of first deliveries (the publisher's own excluded) within 2 and
+#: within 4 hops: measured 63.0% and 99.3% at n = 64, seed 1 (test_c7_…'s docstring)
+WITHIN_2_HOPS = 0.60
+WITHIN_4_HOPS = 0.95
 
-    The spec words it as "≤ 2 hops for ≥ 95%", reasoning that hops equal the directed
-    distance. They do not: a flood delivers the first copy to arrive, and with per-message
-    latency a 3-hop copy often beats a 2-hop one (the seen set of a 2-hop sender cannot name
-    what the other 1-hop senders sent to). So the distance is asserted and the hops of the
-    first copies are printed."""
+
+def test_c7_flooding_reaches_everyone_within_two_hops_of_the_publisher(tmp_path: Path) -> None:
+    """C7: 100 publications after C6's run at n = 64, seed 1 (the scenario's, at t =
+    320..330 s): reliability 1.0; every member within 2 hops of the publisher in the digraph
+    at the time of publishing for ≥ 95% of the (publication, member) pairs; and the hops the
+    deliveries took. The run's C6 figures are asserted too (far pairs ≤ 5% among them: this
+    is where make test holds C6 at n = 64).
+
+    The spec's claim, "≤ 2 hops for ≥ 95% of the deliveries", does NOT hold. It reasons that
+    hops equal the directed distance. They do not: a flood delivers the first copy to arrive,
+    and with per-message latency U(2, 20) ms a 3-hop copy often beats a 2-hop one (the seen
+    set of a 2-hop sender cannot name what the other 1-hop senders sent to). Measured over
+    the 6,200 first deliveries (100 publications × 62 members other than the publisher and
+    the contact): 1 hop 23.2%, 2 hops 39.8%, 3 hops 28.8%, 4 hops 7.5%, 5 and 6 hops 0.7%;
+    ≤ 2 hops for 63.0%, ≤ 3 for 91.8%, ≤ 4 for 99.3%. Asserted: ≤ 2 hops for ≥ 60% and
+    ≤ 4 hops for ≥ 95% (the spec's share at the hop count the flood attains), and the
+    distance at the spec's 95%."""
     n, seed = 64, 1
     shape, sim, where = run_c6(n, seed, run_dir=tmp_path)
-    assert not shape.problems, f"{shape.problems[:3]}; {where}"
+    check_c6_seed(shape, seed, where)
     graphs = []
     t = sim.now
     while t < sim.scenario.run.duration:
@@ -202,14 +232,19 @@ def test_c7_flooding_reaches_everyone_within_two_hops_of_the_publisher(tmp_path:
         reach = set(first).union(*(graph.out[w] for w in first)) - {publisher}
         near += len(reach)
         total += n - 1
-    hops = [h for _, _, _, h in sim.deliveries if h > 0]
-    within = sum(1 for h in hops if h <= 2) / len(hops)
+    # the first delivery at each member but the publisher (its own, at 0 hops, is no hop)
+    hops = [h for pub in figures for v, h in pub.hops.items() if v != publishers[pub.pub_id][1]]
+    assert len(hops) == 100 * (n - 2), where  # every member but the contact and the publisher
+    within_2 = sum(1 for h in hops if h <= 2) / len(hops)
+    within_4 = sum(1 for h in hops if h <= 4) / len(hops)
     print(
         f"C7 d2g n={n}: {near / total:.1%} of (publication, member) pairs within 2 hops of the "
-        f"publisher; the first copies took ≤ 2 hops for {within:.1%} of deliveries (max "
-        f"{max(hops)})"
+        f"publisher; the first copies took ≤ 2 hops for {within_2:.1%} of the deliveries, ≤ 4 "
+        f"for {within_4:.1%} (max {max(hops)}; the spec claims ≤ 2 for ≥ 95%)"
     )
     assert near / total >= 0.95, f"{near / total:.1%} within 2 hops; {where}"
+    assert within_2 >= WITHIN_2_HOPS, f"{within_2:.1%} of deliveries within 2 hops; {where}"
+    assert within_4 >= WITHIN_4_HOPS, f"{within_4:.1%} of deliveries within 4 hops; {where}"
 
 
 @pytest.mark.parametrize("n", [16, 32])
