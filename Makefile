@@ -53,7 +53,7 @@ demo: venv java
 
 test: venv java chromium
 	$(PY) tools/lint_sansio.py
-	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadgroup
+	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadgroup --durations=30
 
 # The full tier: the same figure tests at every seed and size the papers' figures use (~1 h).
 figures: venv java chromium
