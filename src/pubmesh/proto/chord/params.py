@@ -34,10 +34,11 @@ class ChordParams:
     #: The paper's "may choose not to update" (§4.4): keep an edge filter that covers the
     #: update. Off (spec §6): filters would then never shrink after unsubscribes.
     lazy_shrink: bool = False
-    #: Seconds between JoinRequests, and between join notices until the predecessor answers
-    #: (spec §7 step 1, 7).
+    #: Seconds between JoinRequests, and between a joiner's ``lookup_tries`` join notices
+    #: (spec §7 step 1, 7); the first retries come sooner (node.py ``_backoff``).
     join_retry: float = 2.0
-    #: Seconds before a location lookup is retried (≤ ``lookup_tries`` tries, spec §7.7).
+    #: Seconds before a location lookup is retried (≤ ``lookup_tries`` tries, spec §7.7;
+    #: the first retries come sooner, node.py ``_backoff``).
     location_timeout: float = 2.0
     lookup_tries: int = 5
     #: Seconds between retransmissions of an unacknowledged RespChange (spec §7).
