@@ -8,10 +8,14 @@ alive to the end); duplicates; order violations per (subscriber, publisher); *wr
 deliveries (a Deliver whose publication does not match the node's subscription); and the
 protocol's own events: ``late`` (the safety net dropped a copy), ``stalled`` (a copy that
 would break legitimacy), ``tagged``, ``sub_confirmed`` (with ``partial``) and ``recovered``.
+:func:`guarantee` splits the expected and missing pairs by the δ guarantee (within: every
+2δ + 1 window of the pair's tree path has at most δ crashed brokers), and
+:func:`stuck_sessions` finds the sessions still stalled when the run ends.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -23,7 +27,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from pubmesh.proto.brokertree.guarantee import LossReport, classify_losses
+from pubmesh.proto.brokertree.node import BrokerTreeNode
 from pubmesh.proto.brokertree.params import BrokerTreeParams, broker_count
+from pubmesh.proto.brokertree.seqvect import legitimate, shifted
+from pubmesh.proto.brokertree.topology import build_tree
 from pubmesh.proto.brokertree.view import View
 from pubmesh.proto.content import matches, validate
 from pubmesh.sim.engine import Simulation
@@ -44,6 +52,9 @@ class BrokerFigures:
     partial: int = 0
     #: (pub_id, subscriber) pairs expected and not delivered
     missing: list[tuple[int, int]] = field(default_factory=list)
+    #: every expected (pub_id, subscriber) pair, and each publication's publisher
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+    publisher_of: dict[int, int] = field(default_factory=dict)
     #: (t, node) of every brokertree.recovered event
     recovered: list[tuple[float, int]] = field(default_factory=list)
 
@@ -58,6 +69,7 @@ def measure(sim: Simulation, run_dir: Path, *, since: float = 0.0) -> BrokerFigu
     subs = pq.read_table(run_dir / "subscriptions").to_pylist()
     events = pq.read_table(run_dir / "events").to_pylist() if (run_dir / "events").exists() else []
     out = BrokerFigures()
+    out.publisher_of = {pub_id: p["publisher"] for pub_id, p in pubs.items()}
     for e in events:
         out.events[e["kind"]] += 1
         if e["kind"] == "brokertree.recovered":
@@ -108,11 +120,44 @@ def measure(sim: Simulation, run_dir: Path, *, since: float = 0.0) -> BrokerFigu
         for s, t_start, t_end in matched[pub_id]:
             if t_start <= pub["t"] and t_end is None and s["node"] in alive:
                 out.expected += 1
+                out.pairs.append((pub_id, s["node"]))
                 if counts[s["node"]]:
                     out.delivered += 1
                 else:
                     out.missing.append((pub_id, s["node"]))
     return out
+
+
+def guarantee(sim: Simulation, figures: BrokerFigures) -> LossReport:
+    """The expected and missing pairs split by the δ guarantee
+    (:mod:`pubmesh.proto.brokertree.guarantee`), over the run's tree and the brokers still
+    crashed at the end."""
+    scenario = sim.scenario
+    params: BrokerTreeParams = scenario.stack_params
+    brokers = broker_count(scenario.run.nodes, params)
+    tree = build_tree(dataclasses.replace(params, brokers=brokers), scenario.run.nodes)
+    return classify_losses(
+        figures.pairs, figures.missing, figures.publisher_of, tree, sim.crashed, params.delta
+    )
+
+
+def stuck_sessions(sim: Simulation) -> list[tuple[int, int]]:
+    """(broker, peer) of every active session of a live broker whose pointer sits at a copy it
+    does not send because it would break legitimacy: a stall still in place at the end."""
+    stuck = []
+    for node_id in sorted(sim.alive):
+        node = sim.nodes.get(node_id)
+        if not isinstance(node, BrokerTreeNode) or node.view is None:
+            continue
+        for peer, link in sorted(node.links.items()):
+            entry = node.queue.at(link.pointer)
+            if link.state != "active" or entry is None or entry.confirmed:
+                continue
+            bypassed = node.view.between(peer)
+            vect = shifted(entry.vin, node.node_id, entry.lseq, bypassed, node.delta)
+            if not legitimate(vect, node.delta):
+                stuck.append((node_id, peer))
+    return stuck
 
 
 def table_of(node: Any) -> set[tuple[int, str, str]]:

@@ -418,15 +418,25 @@ def test_a_restarted_client_starts_over() -> None:
     assert rec.delivered[18] == [1, 2] and rec.delivered[9] == [1, 2]
 
 
-@pytest.mark.parametrize("timeout", [0.0, 2.0])
-def test_a_stalled_session_waits_or_skips_after_stall_timeout(timeout: float) -> None:
+@pytest.mark.parametrize(
+    ("timeout", "past"), [(0.0, "skip"), (2.0, "skip"), (None, "skip"), (2.0, "forward")]
+)
+def test_a_stalled_session_waits_or_gives_up_after_stall_timeout(
+    timeout: float | None, past: str
+) -> None:
     """spec §4: a session stalls at a copy that would break legitimacy and passes nothing
-    until it is re-activated; with stall_timeout (ours) it gives such copies up after that
-    long and goes on. Here δ = 1, and brokers 1 and 3 are gone for good: 12's publications
-    reach 0 past 1 (one ⊥), and 0's copy to 18 past 3 would carry two ⊥ in three entries.
-    Without a timeout 0's session with 18 never moves again; with one, it skips them all.
-    Nobody gets a duplicate or a reordering either way."""
-    params = BrokerTreeParams(**{**CHAIN.__dict__, "stall_timeout": timeout})
+    until it is re-activated; with stall_timeout (ours; None: the default, 5 s) the nodes it
+    bypasses are presumed gone after that long, and it gives such copies up (papers/001 §5.5
+    never propagates one) or, with past_stall = "forward" (ours, beyond the paper), sends them
+    all the same. Here δ = 1, and brokers 1 and 3 are gone for good: 12's publications reach
+    0 past 1 (one ⊥), and 0's copy to 18 past 3 would carry two ⊥ in three entries. Without a
+    timeout 0's session with 18 never moves again; with one, it skips them all, or forwards
+    them and 18 gets each once, in order. Nobody gets a duplicate or a reordering."""
+    fields = dict(CHAIN.__dict__, past_stall=past)
+    if timeout is not None:
+        fields["stall_timeout"] = timeout
+    params = BrokerTreeParams(**fields)
+    assert params.stall_timeout > 0 or timeout == 0.0
     cluster, rec = _cluster(2, params)
     cluster.command(18, Subscribe("t"))
     cluster.quiesce(5.0)
@@ -440,10 +450,45 @@ def test_a_stalled_session_waits_or_skips_after_stall_timeout(timeout: float) ->
     link = zero.links[18]
     assert link.state == "active"
     skipped = rec.kinds("brokertree.stall_skipped")
+    forwarded = rec.kinds("brokertree.stall_forwarded")
     stalled = rec.kinds("brokertree.stalled")
     assert stalled and all(node == 0 for node, _ in stalled), stalled
-    if timeout:
+    if not timeout and timeout is not None:
+        assert link.pointer < zero.queue.end and not skipped and not forwarded, link
+        assert rec.delivered[18] == []
+    elif past == "skip":
         assert link.pointer == zero.queue.end and len(skipped) == 5, (link, skipped)
+        assert not forwarded and rec.delivered[18] == []
     else:
-        assert link.pointer < zero.queue.end and not skipped, link
-    assert rec.delivered[18] == []
+        assert link.pointer == zero.queue.end and len(forwarded) == 5, (link, forwarded)
+        assert not skipped and rec.delivered[18] == [0, 1, 2, 3, 4]
+    assert not rec.kinds("brokertree.late")
+
+
+def test_a_peer_suspected_on_silence_is_probed_again_at_once() -> None:
+    """papers/001 fn. 2: the detector may err; §4.1: the lead probes a failed node every
+    probe_period. A peer suspected on silence (or a late frame, or a reset) is dialed again
+    at once (ours): a live one answers within a round trip and is active again before its
+    bypass could add up with others to more than δ ⊥ in a window (spec §11 (a): no stall
+    under false suspicions)."""
+    cluster, rec = _cluster(1)
+    one = _node(cluster, 1)
+    start = cluster.now
+    while not any(n == 1 and d["peer"] == 0 for n, d in rec.kinds("brokertree.suspect")):
+        # every frame from 0 to 1 is lost; everything else flows
+        cluster.pool = [m for m in cluster.pool if (m.src, m.dst) != (0, 1)]
+        while cluster.pool and len(rec.kinds("brokertree.suspect")) == 0:
+            cluster.deliver(cluster.deliverable()[0])
+            cluster.pool = [m for m in cluster.pool if (m.src, m.dst) != (0, 1)]
+        if not rec.kinds("brokertree.suspect"):
+            assert cluster.fire_next_timer() and cluster.now - start < 5.0
+    [(_, detail)] = rec.kinds("brokertree.suspect")
+    assert detail["reason"] == "silent" and 0 in one.down
+    assert cluster.now - start < CHAIN.probe_period
+    redial = [
+        m for m in cluster.pool if (m.src, m.dst) == (1, 0) and type(m.message).__name__ == "Hello"
+    ]
+    assert redial, "no Hello to the suspected peer"
+    cluster.drain()  # no timer fires: the probe period has not come
+    assert 0 not in one.down and one.links[0].state == "active"
+    assert not rec.kinds("brokertree.stalled")

@@ -30,10 +30,14 @@ from its direction. A copy sent while bypassing N₁ … N_k carries the seqVect
 ``[N_k:⊥ … N₁:⊥, N:lseq] + vin`` (:mod:`.seqvect`); a copy whose vector would break the
 legitimacy bound (more than δ ⊥ among the newest 2δ + 1 entries, papers/001 §5.3) is not sent
 and its session *stalls* there, head of line, until it is re-activated (spec §4: skipping it
-lost publications in the spec's model check). An entry is *confirmed* (rule CF) when every
-peer it was sent to has confirmed it, every active session has passed it and every recipient
-has an active connection on its path; the node then confirms it to whoever sent it, and a
-subscription enters the routing table (STEP-I…III of papers/001 §3.5).
+lost publications in the spec's model check) or, past ``stall_timeout``, until the nodes it
+bypasses are presumed gone for good; it then gives such copies up (papers/001 §5.5 never
+propagates them) and goes on, so a broker that never comes back cannot block for ever the
+copies behind it that the δ guarantee covers (:meth:`BrokerTreeNode._presumed_gone`). An
+entry is *confirmed* (rule CF) when every peer it was sent to has confirmed it, every active
+session has passed it and every recipient has an active connection on its path; the node then
+confirms it to whoever sent it, and a subscription enters the routing table (STEP-I…III of
+papers/001 §3.5).
 
 **Subscriptions** (papers/001 §3; spec §5). A subscription is for every broker: its recipients
 are the brokers at the edge of the map in every outward branch. Confirmed, it becomes the tuple
@@ -99,6 +103,12 @@ publications in simulation; every one is covered by a test
   broker asks for whole tables, is whole once a peer that lost nothing has sent one, and
   holds the publications it receives until then (Lemma 2: the transfer comes "before any
   publication"). A broker nobody knew (a first start) is whole after a probe period.
+* **A stall ends** (spec §4 holds a stalled session until it is re-activated): once the
+  session has been stalled ``stall_timeout`` seconds since its activation, the nodes it
+  bypasses are presumed gone and the illegitimate copies are given up for that session
+  (``past_stall = "skip"``, papers/001 §5.5) or, as an extension beyond the paper, sent all
+  the same (``"forward"``). Without it, one publication beyond the guarantee blocked every
+  later copy on its session for good, half of the losses at the SRDS'11 setup.
 * ``client_tables = "full"`` is refused: clients holding tables would need every broker to
   enumerate the clients of its map, which a join-free tree does not give.
 """
@@ -191,6 +201,9 @@ _FRAMES = (
     Dack,
     TopoSummary,
 )
+#: session ends that may be the detector's mistake (silence, a late frame, the peer's own
+#: mistake): the peer is re-probed at once; a runtime PeerDown is taken at its word
+_MISTAKABLE = frozenset({"silent", "gap", "reset", "redialed", "handshake"})
 #: tuples per SubSummary frame
 _CHUNK = 256
 
@@ -233,7 +246,8 @@ class Link:
     pointer: int = -1
     gen: int = 0
     #: since when the session has been stalled (spec §4 head of line; -1: not since its
-    #: activation): past ``stall_timeout`` it skips copies that would break legitimacy
+    #: activation): past ``stall_timeout`` the nodes it bypasses are presumed gone and it
+    #: stops holding copies that would break legitimacy (``past_stall``)
     stalled_since: float = -1.0
 
 
@@ -536,9 +550,18 @@ class BrokerTreeNode(StackNode):
                 if peer not in self.down:  # a failed probe of a failed node says nothing new
                     self._count(f"down_{reason}")
                     out.append(TraceRecord("brokertree.suspect", {"peer": peer, "reason": reason}))
+                fresh = peer not in self.down
                 self.down.add(peer)
                 self._changed()
                 self._ensure(now, out)
+                if fresh and reason in _MISTAKABLE and peer in self._wanted():
+                    # re-probe at once (Kazemzadeh & Jacobsen, Highly Available Distributed
+                    # Publish/Subscribe Systems §4.1: the lead probes every probe_period): a
+                    # node suspected by mistake (fn. 2: the detector "may err") answers within
+                    # a round trip, before its bypass can add up with others' to more than δ ⊥
+                    # in a 2δ + 1 window (§5.3) and stall copies behind it
+                    self._count("reprobes")
+                    out.extend(self.sessions.connect(peer, now) if self.sessions else ())
 
     def _refresh_links(self, now: float, out: list[Output]) -> None:
         """Activate the sessions that became active and deactivate the others (spec §4)."""
@@ -1070,6 +1093,32 @@ class BrokerTreeNode(StackNode):
         path = view.path(peer)
         return not any(s == peer or s in path or peer in view.path(s) for s in entry.senders)
 
+    def _presumed_gone(self, link: Link, now: float) -> bool:
+        """Are the nodes ``link`` bypasses presumed gone for good? Kazemzadeh & Jacobsen,
+        *Highly Available Distributed Publish/Subscribe Systems* (papers/001) §5.5 holds an
+        illegitimate copy "until node or link recoveries trigger retransmission of the message
+        on legitimate propagation paths", and spec §4 blocks the session behind it (head of
+        line) until it is re-activated. The session is active only while every node it
+        bypasses is down (papers/001 §3.2: the active connection is the closest live node), so
+        once it has been stalled ``stall_timeout`` seconds since its activation those nodes
+        have been down that long: longer than a falsely suspected node takes to answer the
+        lead's next probe (papers/001 §4.1, every ``probe_period``), so they are taken for
+        crashed, and waiting for their recovery would block every later copy on the session,
+        including the ones the δ guarantee covers. 0: never (the spec's rule)."""
+        timeout = self.params.stall_timeout
+        return timeout > 0 and link.stalled_since >= 0 and now - link.stalled_since >= timeout
+
+    def _inherited(self, entry: Entry, bypassed: tuple[NodeId, ...]) -> bool:
+        """With ``past_stall = "forward"`` only: the copy is illegitimate whatever this hop
+        bypasses (a node upstream forwarded it past its stall), so no recovery of a node this
+        session bypasses would make it legitimate; holding it would only delay it."""
+        if self.params.past_stall != "forward":
+            return False
+        if not bypassed:
+            return True
+        direct = shifted(entry.vin, self.node_id, entry.lseq, (), self.delta)
+        return not legitimate(direct, self.delta)
+
     def _pump(self, link: Link, now: float, out: list[Output]) -> None:
         """Move ``link``'s pointer along the queue, checking out relevant entries (CO)."""
         view = self.view
@@ -1086,32 +1135,31 @@ class BrokerTreeNode(StackNode):
                     self._dirty.add(entry)
                 continue
             vect = shifted(entry.vin, self.node_id, entry.lseq, bypassed, self.delta)
-            if not legitimate(vect, self.delta):
+            if not legitimate(vect, self.delta) and not self._inherited(entry, bypassed):
                 if link.stalled_since < 0:
                     link.stalled_since = now
-                timeout = self.params.stall_timeout
-                if timeout > 0 and now - link.stalled_since >= timeout:
-                    # ours (params.stall_timeout): give up on this copy for this session
-                    self._count("stall_skips")
-                    out.append(
-                        TraceRecord(
-                            "brokertree.stall_skipped",
-                            {"peer": peer, "kind": entry.kind, "origin": repr(entry.origin)},
+                if not self._presumed_gone(link, now):
+                    if peer not in entry.stalled:
+                        entry.stalled.add(peer)
+                        self._count("stalls")
+                        out.append(
+                            TraceRecord(
+                                "brokertree.stalled",
+                                {"peer": peer, "kind": entry.kind, "origin": repr(entry.origin)},
+                            )
                         )
-                    )
+                    return  # head of line (spec §4) until re-activated or stall_timeout
+                detail = {"peer": peer, "kind": entry.kind, "origin": repr(entry.origin)}
+                if self.params.past_stall == "skip":
+                    # [P §5.5]: an illegitimate copy is never sent; this session gives it up
+                    self._count("stall_skips")
+                    out.append(TraceRecord("brokertree.stall_skipped", detail))
                     link.pointer += 1
                     self._dirty.add(entry)
                     continue
-                if peer not in entry.stalled:
-                    entry.stalled.add(peer)
-                    self._count("stalls")
-                    out.append(
-                        TraceRecord(
-                            "brokertree.stalled",
-                            {"peer": peer, "kind": entry.kind, "origin": repr(entry.origin)},
-                        )
-                    )
-                return  # head of line (spec §4): until re-activated
+                # past_stall = "forward" (ours, beyond papers/001): sent all the same
+                self._count("stall_forwards")
+                out.append(TraceRecord("brokertree.stall_forwarded", detail))
             message = entry.message
             copy: Message
             if isinstance(message, Pub):

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 LAYOUTS = ("random", "chain3")
 #: Where a client attaches (spec §2): any broker, or a leaf of the broker tree.
 ATTACH = ("any", "leaves")
+#: What a session does with an illegitimate copy past ``stall_timeout`` (see the field).
+PAST_STALL = ("skip", "forward")
 #: Acknowledgement schemes (spec §8): a Conf per message and hop [P §2.2], or depth acks [P §8].
 ACKS = ("conf", "dack")
 #: Who matches publications (spec §6.2): brokers only (papers/001 fn. 7). The spec's
@@ -64,12 +66,26 @@ class BrokerTreeParams:
     tombstone_ttl: float = 60.0
     #: With ``hb = false``, partitions are seen through explicit notices (spec §2).
     partition_notices: bool = False
-    #: Seconds a session may stay stalled at a copy that would break legitimacy before it
-    #: skips that copy and goes on (ours). 0, the spec's rule (§4): it waits until the
-    #: session is re-activated, which never happens if a bypassed node is gone for good, and
-    #: then nothing more goes over it. A skipped copy is lost for the nodes behind the session,
-    #: as if dropped; safety does not depend on it (a later resend of it is a duplicate).
-    stall_timeout: float = 0.0
+    #: Seconds a session may stay stalled at a copy that would break legitimacy before the
+    #: nodes it bypasses are presumed gone for good (Kazemzadeh & Jacobsen, *Highly Available
+    #: Distributed Publish/Subscribe Systems* §5.5: an illegitimate copy waits "until node or
+    #: link recoveries trigger retransmission"; spec §4 blocks the session behind it until it
+    #: is re-activated). The session is active only while every node it bypasses is down, so
+    #: after this long they have been down this long: well past a probe period and a
+    #: handshake (papers/001 §4.1), the time a falsely suspected node takes to come back. From
+    #: then on the session does what ``past_stall`` says with such copies and goes on, so no
+    #: session stalls for good behind a copy whose bypassed broker never returns (ours; the
+    #: copies the δ guarantee covers are legitimate and never wait here). 0: the spec's rule
+    #: (wait until re-activated, for ever if the bypassed broker is gone).
+    stall_timeout: float = 5.0
+    #: What a session does with an illegitimate copy once its bypassed nodes are presumed gone
+    #: (``stall_timeout``): ``"skip"`` (default): give the copy up for this session, as
+    #: papers/001 §5.5 never propagates one ("nodes stop to propagate messages if they become
+    #: illegitimate"); the pairs lost are beyond the δ guarantee. ``"forward"`` (ours, beyond
+    #: the paper): send it all the same, and let the nodes after it forward it without holding
+    #: it again; Fig. 5 may then miss a duplicate beyond the guarantee, and the subscriber's
+    #: per-publisher high-water mark (spec §6.5's safety net) keeps exactly-once and order.
+    past_stall: str = "skip"
 
     def check(self) -> str | None:
         """Refuse impossible values (called by the scenario loader; spec §12.8)."""
@@ -114,6 +130,8 @@ class BrokerTreeParams:
             return (
                 f"stall_timeout must be >= 0 (0: wait until re-activated), got {self.stall_timeout}"
             )
+        if self.past_stall not in PAST_STALL:
+            return f"past_stall must be one of {', '.join(PAST_STALL)}, got {self.past_stall!r}"
         if self.hb and not self.fd_timeout > self.hb_period:
             return (
                 f"fd_timeout ({self.fd_timeout}) must exceed hb_period ({self.hb_period}), "
