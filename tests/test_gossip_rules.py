@@ -638,6 +638,17 @@ def test_the_watch_forgets_old_views_and_stops_past_its_size() -> None:
     assert sends(out, SwarmSample) == []
 
 
+def test_an_announced_view_is_kept_to_an_active_view_s_size() -> None:
+    """A member cannot grow the contact's watch with a long ``active`` list: the contact keeps
+    at most ``active_size`` ids of it."""
+    contact = node(0)
+    contact.handle(Start((0,)), 0.0)
+    long_view = tuple(range(100, 200))
+    contact.handle(Receive(7, SwarmJoined(topic=T, active=long_view)), 0.0)
+    _at, kept = contact.directory.views[T][7]
+    assert kept == long_view[: contact.params.active_size]
+
+
 def test_a_bridge_is_asked_with_high_priority_even_with_a_full_view_and_a_refill_out() -> None:
     """The member named by a bridge is asked at once, with high priority, whatever the active
     view holds and even while a low-priority refill request is out; its acceptance makes the

@@ -355,9 +355,10 @@ class SwarmDirectory:
     connection and the contact's own active view empties (found by the same check).
 
     The **component watch** (see Bridge) keeps, for swarms of at most ``watch`` members, every
-    member's last announced active view with its time; a view older than ``expiry`` seconds is
-    forgotten (its member crashed or left). A swarm that grows past ``watch`` members is no
-    longer watched (``unwatched``): a partial map would show a connected swarm as split."""
+    member's last announced active view (cut to ``view_size`` ids, so a member's report cannot
+    grow it) with its time; a view older than ``expiry`` seconds is forgotten (its member
+    crashed or left). A swarm that grows past ``watch`` members is no longer watched
+    (``unwatched``): a partial map would show a connected swarm as split."""
 
     __slots__ = (
         "asked",
@@ -368,11 +369,19 @@ class SwarmDirectory:
         "seen_asked",
         "size",
         "unwatched",
+        "view_size",
         "views",
         "watch",
     )
 
-    def __init__(self, size: int, rng: random.Random, watch: int = 0, expiry: float = 0.0) -> None:
+    def __init__(
+        self,
+        size: int,
+        rng: random.Random,
+        watch: int = 0,
+        expiry: float = 0.0,
+        view_size: int = 0,
+    ) -> None:
         self.size = size
         self.rng = rng
         self.members: dict[str, list[NodeId]] = {}
@@ -381,6 +390,7 @@ class SwarmDirectory:
         self.seen_asked: dict[str, int] = {}
         self.watch = watch
         self.expiry = expiry
+        self.view_size = view_size
         #: topic -> member -> (when announced, its active view)
         self.views: dict[str, dict[NodeId, tuple[float, tuple[NodeId, ...]]]] = {}
         self.unwatched: set[str] = set()
@@ -390,12 +400,35 @@ class SwarmDirectory:
         if not self.watch or topic in self.unwatched:
             return
         views = self.views.setdefault(topic, {})
-        views[member] = (now, active)
+        views[member] = (now, active[: self.view_size])
         for node in [m for m, (at, _) in views.items() if now - at > self.expiry]:
             del views[node]
         if len(views) > self.watch:
             self.unwatched.add(topic)
             del self.views[topic]
+
+    def answer(
+        self,
+        topic: str,
+        member: NodeId,
+        active: tuple[NodeId, ...],
+        now: float,
+        *,
+        periodic: bool,
+        room: bool,
+        extra: NodeId = NONE,
+    ) -> tuple[NodeId, bool] | None:
+        """The contact's answer to ``member``'s announce of ``active`` (its own, when the
+        contact is a member): ``(member of another component, True)`` for a periodic announce
+        of a split swarm (Bridge), else ``(random joined member, False)`` with ``room``
+        (Merge; ``extra`` as in :meth:`sample`), else None."""
+        self.report(topic, member, active, now)
+        bridge = self.bridge(topic, member) if periodic else NONE
+        if bridge != NONE:
+            return bridge, True
+        if room:
+            return self.sample(topic, member, extra), False
+        return None
 
     def bridge(self, topic: str, member: NodeId) -> NodeId:
         """A random member of a component of the watched swarm other than ``member``'s, NONE
@@ -632,13 +665,18 @@ class HyParView:
             joined = SwarmJoined(topic=self.topic, room=room, periodic=periodic, active=active)
             out.append(Send(self.contact, joined))
         elif self.directory is not None:
-            directory = self.directory
-            directory.report(self.topic, self.me, active, self.clock)
-            bridge = directory.bridge(self.topic, self.me) if periodic else NONE
-            if bridge != NONE:
-                self._on_bridge(bridge, out)
-            elif room:
-                self._on_sample(directory.sample(self.topic, self.me), out)
+            answer = self.directory.answer(
+                self.topic, self.me, active, self.clock, periodic=periodic, room=room
+            )
+            if answer is not None:
+                self._on_answer(*answer, out)
+
+    def _on_answer(self, member: NodeId, bridge: bool, out: list[MembershipOutput]) -> None:
+        """The contact's answer to an announce (a SwarmSample, or the contact's own)."""
+        if bridge:
+            self._on_bridge(member, out)
+        else:
+            self._on_sample(member, out)
 
     def _on_sample(self, member: NodeId, out: list[MembershipOutput]) -> None:
         """Merge: a joined member with room in its active view takes the sampled member into
@@ -726,10 +764,7 @@ class HyParView:
                 # the origin merges the reply, evicting first what it sent
                 self._merge_passive(nodes, self.last_shuffle)
             case SwarmSample(member=member, bridge=bridge):
-                if bridge:
-                    self._on_bridge(member, out)
-                else:
-                    self._on_sample(member, out)
+                self._on_answer(member, bridge, out)
 
     def _on_join(self, new: NodeId, out: list[MembershipOutput]) -> None:
         """Join(n) at c: c adds n to its active view and sends ForwardJoin(n, ARWL) to every

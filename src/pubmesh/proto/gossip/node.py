@@ -163,7 +163,9 @@ class GossipNode(StackNode):
             # its member's last (it crashed or left)
             expiry = (2 * p.announce_every + 1) * p.shuffle_interval
             watch = p.component_watch if p.announce_every else 0
-            self._directory = SwarmDirectory(p.directory_size, self.rng, watch, expiry)
+            self._directory = SwarmDirectory(
+                p.directory_size, self.rng, watch, expiry, view_size=p.active_size
+            )
         return self._directory
 
     # ------------------------------------------------------------------ the one entry point
@@ -284,14 +286,12 @@ class GossipNode(StackNode):
             assert type(msg) is SwarmJoined
             directory = self.directory
             directory.record(topic, src)
-            # no more ids than an active view holds: a member's report cannot grow the watch
-            directory.report(topic, src, msg.active[: self.params.active_size], now)
-            bridge = directory.bridge(topic, src) if msg.periodic else NONE
-            if bridge != NONE:
-                out.append(Send(src, SwarmSample(topic=topic, member=bridge, bridge=True)))
-            elif msg.room:
-                member = directory.sample(topic, src, extra=me)
-                out.append(Send(src, SwarmSample(topic=topic, member=member)))
+            answer = directory.answer(
+                topic, src, msg.active, now, periodic=msg.periodic, room=msg.room, extra=me
+            )
+            if answer is not None:
+                member, bridge = answer
+                out.append(Send(src, SwarmSample(topic=topic, member=member, bridge=bridge)))
 
     def _receive_other(self, src: NodeId, msg: Message, now: float, out: list[Output]) -> None:
         """A message of no gossip type (a junk message, another stack's): one that names a
