@@ -27,12 +27,14 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from btfigures import measure  # noqa: E402
+from btfigures import BrokerFigures, measure  # noqa: E402
 from pubmesh.sim.engine import Simulation  # noqa: E402
 from pubmesh.sim.scenario import load_scenario  # noqa: E402
 
 
-def run(scenario_file: str, sets: list[str]) -> tuple[dict[str, float], float]:
+def simulate(scenario_file: str, sets: list[str]) -> tuple[Simulation, BrokerFigures, float]:
+    """Run the scenario with ``sets`` in a scratch directory: the simulation, its figures over
+    the pairs published from ``publish_start`` on, and the CPU seconds the run took."""
     scenario = load_scenario(ROOT / scenario_file, sets)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.process_time()
@@ -41,6 +43,12 @@ def run(scenario_file: str, sets: list[str]) -> tuple[dict[str, float], float]:
         sim.close()
         cpu = time.process_time() - started
         figures = measure(sim, Path(tmp) / "run", since=scenario.workload.publish_start)
+    return sim, figures, cpu
+
+
+def run(scenario_file: str, sets: list[str]) -> tuple[dict[str, float], float]:
+    sim, figures, cpu = simulate(scenario_file, sets)
+    scenario = sim.scenario
     crashed = sum(1 for n in sim.crashed if n < scenario.stack_params.brokers)
     return {
         "reliability": figures.reliability,

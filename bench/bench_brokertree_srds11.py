@@ -26,32 +26,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from btfigures import guarantee, measure, stuck_sessions  # noqa: E402
-from pubmesh.sim.engine import Simulation  # noqa: E402
-from pubmesh.sim.scenario import load_scenario  # noqa: E402
+from bench_brokertree import simulate  # noqa: E402  (bench/, the script's own folder)
+
+from btfigures import guarantee, stuck_sessions  # noqa: E402
 
 SCENARIO = "scenarios/brokertree_srds11.toml"
 
 
 def run(seed: int, sets: list[str]) -> dict[str, float]:
-    scenario = load_scenario(
-        ROOT / SCENARIO,
-        [*sets, f"run.seed={seed}", f"stack.brokertree.topology_seed={seed}"],
+    sim, figures, cpu = simulate(
+        SCENARIO, [*sets, f"run.seed={seed}", f"stack.brokertree.topology_seed={seed}"]
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        started = time.process_time()
-        sim = Simulation(scenario, Path(tmp) / "run")
-        sim.run()
-        sim.close()
-        cpu = time.process_time() - started
-        figures = measure(sim, Path(tmp) / "run", since=scenario.workload.publish_start)
     report = guarantee(sim, figures)
     return {
         "reliability": figures.reliability,
