@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pubmesh.proto.brokertree.topology import Tree
+from pubmesh.proto.brokertree.topology import TopologyMap, Tree
 from pubmesh.proto.core import NodeId
 
 Pair = tuple[int, NodeId]
@@ -58,36 +58,20 @@ def cut_off(path: Sequence[NodeId], crashed: Collection[NodeId], delta: int) -> 
 
 
 class TreePaths:
-    """Tree paths between nodes of a :class:`~.topology.Tree`, one BFS per source (cached)."""
+    """Tree paths between nodes of a :class:`~.topology.Tree`: each source's whole-tree map
+    (:meth:`~.topology.Tree.map_of` with no radius limit), made once and kept."""
 
     def __init__(self, tree: Tree) -> None:
         self.tree = tree
-        self._parents: dict[NodeId, dict[NodeId, NodeId | None]] = {}
+        self._maps: dict[NodeId, TopologyMap] = {}
 
     def path(self, source: NodeId, target: NodeId) -> list[NodeId]:
         """The nodes from ``source`` to ``target``, both included (KeyError if either is not
         in the tree)."""
-        parent = self._parents.get(source)
-        if parent is None:
-            parent = {source: None}
-            frontier = [source]
-            adj = self.tree.adj
-            while frontier:
-                nxt = []
-                for x in frontier:
-                    for y in adj[x]:
-                        if y not in parent:
-                            parent[y] = x
-                            nxt.append(y)
-                frontier = nxt
-            self._parents[source] = parent
-        out: list[NodeId] = []
-        node: NodeId | None = target
-        while node is not None:
-            out.append(node)
-            node = parent[node]
-        out.reverse()
-        return out
+        whole = self._maps.get(source)
+        if whole is None:
+            whole = self._maps[source] = self.tree.map_of(source, radius=len(self.tree.adj))
+        return [source, *whole.path(target)]
 
 
 @dataclass
