@@ -163,6 +163,13 @@ def redundant(relay: Relay, group: Iterable[Relay]) -> bool:
     return any(x is not relay and x.sink == relay.sink and x.key_order() < mine for x in group)
 
 
+def _by_sink(relays: Iterable[Relay]) -> dict[Any, list[Relay]]:
+    out: dict[Any, list[Relay]] = {}
+    for relay in relays:
+        out.setdefault(relay.sink, []).append(relay)
+    return out
+
+
 class CliqueNode(StackNode):
     """A node of the clique stack (module essay)."""
 
@@ -528,14 +535,21 @@ class CliqueNode(StackNode):
     def _timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
         """Timeout [P] (papers/002 §9.2 Build-Clique)."""
         group = list(instance.n.values())
+        # N's relays by sink, kept equal to N as the loop moves them out: redundant() needs
+        # only the relays of one sink, and a scan of all of N per relay made the timeout
+        # quadratic in |N| (most of a 200-node clique's run)
+        by_sink = _by_sink(instance.n.values())
         for relay in sorted(group, key=lambda r: r.rid):
             if relay.sink == self.node_id:
                 # a relay to ourselves (a corrupted state's; the handlers never keep one)
                 del instance.n[relay.rid]
                 self._delete(relay, now, out)
-            elif not relay.direct or redundant(relay, instance.n.values()):
+                by_sink = _by_sink(instance.n.values())  # deleting may forget other relays
+            elif not relay.direct or redundant(relay, by_sink.get(relay.sink, ())):
                 del instance.n[relay.rid]
                 instance.d[relay.rid] = relay
+                same = by_sink[relay.sink]
+                same[:] = [x for x in same if x is not relay]
         if instance.leaving:
             self._leave_timeout(instance, now, out)
             return
