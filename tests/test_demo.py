@@ -54,6 +54,15 @@ def test_demo_quick_runs_every_stack_and_prints_the_papers_tables(tmp_path: Path
     assert "/scenarios/" not in text  # scenario names, never absolute paths
     assert (tmp_path / "report.html").stat().st_size < 10_000_000
     summary = json.loads((tmp_path / "summary.json").read_text())
+    # the tiny stack, from outside the package, analysed like the others (tests/test_tiny_stack
+    # runs its simulation alone): the hub is spared by fraction faults, so every live
+    # subscriber gets all 20 publications once at every fraction, and each run has its charts
+    tiny = [r for r in summary["runs"] if r["stack"] == "tiny"]
+    assert len(tiny) == 4, summary["runs"]
+    for run in tiny:
+        assert run["publications"] == 20 and run["expected"] > 0, run
+        assert run["reliability"] == 1.0 and run["duplicates"] == 0, run
+        assert report.count(f'"name":"{run["run_id"]}"') >= 3, run["run_id"]
     by_point = {(r["scenario"], r["faults_0_fraction"]): r for r in summary["comparison"]}
     gossip_clean = next(v for k, v in by_point.items() if "paper004" in k[0] and k[1] == "0.0")
     # papers/004 Table 1: no failures, every expected delivery made

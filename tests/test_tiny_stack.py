@@ -6,13 +6,12 @@ generated tests and the demo. The suite loads it as a user would load their own 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+import pyarrow.parquet as pq
 
 from pubmesh.analysis.demo import demo_scenarios, write_grid
 
@@ -60,17 +59,13 @@ def test_the_demo_grid_takes_the_tiny_stacks_scenario(tmp_path: Path) -> None:
     assert str(TINY / "tiny_demo.toml") in grid
 
 
-@pytest.mark.spark
-def test_the_simulator_and_the_analysis_run_the_tiny_stack(tmp_path: Path) -> None:
+def test_the_simulator_runs_the_tiny_stack(tmp_path: Path) -> None:
+    """``pubmesh sim`` of the tiny stack's scenario; its analysis (a row per run, charts in
+    the report) is checked on the demo's runs of the same scenario (tests/test_demo.py), one
+    Spark analysis for both."""
     done = pubmesh("sim", str(TINY / "tiny_demo.toml"), "--out", str(tmp_path / "run"), "--quiet")
     assert done.returncode == 0, done.stderr
-    done = pubmesh("analyze", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
-    [run] = summary["runs"]
-    assert run["stack"] == "tiny" and run["publications"] == 20
-    # the hub (the contact) is spared by fraction faults: every live subscriber gets everything
-    assert run["expected"] > 0 and run["reliability"] == 1.0, run
-    assert run["duplicates"] == 0
-    report = (tmp_path / "report" / "report.html").read_text()
-    assert report.count('class="plotly-graph-div"') >= 3  # a stack from outside gets charts
+    [run] = pq.read_table(tmp_path / "run" / "runs").to_pylist()
+    assert run["stack"] == "tiny"
+    assert pq.read_table(tmp_path / "run" / "publications").num_rows == 20
+    assert pq.read_table(tmp_path / "run" / "deliveries").num_rows > 0
