@@ -34,7 +34,14 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 from tiers import FULL  # noqa: E402  (tests/ is on sys.path from here)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups it adds below
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # every test that reads the local Spark session, directly or through a fixture, runs on
+    # one xdist worker (--dist loadgroup): one JVM warmed once, not one per worker on two cores
+    for item in items:
+        uses = getattr(item, "fixturenames", ())
+        if "spark" in uses and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group("spark"))
     if FULL:
         return
     dropped = [item for item in items if item.get_closest_marker("full")]

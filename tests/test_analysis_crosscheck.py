@@ -122,9 +122,8 @@ def duckdb_run_metrics(run_dir: Path) -> dict[str, Any]:
     return out
 
 
-# one worker runs this module, so its expensive fixture is built once (make test runs
-# --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("crosscheck")
+# one worker runs this module (it reads the `spark` fixture: tests/conftest.py), so its
+# expensive fixture is built once
 
 
 # session scope, not module: a module fixture is torn down whenever the worker runs another

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from pubmesh.analysis.job import analyze
 from pubmesh.proto.core import MESSAGE_INFO
 from pubmesh.stacks.base import get_stack
 from pubmesh.trace.schema import SCHEMAS
@@ -484,11 +485,13 @@ def test_a_chord_ring_over_tcp_settles_within_twice_the_simulated_time(tmp_path:
 # ------------------------------------------------------------------------------------------
 
 
-def test_pubmesh_analyze_reads_a_network_run_unchanged(tmp_path: Path) -> None:
+def test_pubmesh_analyze_reads_a_network_run_unchanged(tmp_path: Path, spark: Any) -> None:
     """`pubmesh analyze` of a network run writes the figures the trace holds: its summary.json
     and metrics/publications and metrics/nodes tables equal the same metrics computed here
     from the trace's Parquet tables with pyarrow, from pubmesh.analysis.metrics' definitions
-    (no filters, so a pair is expected by topic; counts compared exactly)."""
+    (no filters, so a pair is expected by topic; counts compared exactly). The analysis is
+    the CLI's job run on the suite's warm Spark session (tests/test_analysis_cli.py runs the
+    command itself)."""
     stack = STACKS[0]
     run_dir, report = tmp_path / "run", tmp_path / "report"
     run_cluster(
@@ -504,11 +507,9 @@ def test_pubmesh_analyze_reads_a_network_run_unchanged(tmp_path: Path) -> None:
         "--set",
         "workload.publish_start=1.0",
     )
-    command = [sys.executable, "-m", "pubmesh", "analyze", str(run_dir), "--out", str(report)]
-    result = subprocess.run(command, env=node_env(), capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout}\n{result.stderr}"
+    analyze(spark, [run_dir], report)
     assert (report / "report.html").is_file()
-    replay = f"trace {run_dir}; replay: {' '.join(command)}"
+    replay = f"trace {run_dir}; replay: pubmesh analyze {run_dir} --out {report}"
 
     # the trace, read with pyarrow
     (run,) = table(run_dir, "runs")

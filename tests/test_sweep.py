@@ -34,9 +34,8 @@ fraction = 0.5
 """
 
 
-# one worker runs this module, so its expensive fixture is built once (make test runs
-# --dist loadgroup)
-pytestmark = pytest.mark.xdist_group("sweep")
+# one worker runs this module (it reads the `spark` fixture: tests/conftest.py), so its
+# expensive fixture is built once
 
 
 # session scope, not module: a module fixture is torn down whenever the worker runs another
