@@ -55,6 +55,6 @@ def spark() -> Iterator[Any]:
     """One real local Spark session (local[2]) for every analysis test of the run."""
     from pubmesh.analysis.spark import get_session
 
-    session = get_session("local[2]", app="pubmesh-tests")
+    session = get_session("local[2]", app="pubmesh-tests", small=True)
     yield session
     session.stop()

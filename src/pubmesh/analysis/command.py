@@ -30,17 +30,18 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     from pubmesh.analysis.job import analyze
     from pubmesh.analysis.load import inspect
     from pubmesh.analysis.report import print_runs
-    from pubmesh.analysis.spark import get_session
+    from pubmesh.analysis.spark import SMALL_INPUT_BYTES, get_session
 
     roots = [Path(p) for p in args.run_dir]
-    for root in roots:  # fail on a bad trace before paying for the JVM
-        inspect(root)
+    # fail on a bad trace before paying for the JVM
+    sources = [inspect(root) for root in roots]
+    size = sum(f.stat().st_size for s in sources for files in s.tables.values() for f in files)
     _check_static(args)
     out = Path(args.out) if args.out else _default_out(roots)
     console = _console()
     started = time.perf_counter()
     with console.status("starting Spark and analysing…", spinner="dots") as status:
-        spark = get_session(args.master)
+        spark = get_session(args.master, small=size <= SMALL_INPUT_BYTES)
         status.update(f"analysing {len(roots)} trace(s) on Spark ({spark.sparkContext.master})…")
         analysis = analyze(spark, roots, out, static=args.static)
     print_runs(analysis.rows, f"pubmesh analyze ({len(analysis.rows)} runs)", console)
@@ -102,7 +103,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     _check_static(args)
     console = _console()
     started = time.perf_counter()
-    spark = get_session(args.master)
+    spark = get_session(args.master, small=True)  # its grid's traces are a few MB
     run_demo(
         spark, out, quick=args.quick, progress=not args.quiet, console=console,
         static=args.static,
