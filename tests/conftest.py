@@ -42,12 +42,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         uses = getattr(item, "fixturenames", ())
         if "spark" in uses and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group("spark"))
+    # the longest work first, so that no worker starts one of them near the end: xdist hands
+    # out groups and ungrouped tests in this order (longest-first keeps the tail short)
+    items.sort(key=_heavy_rank)
     if FULL:
         return
     dropped = [item for item in items if item.get_closest_marker("full")]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if not item.get_closest_marker("full")]
+
+
+#: xdist groups and test files of minutes each under the suite's load, longest first
+HEAVY_FIRST = ("spark", "test_demo.py", "spark_cluster", "compiled")
+
+
+def _heavy_rank(item: pytest.Item) -> int:
+    group = item.get_closest_marker("xdist_group")
+    names = {item.path.name, *(group.args[:1] if group is not None else ())}
+    return next((i for i, name in enumerate(HEAVY_FIRST) if name in names), len(HEAVY_FIRST))
 
 
 @pytest.fixture(scope="session")
