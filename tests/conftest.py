@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 #: xdist groups and test files of minutes each under the suite's load, longest first
-HEAVY_FIRST = ("spark", "test_demo.py", "compiled")
+HEAVY_FIRST = ("spark", "test_demo.py", "spark_cluster", "compiled")
 
 
 def _heavy_rank(item: pytest.Item) -> int:

@@ -37,10 +37,8 @@ from pubmesh.sim.scenario import load_scenario
 ROOT = Path(__file__).resolve().parents[1]
 # a hang guard, not a bound: the fixture starts three JVMs and runs two Spark analyses on the
 # cluster and one locally (~4 min alone, longer beside the suite's other workers)
-# in the "spark" group: the local-mode reference is computed in the suite's warm local session
-# (a group of its own started a second local JVM for it)
 pytestmark = [
-    pytest.mark.xdist_group("spark"),
+    pytest.mark.xdist_group("spark_cluster"),
     pytest.mark.spark,
     pytest.mark.spark_cluster,
     pytest.mark.timeout(1500),
