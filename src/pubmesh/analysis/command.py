@@ -35,7 +35,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     roots = [Path(p) for p in args.run_dir]
     # fail on a bad trace before paying for the JVM
     sources = [inspect(root) for root in roots]
-    size = sum(source.size for source in sources)
+    size = sum(f.stat().st_size for s in sources for files in s.tables.values() for f in files)
     _check_static(args)
     out = Path(args.out) if args.out else _default_out(roots)
     console = _console()
