@@ -35,7 +35,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     roots = [Path(p) for p in args.run_dir]
     # fail on a bad trace before paying for the JVM
     sources = [inspect(root) for root in roots]
-    size = sum(f.stat().st_size for s in sources for files in s.tables.values() for f in files)
+    size = sum(source.size for source in sources)
     _check_static(args)
     out = Path(args.out) if args.out else _default_out(roots)
     console = _console()
@@ -43,7 +43,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     with console.status("starting Spark and analysing…", spinner="dots") as status:
         spark = get_session(args.master, small=size <= SMALL_INPUT_BYTES)
         status.update(f"analysing {len(roots)} trace(s) on Spark ({spark.sparkContext.master})…")
-        analysis = analyze(spark, roots, out, static=args.static)
+        analysis = analyze(spark, sources, out, static=args.static)
     print_runs(analysis.rows, f"pubmesh analyze ({len(analysis.rows)} runs)", console)
     console.print(
         f"metrics: [bold]{out / 'metrics'}[/]  summary: {out / 'summary.json'}  "
@@ -103,7 +103,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     _check_static(args)
     console = _console()
     started = time.perf_counter()
-    spark = get_session(args.master, small=True)  # its grid's traces are a few MB
+    # the quick grid (one seed) writes ~26 MB of traces, under SMALL_INPUT_BYTES; the full
+    # grid's three seeds about three times that, over it
+    spark = get_session(args.master, small=args.quick)
     run_demo(
         spark, out, quick=args.quick, progress=not args.quiet, console=console,
         static=args.static,

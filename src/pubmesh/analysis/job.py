@@ -21,6 +21,7 @@ import html
 import json
 import math
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -301,7 +302,7 @@ class Analysis:
 
 def analyze(
     spark: SparkSession,
-    roots: list[Path],
+    roots: Sequence[Path | TraceSource],
     out: Path,
     *,
     title: str | None = None,
@@ -309,10 +310,12 @@ def analyze(
     static: bool = False,
 ) -> Analysis:
     """Check, load, compute and write ``metrics/`` and ``summary.json`` (and ``report.html``
-    unless ``report`` is false: a sweep adds its comparison first; ``static``: PNG charts)."""
+    unless ``report`` is false: a sweep adds its comparison first; ``static``: PNG charts).
+    ``roots`` are run directories or sweep datasets, or what :func:`inspect` already made of
+    them (the CLI checks the traces before it starts the JVM, and they are not read twice)."""
     from pubmesh.analysis.report import charts_of, write_report
 
-    sources: list[TraceSource] = [inspect(root) for root in roots]
+    sources = [r if isinstance(r, TraceSource) else inspect(r) for r in roots]
     trace = load(spark, sources)
     try:
         result = compute(spark, trace)

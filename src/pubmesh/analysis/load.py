@@ -39,6 +39,11 @@ class TraceSource:
     run_ids: tuple[str, ...]
     messages_modes: frozenset[str]
 
+    @property
+    def size(self) -> int:
+        """Bytes of Parquet this source holds."""
+        return sum(f.stat().st_size for files in self.tables.values() for f in files)
+
 
 def spark_type(arrow: pa.DataType) -> T.DataType:
     if pa.types.is_string(arrow):
