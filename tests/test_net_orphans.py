@@ -42,7 +42,15 @@ def running(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def start_cluster(tmp_path: Path) -> tuple[subprocess.Popen[bytes], set[int]]:
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start_cluster(
+    tmp_path: Path, sigint_ignored: bool = False
+) -> tuple[subprocess.Popen[bytes], set[int]]:
+    """A 5-node cluster, running. ``sigint_ignored`` starts the controller as a POSIX shell
+    starts a background job, with SIGINT ignored from birth."""
     controller = subprocess.Popen(
         [
             sys.executable,
@@ -63,6 +71,7 @@ def start_cluster(tmp_path: Path) -> tuple[subprocess.Popen[bytes], set[int]]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=ignore_sigint if sigint_ignored else None,
     )
     deadline = time.monotonic() + 90
     started = tmp_path / "run" / ".partial" / "started.json"
@@ -86,11 +95,15 @@ def wait_gone(pids: set[int], timeout: float) -> set[int]:
     return {pid for pid in pids if running(pid)}
 
 
-@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    ("signum", "status", "sigint_ignored"),
+    [(signal.SIGINT, 130, False), (signal.SIGTERM, 143, False), (signal.SIGINT, 130, True)],
+    ids=["SIGINT", "SIGTERM", "SIGINT-in-a-background-job"],
+)
 def test_interrupting_the_cluster_stops_every_node(
-    tmp_path: Path, signum: int, status: int
+    tmp_path: Path, signum: int, status: int, sigint_ignored: bool
 ) -> None:
-    controller, nodes = start_cluster(tmp_path)
+    controller, nodes = start_cluster(tmp_path, sigint_ignored)
     try:
         os.kill(controller.pid, signum)
         assert controller.wait(20) == status

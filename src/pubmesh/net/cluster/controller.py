@@ -284,13 +284,23 @@ class Cluster:
         task = asyncio.current_task()
         assert task is not None
         terminated = False
+        stopping = False
 
-        def on_sigterm() -> None:
-            nonlocal terminated
-            terminated = True
-            task.cancel()
+        def on_signal(signum: int) -> None:
+            # the first signal stops the run; later ones do not cut short the stop itself
+            # (terminate() below is bounded: SIGTERM, grace, SIGKILL)
+            nonlocal terminated, stopping
+            if not stopping:
+                stopping = True
+                terminated = signum == signal.SIGTERM
+                task.cancel()
 
-        self.loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+        # Both installed here, not left to the interpreter: a controller started in the
+        # background of a script inherits SIGINT ignored (POSIX shells do that), and a
+        # `kill -INT` must still stop it and gather the trace, as it does `pubmesh node`
+        # and `pubmesh sim`.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(signum, on_signal, signum)
         self._prepare_out()
         live = None
         interrupted = False
