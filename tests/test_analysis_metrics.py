@@ -14,6 +14,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from pubmesh.analysis import metrics
 from pubmesh.analysis.graph import diameter
+from pubmesh.analysis.job import BYTES_PER_PARTITION, shuffle_partitions
 from tracebuild import frame, trace
 
 INF = math.inf
@@ -619,3 +620,19 @@ def test_reliability_plot_skips_time_buckets_nobody_expected(spark: Any) -> None
     )
     figures = make_plots(plot_data(t, compute(spark, t)))
     assert "Reliability by publish time" in figures
+
+
+def test_an_analysis_shuffles_into_partitions_by_input_size_and_restores_the_setting(
+    spark: Any,
+) -> None:
+    """A small trace's shuffles get one partition (each extra one is a task in every stage);
+    a large one keeps the session's setting, which is restored after the analysis."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    with shuffle_partitions(spark, 4_000_000) as small:
+        assert (small, spark.conf.get(key)) == (1, "1")
+    with shuffle_partitions(spark, 3 * BYTES_PER_PARTITION + 1) as three:
+        assert three == min(4, int(before))
+    with shuffle_partitions(spark, 10**13) as large:
+        assert large == int(before)
+    assert spark.conf.get(key) == before

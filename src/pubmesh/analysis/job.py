@@ -21,7 +21,8 @@ import html
 import json
 import math
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,8 @@ class Metrics:
     messages_per_second: DataFrame
     runs: DataFrame
     first: DataFrame
+    #: :func:`metrics.node_degrees` of the overlay, per snapshot (the degree histogram)
+    degrees: DataFrame
 
     def tables(self) -> dict[str, DataFrame]:
         return {
@@ -127,7 +130,11 @@ def compute(spark: SparkSession, trace: Trace) -> Metrics:
     publications = materialize(publication_metrics(trace, first, content_based=content_based))
     totals = materialize(metrics.message_totals(trace))
     nodes = materialize(metrics.per_node(trace, totals, first))
-    overlay = materialize(metrics.overlay_over_time(trace.snapshots, non_overlay_layers()))
+    # the overlay's edges and degrees once, for its per-snapshot figures and the histogram
+    vertices, edges = metrics.overlay_edges(trace.snapshots, non_overlay_layers())
+    edges = materialize(edges)
+    degrees = materialize(metrics.degrees_of(vertices, edges))
+    overlay = materialize(metrics.overlay_of(edges, degrees))
     convergence = materialize(metrics.convergence_time(trace.checks))
     history = materialize(metrics.history_reliability(trace, content_based=content_based))
     config = metrics.config_requests(trace, convergence, timeout_intervals(spark, trace))
@@ -149,9 +156,11 @@ def compute(spark: SparkSession, trace: Trace) -> Metrics:
         nodes=nodes,
         node_messages=totals,
         overlay=overlay,
-        messages_per_second=metrics.messages_per_second(trace),
+        # written and plotted: computed once
+        messages_per_second=materialize(metrics.messages_per_second(trace)),
         runs=runs,
         first=first,
+        degrees=degrees,
     )
 
 
@@ -241,8 +250,9 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
             .toPandas()
         )
         data["load_width"] = width
-    degrees = metrics.node_degrees(trace.snapshots)
-    degree_hist = metrics.at_last_snapshot(degrees).groupBy("run_id", "degree").count().toPandas()
+    degree_hist = (
+        metrics.at_last_snapshot(result.degrees).groupBy("run_id", "degree").count().toPandas()
+    )
     if len(degree_hist):
         data["degrees"] = degree_hist
     per_second = (
@@ -300,6 +310,27 @@ class Analysis:
     notes: list[tuple[str, str]]
 
 
+#: Parquet bytes of input per shuffle partition of an analysis (a run's trace of a few MB gets
+#: one: its shuffles are all fixed cost, and every extra partition is a task in every stage)
+BYTES_PER_PARTITION = 32 * 1024 * 1024
+
+
+@contextmanager
+def shuffle_partitions(spark: SparkSession, size: int) -> Iterator[int]:
+    """Within the block, shuffles have one partition per :data:`BYTES_PER_PARTITION` of input
+    (at least one, at most the session's setting, which is restored after). Adaptive
+    execution coalesces small partitions too, but only after the map side has written them
+    all: on a small trace that took a fifth of the warm analysis time."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key) or "200"
+    wanted = max(1, min(int(before), math.ceil(size / BYTES_PER_PARTITION)))
+    spark.conf.set(key, str(wanted))
+    try:
+        yield wanted
+    finally:
+        spark.conf.set(key, before)
+
+
 def analyze(
     spark: SparkSession,
     roots: Sequence[Path | TraceSource],
@@ -310,13 +341,28 @@ def analyze(
     static: bool = False,
 ) -> Analysis:
     """Check, load, compute and write ``metrics/`` and ``summary.json`` (and ``report.html``
-    unless ``report`` is false: a sweep adds its comparison first; ``static``: PNG charts).
+    unless ``report`` is false: a sweep adds its comparison first; ``static``: PNG charts),
+    with as many shuffle partitions as the input's size wants (:func:`shuffle_partitions`).
     ``roots`` are run directories or sweep datasets, or what :func:`inspect` already made of
     them (the CLI checks the traces before it starts the JVM, and they are not read twice)."""
-    from pubmesh.analysis.report import charts_of, write_report
-
     sources = [r if isinstance(r, TraceSource) else inspect(r) for r in roots]
     trace = load(spark, sources)
+    with shuffle_partitions(spark, sum(source.size for source in sources)):
+        return _analyze(spark, sources, trace, out, title=title, report=report, static=static)
+
+
+def _analyze(
+    spark: SparkSession,
+    sources: list[TraceSource],
+    trace: Trace,
+    out: Path,
+    *,
+    title: str | None,
+    report: bool,
+    static: bool,
+) -> Analysis:
+    from pubmesh.analysis.report import charts_of, write_report
+
     try:
         result = compute(spark, trace)
         out.mkdir(parents=True, exist_ok=True)

@@ -682,7 +682,11 @@ def overlay_edges(
 
 def node_degrees(snapshots: DataFrame, non_overlay_layers: Sequence[str] = ()) -> DataFrame:
     """(run_id, t, topic, node, degree) for every vertex of every snapshot graph."""
-    vertices, edges = overlay_edges(snapshots, non_overlay_layers)
+    return degrees_of(*overlay_edges(snapshots, non_overlay_layers))
+
+
+def degrees_of(vertices: DataFrame, edges: DataFrame) -> DataFrame:
+    """:func:`node_degrees` from :func:`overlay_edges`'s vertices and edges."""
     ends = edges.select("run_id", "t", "topic", F.col("a").alias("node")).unionByName(
         edges.select("run_id", "t", "topic", F.col("b").alias("node"))
     )
@@ -720,9 +724,16 @@ def overlay_over_time(snapshots: DataFrame, non_overlay_layers: Sequence[str] = 
 
     Degrees are Spark aggregates; the diameter is a BFS per graph in a vectorized Python UDF
     (each call gets a batch of whole graphs as vertex and edge lists)."""
+    vertices, edges = overlay_edges(snapshots, non_overlay_layers)
+    return overlay_of(edges, degrees_of(vertices, edges))
+
+
+def overlay_of(edges: DataFrame, degrees: DataFrame) -> DataFrame:
+    """:func:`overlay_over_time` from :func:`overlay_edges`'s edges and their
+    :func:`degrees_of` (the analysis computes both once: the degree histogram reads them
+    too)."""
     from pyspark.sql.pandas.functions import pandas_udf
 
-    degrees = node_degrees(snapshots, non_overlay_layers)
     stats = degrees.groupBy("run_id", "t", "topic").agg(
         F.count("*").alias("nodes"),
         (F.sum("degree") / 2).cast("long").alias("edges"),
@@ -730,7 +741,6 @@ def overlay_over_time(snapshots: DataFrame, non_overlay_layers: Sequence[str] = 
         F.avg("degree").alias("degree_mean"),
         F.collect_list("node").alias("vertex_list"),
     )
-    _, edges = overlay_edges(snapshots, non_overlay_layers)
     edge_lists = edges.groupBy("run_id", "t", "topic").agg(
         F.collect_list("a").alias("ends_a"), F.collect_list("b").alias("ends_b")
     )

@@ -136,6 +136,8 @@ def get_session(
         builder = builder.config(
             "spark.driver.memory", os.environ.get("PUBMESH_SPARK_MEMORY", "4g")
         )
+    elif small:  # a cluster's executors, for a small input: all start-up, as the driver's
+        builder = builder.config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1")
     try:
         session = builder.getOrCreate()
     except Exception as error:  # the JVM did not start: say why in one line

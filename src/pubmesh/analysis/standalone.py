@@ -38,6 +38,8 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
 REGISTERED = "Successfully registered with master"
+#: JVM options of the master and worker daemons (see :meth:`StandaloneCluster._spawn`)
+DAEMON_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 PR_SET_PDEATHSIG = 1
 
 
@@ -180,6 +182,10 @@ class StandaloneCluster:
             "SPARK_WORKER_DIR": str(self.dir),
             # no REST submission server: it would take the fixed port 6066
             "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+            # the daemons only schedule and launch: the client compiler and one GC thread are
+            # all they need, where C2 and a parallel collector spent CPU seconds at start-up
+            # that the executors beside them wanted
+            "SPARK_DAEMON_JAVA_OPTS": DAEMON_JAVA_OPTS,
         }
         with log.open("wb") as out:
             proc = subprocess.Popen(
