@@ -38,7 +38,17 @@ the connection's output buffer) never exceed ``max_queue_bytes``: a frame that w
 is dropped, counted and reported (``net_dropped``). Received bytes are parsed and handled as
 they arrive (no receive queue): a peer that sends faster than the node can handle is slowed by
 TCP flow control. A frame longer than ``max_frame`` is refused from its length prefix alone.
-Unauthenticated connections are limited in number and in time (``handshake_timeout``).
+
+No door a stranger can hold shut. A connection someone opened to us is *unproven* until its
+handshake proves the cluster key; until then the id it claims is only a claim (logged and traced
+as ``claimed``, never as the peer). Unproven connections are limited in time and number, as
+NATS and libp2p limit theirs: the first handshake message must arrive within ``hello_timeout``
+(1 s) and the whole handshake within ``handshake_timeout``; at most ``max_handshakes`` are
+unproven at once, at most ``max_handshakes_per_source`` from one IP address; when a new
+connection finds its source's or the node's slots full, the *oldest* unproven connection (of
+that source, or of all) is closed for it, not the new one. So idle or stalled sockets, however
+many, hold a slot for at most a second or until newer ones come, and an honest node's
+handshake (two round trips) completes among them.
 
 Writes are coalesced: frames queued during one turn of the event loop go out in one
 ``write`` call at the end of it.
@@ -85,11 +95,16 @@ class NetConfig:
     backoff_max: float = 1.0
     connect_timeout: float = 2.0
     handshake_timeout: float = 5.0
+    #: An accepted connection's first handshake message must arrive within this long.
+    hello_timeout: float = 1.0
     #: Connections to peers no protocol monitors are closed after this long without traffic.
     idle_timeout: float = 30.0
     goodbye_timeout: float = 5.0
     max_connections: int = 1024
+    #: Accepted connections whose handshake is not complete, in all and from one IP address;
+    #: beyond either, the oldest of them is closed for the newest (module docstring).
     max_handshakes: int = 128
+    max_handshakes_per_source: int = 16
     #: Period of connection maintenance (dial monitored peers, close idle connections).
     tick: float = 0.5
 
@@ -136,7 +151,10 @@ class Connection(asyncio.Protocol):
         self.expected = expected
         self.state = State.HANDSHAKE
         self.peer: NodeId | None = None
+        #: the id an accepted connection's HELLO claims, before the proof (never a peer)
+        self.claimed: NodeId | None = None
         self.remote = "?"
+        self.source = "?"
         self.transport: asyncio.Transport | None = None
         self.buffer = FrameBuffer(security.MAX_HANDSHAKE_FRAME)
         self.opened: asyncio.Future[Connection] = hub.loop.create_future()
@@ -144,7 +162,7 @@ class Connection(asyncio.Protocol):
         self.rejected = False
         #: the handshake completed: only then can this connection's loss mean a peer is down
         self.authenticated = False
-        self.last_active = hub.loop.time()
+        self.last_active = self.started = hub.loop.time()
         self._nonce = b""
         self._peer_nonce = b""
         self._script = b""
@@ -161,20 +179,19 @@ class Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
         peername = transport.get_extra_info("peername")
         if peername:
+            self.source = str(peername[0])
             self.remote = f"{peername[0]}:{peername[1]}"
         sock = transport.get_extra_info("socket")
         if sock is not None:
             _tune(sock)
         hub = self.hub
         hub.handshaking += 1
-        if not self.dialer and (
-            hub.handshaking > hub.config.max_handshakes
-            or len(hub.connections) >= hub.config.max_connections
-        ):
-            self.reject("too-many-connections", f"{len(hub.connections)} open")
+        if not self.dialer and not hub._admit(self):
+            self.reject("too-many-connections", f"{len(hub.connections)} open, none unproven")
             return
         hub.connections.add(self)
-        self._timer = hub.loop.call_later(hub.config.handshake_timeout, self._handshake_timeout)
+        first = hub.config.handshake_timeout if self.dialer else hub.config.hello_timeout
+        self._timer = hub.loop.call_later(first, self._handshake_timeout)
         if self.dialer:
             self._nonce = security.new_nonce()
             self.transport.write(security.hello(hub.node_id, self._nonce))
@@ -216,14 +233,14 @@ class Connection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
         if was is State.HANDSHAKE:
-            self.hub.handshaking -= 1
+            self.hub._left_handshake(self)
             # the other side gave up on the handshake: typically a peer that could not verify
             # our proof because it holds another key (it refuses first, and we see the close)
             self.hub._reject(
-                self.peer if self.peer is not None else self.expected,
+                self.expected,
                 self.remote,
                 "handshake-aborted",
-                "the peer closed the connection during the handshake",
+                "the peer closed the connection during the handshake" + self._claim(),
             )
         if not self.opened.done():
             self.opened.set_exception(
@@ -256,7 +273,12 @@ class Connection(asyncio.Protocol):
                 self._open(acceptor, send_key, receive_key)
             elif not self._script:
                 dialer, nonce = security.parse_hello(body)
-                self.peer = dialer
+                self.claimed = dialer
+                # the first message came in time: the rest of the handshake's deadline
+                if self._timer is not None:
+                    self._timer.cancel()
+                rest = self.started + hub.config.handshake_timeout - hub.loop.time()
+                self._timer = hub.loop.call_later(max(0.0, rest), self._handshake_timeout)
                 self._nonce = security.new_nonce()
                 self._script = security.transcript(nonce, self._nonce, dialer, hub.node_id)
                 proof = hub.key.proof(security.ACCEPTOR_LABEL, self._script)
@@ -268,8 +290,8 @@ class Connection(asyncio.Protocol):
                     hub.key.proof(security.DIALER_LABEL, self._script), proof, f"{self.remote}"
                 )
                 receive_key, send_key = security.session_keys(hub.key, self._script)
-                assert self.peer is not None
-                self._open(self.peer, send_key, receive_key)
+                assert self.claimed is not None
+                self._open(self.claimed, send_key, receive_key)
         except AuthError as error:
             self.reject(error.reason, error.detail)
 
@@ -283,16 +305,33 @@ class Connection(asyncio.Protocol):
         self.buffer.limit = self.hub.config.max_frame
         self.state = State.OPEN
         self.authenticated = True
-        self.hub.handshaking -= 1
+        self.hub._left_handshake(self)
         self.last_active = self.hub.loop.time()
         self.hub._opened(self)
         if not self.opened.done():
             self.opened.set_result(self)
 
     def _handshake_timeout(self) -> None:
-        if self.state is State.HANDSHAKE:
-            limit = self.hub.config.handshake_timeout
+        if self.state is not State.HANDSHAKE:
+            return
+        config = self.hub.config
+        if self.dialer or self._script:
+            limit = config.handshake_timeout
             self.reject("handshake-timeout", f"no complete handshake within {limit:g} s")
+        else:
+            limit = config.hello_timeout
+            self.reject("handshake-timeout", f"no handshake message within {limit:g} s")
+
+    @property
+    def heard(self) -> bool:
+        """Some of the handshake arrived (an accepted connection's HELLO, or part of it)."""
+        return bool(self._script) or self.buffer.pending() > 0
+
+    def _claim(self) -> str:
+        """What an unproven connection claimed, for a refusal's detail (never its peer)."""
+        if self.claimed is None or self.authenticated:
+            return ""
+        return f" (it claimed to be {format_id(self.claimed)}, unproven)"
 
     # ------------------------------------------------------------------ data
     def _data(self, frame: bytes) -> None:
@@ -374,7 +413,7 @@ class Connection(asyncio.Protocol):
     def _close_now(self) -> None:
         self._flush()
         if self.state is State.HANDSHAKE:
-            self.hub.handshaking -= 1
+            self.hub._left_handshake(self)
         self.state = State.CLOSED
         if self.transport is not None:
             self.transport.close()
@@ -386,15 +425,14 @@ class Connection(asyncio.Protocol):
         if self.state is State.OPEN:
             self.hub._unusable(self)
         if self.state is State.HANDSHAKE:
-            self.hub.handshaking -= 1
+            self.hub._left_handshake(self)
         self.state = State.CLOSED
         self.rejected = True
         if not self.opened.done():
             self.opened.set_exception(AuthError(reason, detail))
             self.opened.exception()  # mark retrieved: nobody may be waiting
-        self.hub._reject(
-            self.peer if self.peer is not None else self.expected, self.remote, reason, detail
-        )
+        peer = self.peer if self.peer is not None else self.expected
+        self.hub._reject(peer, self.remote, reason, detail + self._claim())
         if self.transport is not None:
             self.transport.abort()
 
@@ -452,6 +490,9 @@ class Transport:
         self.peers: dict[NodeId, Peer] = {}
         self.connections: set[Connection] = set()
         self.handshaking = 0
+        #: accepted connections still in their handshake, oldest first, and their sources
+        self._unproven: dict[Connection, str] = {}
+        self._unproven_by_source: Counter[str] = Counter()
         self.server: asyncio.Server | None = None
         self.closed = False
         self.counters: Counter[str] = Counter()
@@ -668,6 +709,47 @@ class Transport:
         self.counters["frames_received"] += 1
         self.counters["bytes_received"] += size
         self.owner.net_receive(src, message, t_send, size)
+
+    # ------------------------------------------------------------------ unproven connections
+    def _admit(self, conn: Connection) -> bool:
+        """Make room for a connection just accepted (module docstring: the oldest unproven
+        connection of its source, or of all, goes); False when every slot holds a proven
+        connection."""
+        config = self.config
+        if self._unproven_by_source[conn.source] >= config.max_handshakes_per_source:
+            self._evict(self._oldest(conn.source), f"{config.max_handshakes_per_source} from one")
+        elif len(self._unproven) >= config.max_handshakes:
+            self._evict(self._oldest(None), f"{config.max_handshakes} in all")
+        if len(self.connections) >= config.max_connections:
+            if not self._unproven:
+                return False
+            self._evict(self._oldest(None), f"{config.max_connections} connections")
+        self._unproven[conn] = conn.source
+        self._unproven_by_source[conn.source] += 1
+        return True
+
+    def _oldest(self, source: str | None) -> Connection:
+        """The unproven connection to close (of ``source``, or of all): the oldest that has
+        sent nothing yet, else the oldest. A handshake under way (an honest dialer sends its
+        HELLO at once) outlives any number of idle sockets."""
+        candidates = [c for c, s in self._unproven.items() if source is None or s == source]
+        return next((c for c in candidates if not c.heard), candidates[0])
+
+    def _evict(self, conn: Connection, full: str) -> None:
+        age = self.loop.time() - conn.started
+        conn.reject(
+            "evicted",
+            f"the oldest unproven connection ({age:.2f} s old), closed for a newer one: {full}",
+        )
+
+    def _left_handshake(self, conn: Connection) -> None:
+        """``conn`` is proven, refused or closed: it no longer holds an unproven slot."""
+        self.handshaking -= 1
+        source = self._unproven.pop(conn, None)
+        if source is not None:
+            self._unproven_by_source[source] -= 1
+            if not self._unproven_by_source[source]:
+                del self._unproven_by_source[source]
 
     def _reject(self, peer: NodeId | None, remote: str, reason: str, detail: str) -> None:
         self.rejections[reason] += 1
