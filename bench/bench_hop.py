@@ -67,7 +67,7 @@ from pubmesh.proto.gossip.plumtree import Gossip  # noqa: E402
 HOST = "127.0.0.1"
 TOPIC = "hop"
 PAYLOAD = 100
-KEY_TEXT = "bench-hop-cluster-key-0123456789abcdef"
+KEY_TEXT = "b3e1c07a94d258f6e0a7c3d91b4f862e"
 GOSSIP_TAG = MESSAGE_TAGS[Gossip]
 #: frames S writes at a time
 BATCH = 64

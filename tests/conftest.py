@@ -71,3 +71,18 @@ def spark() -> Iterator[Any]:
     session = get_session("local[2]", app="pubmesh-tests", small=True)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def contact_and_peer(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    """Two live node processes of the network tests' stack (gossip where this build has it):
+    a contact and a peer joined through it, stopped afterwards."""
+    from test_net_stack import real_stacks, small_cluster
+
+    stack = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
+    contact, peer = small_cluster(stack, 1, tmp_path)
+    try:
+        yield contact, peer
+    finally:
+        peer.stop()
+        contact.stop()

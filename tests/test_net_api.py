@@ -84,8 +84,10 @@ def test_bad_arguments_are_user_errors() -> None:
         Node("nosuch", key=KEY_TEXT)
     with pytest.raises(UserError, match="listen"):
         Node(STACK, listen="0.0.0.0:7000", key=KEY_TEXT)
-    with pytest.raises(UserError, match="16 bytes"):
+    with pytest.raises(UserError, match="key new"):
         Node(STACK, key=b"short")
+    with pytest.raises(UserError, match="key new"):
+        Node(STACK, key="a passphrase of some length")
     with pytest.raises(UserError, match="params"):
         Node(STACK, key=KEY_TEXT, params={"no_such_parameter": 1})
 

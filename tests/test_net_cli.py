@@ -67,9 +67,18 @@ def test_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
             None,
         ),
     ]
-    short_key = tmp_path / "short.key"
-    short_key.write_text("tiny")
-    cases.append(([*node, "--listen", "127.0.0.1:0", "--key", str(short_key)], "16 bytes", None))
+    # keys too short, typed by a person, or a passphrase: each refused, naming `key new`
+    for name, text in [
+        ("short", "0123abcd0123abcd"),
+        ("pattern", "0123456789abcdef" * 4),
+        ("phrase", "correct horse battery staple, 2026"),
+    ]:
+        weak = tmp_path / f"{name}.key"
+        weak.write_text(text)
+        cases.append(([*node, "--listen", "127.0.0.1:0", "--key", str(weak)], "key new", None))
+    cases.append(
+        ([*node, "--listen", "127.0.0.1:0"], "key new", {**node_env(), "PUBMESH_KEY": "hunter2"})
+    )
     bad_workload = tmp_path / "bad.toml"
     bad_workload.write_text("[workload]\npublications = -3\n")
     cases.append(

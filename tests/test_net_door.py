@@ -19,9 +19,7 @@ import contextlib
 import json
 import selectors
 import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,7 @@ import pytest
 from pubmesh.net import security
 from pubmesh.net.address import format_id
 from test_net_hostile import read_frame, wait_closed
-from test_net_stack import NodeProcess, real_stacks, small_cluster
+from test_net_stack import BackgroundLoop, NodeProcess, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
 SOCKETS = 1000
@@ -38,12 +36,13 @@ SOCKETS = 1000
 pytestmark = pytest.mark.xdist_group("net_door")
 
 
-class IdleFlood:
+class IdleFlood(BackgroundLoop):
     """A keyless stranger: keeps ``sockets`` idle TCP connections open to ``address`` from
     the given source addresses, reopening each one the node closes, until stopped. With
     ``hello``, each socket first sends a HELLO (which takes no key) and then stalls."""
 
     def __init__(self, address: str, sources: list[str], sockets: int, hello: bool) -> None:
+        super().__init__()
         host, port = address.rsplit(":", 1)
         self.target = (host, int(port))
         self.sources = sources
@@ -52,16 +51,6 @@ class IdleFlood:
         self.opened = 0
         self.closed_by_node = 0
         self.refused = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> IdleFlood:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
     def _open(self, selector: selectors.BaseSelector) -> None:
         sock = socket.socket()
@@ -106,16 +95,6 @@ class IdleFlood:
             selector.close()
 
 
-@pytest.fixture
-def contact_and_subscriber(tmp_path: Path) -> Iterator[tuple[NodeProcess, NodeProcess]]:
-    contact, subscriber = small_cluster(STACK, 1, tmp_path)
-    try:
-        yield contact, subscriber
-    finally:
-        subscriber.stop()
-        contact.stop()
-
-
 def _joins_and_delivers(contact: NodeProcess, subscriber: NodeProcess, tmp_path: Path) -> float:
     """An honest node joins through ``contact`` and its publications reach ``subscriber``
     (and the subscriber's reach it); seconds from its start until both directions delivered."""
@@ -157,12 +136,12 @@ def _rejected(node: NodeProcess) -> dict[str, int]:
     ids=["one-stranger", "64-strangers", "64-strangers-saying-hello"],
 )
 def test_an_honest_node_joins_through_a_contact_under_an_idle_socket_flood(
-    contact_and_subscriber: tuple[NodeProcess, NodeProcess],
+    contact_and_peer: tuple[NodeProcess, NodeProcess],
     tmp_path: Path,
     sources: int,
     hello: bool,
 ) -> None:
-    contact, subscriber = contact_and_subscriber
+    contact, subscriber = contact_and_peer
     addresses = [f"127.0.0.{2 + i}" for i in range(sources)]
     with IdleFlood(contact.address, addresses, SOCKETS, hello) as flood:
         deadline = time.monotonic() + 20
@@ -184,9 +163,9 @@ def test_an_honest_node_joins_through_a_contact_under_an_idle_socket_flood(
 
 
 def test_a_silent_connection_is_closed_after_the_hello_deadline(
-    contact_and_subscriber: tuple[NodeProcess, NodeProcess],
+    contact_and_peer: tuple[NodeProcess, NodeProcess],
 ) -> None:
-    contact, _ = contact_and_subscriber
+    contact, _ = contact_and_peer
     host, port = contact.address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         opened = time.monotonic()
@@ -197,9 +176,9 @@ def test_a_silent_connection_is_closed_after_the_hello_deadline(
 
 
 def test_an_unproven_id_is_a_claim_never_a_peer(
-    contact_and_subscriber: tuple[NodeProcess, NodeProcess],
+    contact_and_peer: tuple[NodeProcess, NodeProcess],
 ) -> None:
-    contact, subscriber = contact_and_subscriber
+    contact, subscriber = contact_and_peer
     host, port = contact.address.rsplit(":", 1)
     before = contact.mark()
     with socket.create_connection((host, int(port)), timeout=5) as sock:

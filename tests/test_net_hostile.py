@@ -42,8 +42,8 @@ from pubmesh.stacks.base import discovered_stacks, get_stack
 from test_net_stack import KEY_TEXT, NodeProcess, real_stacks, small_cluster
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
-KEY = ClusterKey(KEY_TEXT.encode())
-WRONG_KEY = ClusterKey(b"not the cluster key at all, 0123456789")
+KEY = ClusterKey.from_text(KEY_TEXT)
+WRONG_KEY = ClusterKey.from_text("d93a0f6e21b8c47a5e0d3f9c18b6a274")
 #: packages of the stacks a node runs (its ``create``'s package, e.g. pubmesh.proto.chord.)
 _STACK_PACKAGES = tuple(
     get_stack(name).create.__module__.rsplit(".", 1)[0] + "." for name in discovered_stacks()
@@ -110,14 +110,17 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 
 
 def handshake(sock: socket.socket, key: ClusterKey, claimed: int) -> Sealer:
-    """Our side of the handshake, as a dialer; returns the sealer for our frames."""
+    """Our side of the handshake, as a dialer; returns the sealer for our frames. With the
+    cluster key, the target's CONFIRM is read and checked; without it, the target refuses our
+    proof and sends nothing more."""
     nonce = security.new_nonce()
     sock.sendall(security.hello(claimed, nonce))
-    acceptor, their_nonce, proof = security.parse_challenge(read_frame(sock))
+    acceptor, their_nonce = security.parse_challenge(read_frame(sock))
     script = security.transcript(nonce, their_nonce, claimed, acceptor)
-    if key is KEY:
-        security.verify(key.proof(security.ACCEPTOR_LABEL, script), proof, "target")
     sock.sendall(security.proof_frame(key.proof(security.DIALER_LABEL, script)))
+    if key is KEY:
+        proof = security.parse_confirm(read_frame(sock))
+        security.verify(key.proof(security.ACCEPTOR_LABEL, script), proof, "target")
     send_key, _receive = security.session_keys(key, script)
     return Sealer(send_key)
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pubmesh.net.runtime import NodeRuntime
 from pubmesh.net.security import ClusterKey
@@ -61,8 +61,10 @@ from pubmesh.stacks.base import (
     register,
 )
 
-KEY = ClusterKey(b"test cluster key: 0123456789abcdef")
-OTHER_KEY = ClusterKey(b"a different key entirely, 0123456789")
+#: the tests' cluster key (a key is 128+ random bits in hex: security.parse_key_text)
+KEY_TEXT = "5e7c1d0a9b3f48e2a6d4c8b1f0e9273d"
+KEY = ClusterKey.from_text(KEY_TEXT)
+OTHER_KEY = ClusterKey.from_text("a0c4e19f7b2d5836c1f0e8a7d9b3c642")
 
 
 class Colour(enum.Enum):
@@ -268,7 +270,6 @@ def test_nettest_forgets_a_peer_reported_down() -> None:
 # ------------------------------------------------------------------------------------------
 
 
-KEY_TEXT = "test cluster key: 0123456789abcdef"
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -328,6 +329,26 @@ class ShellOnPty:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(5)
         os.close(self.master)
+
+
+class BackgroundLoop:
+    """A loop on a daemon thread for the length of a ``with`` block: subclasses write
+    ``_run`` (checking ``self._stop``) and may extend ``__exit__`` to release what they hold."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
 
 
 class NodeProcess:

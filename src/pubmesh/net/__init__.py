@@ -11,10 +11,10 @@ module             what it does
 ``codec``          every registered message type as a msgpack array of its fields, checked
                    against the annotations on the way in (no pickle, no eval)
 ``framing``        length-prefixed frames: version, type tag, sequence number, send time,
-                   payload, MAC; oversized lengths refused before reading
-``security``       the cluster key: HMAC-SHA256 challenge-response both ways, per-connection
-                   and per-direction frame keys (keyed BLAKE2b MACs), replay-proof sequence
-                   numbers
+                   encrypted payload, tag; oversized lengths refused before reading
+``security``       the cluster key (128+ random bits, passphrases refused): HMAC-SHA256
+                   challenge-response both ways, the dialer proving first, per-connection and
+                   per-direction frame keys (AES-256-GCM), replay-proof sequence numbers
 ``transport``      asyncio connections: dial with backoff, accept, graceful goodbyes, bounded
                    queues, peer-down notices (the papers' failure detector)
 ``runtime``        :class:`~pubmesh.net.runtime.NodeRuntime`: one stack node driven by the

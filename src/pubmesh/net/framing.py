@@ -1,22 +1,23 @@
 """Frames: how bytes on a TCP connection are cut into messages.
 
 Every frame starts with a 4-byte big-endian length ``L`` of what follows. A connection's first
-frames are the three handshake frames of :mod:`pubmesh.net.security` (fixed layouts, magic
+frames are the four handshake frames of :mod:`pubmesh.net.security` (fixed layouts, magic
 ``PMSH``); after them every frame is a *data frame*::
 
     offset  size  field
-    0       4     L, length of the rest (header + payload + MAC)
-    4       1     version (1)
+    0       4     L, length of the rest (header + encrypted payload + tag)
+    4       1     version (3)
     5       2     type tag: 0 = runtime control (payload: one byte, CONTROL_*),
                   1..65535 = a message class of pubmesh.proto.core.MESSAGE_TYPES
     7       8     sequence number of this frame in its direction of this connection (0, 1, ...)
     15      8     send time (float64, the sender's clock; used by the trace only)
-    23      n     payload: the message's fields as a msgpack array (pubmesh.net.codec)
-    23+n    16    MAC: keyed BLAKE2b over bytes 0..23+n with the direction's session key,
-                  128-bit digest, personalisation ``pubmesh-frame`` (version 1: HMAC-SHA256
-                  truncated to 128 bits; BLAKE2b's keyed mode is the same guarantee in one pass)
+    23      n     payload: the message's fields as a msgpack array (pubmesh.net.codec),
+                  encrypted with AES-256-GCM under the direction's session key, nonce = the
+                  sequence number
+    23+n    16    the GCM tag, over the encrypted payload and bytes 0..23 (associated data)
 
-The MAC covers the length, the header and the payload; the sequence number makes a replayed or
+(Version 2 sent the payload in the clear with a keyed BLAKE2b MAC; version 1 with HMAC-SHA256.)
+The tag covers the length, the header and the payload; the sequence number makes a replayed or
 reordered frame fail (the receiver expects exactly the next number). A length above the
 connection's limit is refused *before* the frame is read, so a peer cannot make a node buffer
 more than one maximal frame.
@@ -26,12 +27,14 @@ from __future__ import annotations
 
 import struct
 
-#: 2: the frame MAC is keyed BLAKE2b (1: HMAC-SHA256); handshakes of other versions fail
-VERSION = 2
+#: 3: payloads encrypted (AES-256-GCM) and the four-frame handshake (2: keyed BLAKE2b MACs,
+#: 1: HMAC-SHA256); handshakes of other versions fail
+VERSION = 3
 LENGTH = struct.Struct(">I")
 #: version, tag, sequence number, send time
 HEADER = struct.Struct(">BHQd")
 PREFIX = struct.Struct(">IBHQd")
+#: the GCM tag's bytes
 MAC_SIZE = 16
 #: Bytes a data frame spends besides its payload.
 OVERHEAD = PREFIX.size + MAC_SIZE

@@ -55,8 +55,8 @@ cluster through --contact (the contact node of papers/004, or the skipring super
 brokertree computes its broker tree from the list of brokers: every node, broker or client,
 names every broker with --contact, in the same order (a broker names itself too), and
 clients are placed on brokers by their address.
-Every connection is authenticated with the cluster key (--key FILE or $PUBMESH_KEY):
-nodes without it are refused.
+Every connection is authenticated with the cluster key (--key FILE or $PUBMESH_KEY; make one
+with `pubmesh key new`) and every frame encrypted: nodes without it are refused.
 
 On a terminal it opens a shell:
   help                     list commands
@@ -81,7 +81,7 @@ SIGTERM leaves gracefully."""
 
 EPILOG = """\
 examples:
-  export PUBMESH_KEY=$(head -c 32 /dev/urandom | xxd -p -c 64)
+  export PUBMESH_KEY=$(pubmesh key new)
   pubmesh node --stack gossip --listen 127.0.0.1:7000
   pubmesh node --stack gossip --listen 127.0.0.1:7001 --contact 127.0.0.1:7000
   pubmesh node --stack skipring --role supervisor --listen 127.0.0.1:7100

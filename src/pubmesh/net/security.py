@@ -1,36 +1,50 @@
-"""The cluster key: mutual authentication of every connection and a MAC on every frame.
+"""The shared-key mode: mutual authentication of every connection, and every frame encrypted.
 
 How it works
 ============
-Every node of a cluster holds the same secret, the *cluster key* (a file given with ``--key``
-or the environment variable ``PUBMESH_KEY``; at least 16 bytes). Nothing else is trusted: a
-connection is only used once both ends have proved they hold the key, and afterwards every frame
-carries a MAC under a key derived for that connection and direction.
+Every node of a cluster holds the same secret, the *cluster key*: at least 128 bits of
+randomness written as hex digits (``pubmesh key new`` prints one of 256 bits), given with
+``--key FILE`` or the environment variable ``PUBMESH_KEY``. Nothing else is trusted: a
+connection is only used once both ends have proved they hold the key, and afterwards every
+frame is encrypted and authenticated under a key derived for that connection and direction.
 
-The handshake is a challenge-response with HMAC-SHA256, three frames (length-prefixed like all
+A passphrase is refused: whoever sees one handshake, or makes a node answer one, holds an HMAC
+of the key and can test guesses offline as fast as they can compute HMACs (a 16-character
+passphrase fell in 75 guesses). 128 random bits put that out of reach; the loader cannot
+measure a text's randomness, so it accepts only the form a random key takes (hex, at least 32
+digits, not a short repeated pattern) and names ``pubmesh key new`` when it refuses.
+
+The handshake is a challenge-response with HMAC-SHA256, four frames (length-prefixed like all
 frames, fixed layouts, magic ``PMSH`` and the protocol version first)::
 
     dialer   -> acceptor   HELLO      node id of the dialer, nonce_d (32 random bytes)
-    acceptor -> dialer     CHALLENGE  node id of the acceptor, nonce_a,
-                                      proof_a = HMAC(K, "pubmesh-v1 acceptor" | transcript)
+    acceptor -> dialer     CHALLENGE  node id of the acceptor, nonce_a
     dialer   -> acceptor   PROOF      proof_d = HMAC(K, "pubmesh-v1 dialer" | transcript)
+    acceptor -> dialer     CONFIRM    proof_a = HMAC(K, "pubmesh-v1 acceptor" | transcript)
+                   or      REFUSED    (no body): proof_d was wrong, the keys differ
 
     transcript = nonce_d | nonce_a | id_d | id_a
 
-The dialer checks proof_a (and that the acceptor is the node it meant to dial) before it sends
-anything else; the acceptor checks proof_d before it reads a data frame. Each side's proof
-covers the other side's fresh nonce, so a recorded handshake cannot be replayed, and the two
-proofs carry different labels, so one cannot be reflected back as the other. Comparisons are
-constant-time (``hmac.compare_digest``).
+The acceptor proves nothing until the dialer has proved it holds the key, so a stranger who
+connects learns only a nonce: nothing that tests a guess of the key offline. (The dialer proves
+first, to whatever answers at the address it dialed; against a key of 128 random bits that
+proof is useless to a stranger, which is why weak keys are refused.) The acceptor checks
+proof_d before it sends CONFIRM or reads a data frame; the dialer checks proof_a (and that the
+acceptor is the node it meant to dial) before it sends or reads any data frame. A dialer whose
+proof fails hears REFUSED before the close, so both ends can say the keys differ (it tells a
+stranger only what the close would). Each side's
+proof covers the other side's fresh nonce, so a recorded handshake cannot be replayed, and the
+two proofs carry different labels, so one cannot be reflected back as the other. Comparisons
+are constant-time (``hmac.compare_digest``).
 
 Both ends then derive ``session = HMAC(K, "pubmesh-v1 session" | transcript)`` and one key per
 direction, ``HMAC(session, "dialer->acceptor")`` and ``HMAC(session, "acceptor->dialer")``.
-Each data frame's MAC (keyed BLAKE2b-128 under that key, :mod:`pubmesh.net.framing`) covers
-its per-direction sequence number, so a frame replayed on the same connection is out of
-sequence and one replayed on another connection fails its MAC.
-
-The frames are authenticated, not encrypted: the cluster key keeps strangers from joining or
-injecting, it does not hide payloads from someone who can read the wire.
+Each data frame's payload is encrypted with AES-256-GCM under that key (:class:`Sealer`): the
+nonce is the frame's per-direction sequence number, unique under its key, and the frame's
+header (length, version, type tag, sequence number, send time) is authenticated as associated
+data. A frame replayed on the same connection is out of sequence; one replayed on another
+connection, or altered anywhere, fails its tag; a reader of the wire sees lengths, tags and
+timing, never payloads, topics or membership.
 """
 
 from __future__ import annotations
@@ -38,30 +52,41 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import struct
 from pathlib import Path
 from typing import Any
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from pubmesh.errors import UserError
 from pubmesh.net.framing import HEADER, LENGTH, MAC_SIZE, PREFIX, VERSION
 
 KEY_ENV = "PUBMESH_KEY"
-MIN_KEY_BYTES = 16
+#: A cluster key's least randomness: 128 bits, 32 hex digits.
+MIN_KEY_BITS = 128
+MIN_KEY_BYTES = MIN_KEY_BITS // 8
 NONCE_BYTES = 32
 PROOF_BYTES = 32
 MAGIC = b"PMSH"
+#: What every refusal of a key ends with.
+MAKE_ONE = "make one with: pubmesh key new"
 
 KIND_HELLO = 1
 KIND_CHALLENGE = 2
 KIND_PROOF = 3
+KIND_CONFIRM = 4
+KIND_REFUSED = 5
 
 _HEAD = struct.Struct(">4sBB")  # magic, version, kind
 _HELLO = struct.Struct(f">4sBBQ{NONCE_BYTES}s")
-_CHALLENGE = struct.Struct(f">4sBBQ{NONCE_BYTES}s{PROOF_BYTES}s")
+_CHALLENGE = _HELLO
 _PROOF = struct.Struct(f">4sBB{PROOF_BYTES}s")
+_REFUSED = _HEAD
 #: Largest handshake frame (after the length prefix); anything longer is refused.
-MAX_HANDSHAKE_FRAME = _CHALLENGE.size
+MAX_HANDSHAKE_FRAME = max(_HELLO.size, _PROOF.size)
 
 
 class AuthError(Exception):
@@ -77,7 +102,10 @@ class AuthError(Exception):
 # The key
 # --------------------------------------------------------------------------------------------
 class ClusterKey:
-    """The cluster secret, normalised to 32 bytes (HMAC-SHA256 of the raw material)."""
+    """The cluster secret, normalised to 32 bytes (HMAC-SHA256 of the raw key bytes).
+
+    ``material`` is the key's random bytes (at least :data:`MIN_KEY_BYTES`); a key's text
+    form goes through :func:`parse_key_text` (:meth:`from_text`)."""
 
     __slots__ = ("_key",)
 
@@ -87,10 +115,14 @@ class ClusterKey:
         self._key = hmac.digest(material, b"pubmesh-v1 cluster key", hashlib.sha256)
 
     @classmethod
+    def from_text(cls, text: str, where: str = "the cluster key") -> ClusterKey:
+        return cls(parse_key_text(text, where))
+
+    @classmethod
     def generate(cls) -> tuple[ClusterKey, str]:
-        """A fresh random key and its text form (for ``PUBMESH_KEY`` or a key file)."""
+        """A fresh random key of 256 bits and its text form (for ``PUBMESH_KEY`` or a file)."""
         text = secrets.token_hex(32)
-        return cls(text.encode()), text
+        return cls.from_text(text), text
 
     def proof(self, label: bytes, transcript: bytes) -> bytes:
         return hmac.digest(self._key, label + transcript, hashlib.sha256)
@@ -99,51 +131,91 @@ class ClusterKey:
         return "ClusterKey(<secret>)"
 
 
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+
+def parse_key_text(text: str, where: str = "the cluster key") -> bytes:
+    """The random bytes a key's text form holds: hex digits (whitespace anywhere ignored, so
+    ``xxd -p``'s line breaks are fine), at least 32 of them (128 bits), not a pattern of a
+    few digits repeated. Raises :class:`UserError` naming ``where`` and ``pubmesh key new``."""
+    digits = "".join(text.split())
+    if not digits:
+        raise UserError(f"{where} is empty; {MAKE_ONE}")
+    if not _HEX.fullmatch(digits):
+        raise UserError(
+            f"{where} is not a cluster key: a key is {MIN_KEY_BITS} or more random bits as hex "
+            f"digits, not a passphrase (one can be guessed offline); {MAKE_ONE}"
+        )
+    if len(digits) < 2 * MIN_KEY_BYTES:
+        raise UserError(
+            f"{where} has {len(digits) * 4} bits, a cluster key needs at least {MIN_KEY_BITS}; "
+            f"{MAKE_ONE}"
+        )
+    if len(digits) % 2:
+        raise UserError(f"{where} has an odd number of hex digits ({len(digits)}); {MAKE_ONE}")
+    if _repetitive(digits.lower()):
+        raise UserError(f"{where} is a repeated pattern, not random; {MAKE_ONE}")
+    return bytes.fromhex(digits)
+
+
+def _repetitive(digits: str) -> bool:
+    """A short pattern repeated (``0000...``, ``abababab...``, ``0123456789abcdef`` twice):
+    what a person types, where 32 random hex digits almost never are (fewer than 8 distinct
+    digits: odds about 1 in 10^8)."""
+    if len(set(digits)) < 8:
+        return True
+    return any(digits == (digits[:n] * (len(digits) // n + 1))[: len(digits)] for n in range(1, 17))
+
+
+def new_key_text() -> str:
+    """A fresh key's text form, 256 random bits (``pubmesh key new``)."""
+    return secrets.token_hex(32)
+
+
 def load_key(path: str | Path | None = None, *, env: dict[str, str] | None = None) -> ClusterKey:
-    """The cluster key from ``path`` (its bytes, trailing whitespace stripped) or, without a
-    path, from ``$PUBMESH_KEY``. Raises :class:`UserError` with what to do when neither works."""
+    """The cluster key from ``path`` (its text) or, without a path, from ``$PUBMESH_KEY``.
+    Raises :class:`UserError` with what to do when neither works."""
     environment = os.environ if env is None else env
     if path is not None:
         path = Path(path)
         try:
-            material = path.read_bytes().rstrip()
+            raw = path.read_bytes()
         except FileNotFoundError:
-            raise UserError(
-                f"key file {path}: no such file (create one: head -c 32 /dev/urandom | "
-                f"xxd -p > {path})"
-            ) from None
+            raise UserError(f"key file {path}: no such file ({MAKE_ONE} --out {path})") from None
         except OSError as error:
             raise UserError(f"key file {path}: cannot read it ({error.strerror})") from None
-        where = f"key file {path}"
-    else:
-        text = environment.get(KEY_ENV)
-        if text is None:
+        try:
+            text = raw.decode("ascii")
+        except UnicodeDecodeError:
             raise UserError(
-                f"no cluster key: give --key FILE or set {KEY_ENV} (every node of a cluster "
-                "needs the same key; make one with: head -c 32 /dev/urandom | xxd -p)"
-            )
-        material = text.strip().encode()
-        where = f"${KEY_ENV}"
-    if len(material) < MIN_KEY_BYTES:
+                f"key file {path}: not a key's text (binary bytes); {MAKE_ONE} --out {path}"
+            ) from None
+        return ClusterKey.from_text(text, f"key file {path}")
+    text_env = environment.get(KEY_ENV)
+    if text_env is None:
         raise UserError(
-            f"{where}: a cluster key needs at least {MIN_KEY_BYTES} bytes, got {len(material)}"
+            f"no cluster key: give --key FILE or set {KEY_ENV} (every node of a cluster "
+            f"needs the same key; {MAKE_ONE})"
         )
-    return ClusterKey(material)
+    return ClusterKey.from_text(text_env, f"${KEY_ENV}")
 
 
 def as_key(key: ClusterKey | bytes | str | Path | None) -> ClusterKey:
-    """Accept the forms the Python API takes: a ClusterKey, raw bytes, a str (the key text, as
-    in ``PUBMESH_KEY``), a Path to a key file, or None for ``$PUBMESH_KEY``."""
+    """Accept the forms the Python API takes: a ClusterKey, a key's text (str, or its ASCII
+    bytes, as in ``PUBMESH_KEY`` or a key file), a Path to a key file, or None for
+    ``$PUBMESH_KEY``."""
     if isinstance(key, ClusterKey):
         return key
     if isinstance(key, Path):
         return load_key(key)
     if key is None:
         return load_key(None)
-    material = key.encode() if isinstance(key, str) else bytes(key)
-    if len(material.strip()) < MIN_KEY_BYTES:
-        raise UserError(f"a cluster key needs at least {MIN_KEY_BYTES} bytes")
-    return ClusterKey(material.strip())
+    if isinstance(key, bytes):
+        try:
+            key = key.decode("ascii")
+        except UnicodeDecodeError:
+            raise UserError(f"the key given is binary, not a key's text; {MAKE_ONE}") from None
+    return ClusterKey.from_text(key, "the key given")
 
 
 # --------------------------------------------------------------------------------------------
@@ -161,12 +233,18 @@ def hello(node: int, nonce: bytes) -> bytes:
     return _framed(_HELLO.pack(MAGIC, VERSION, KIND_HELLO, node, nonce))
 
 
-def challenge(node: int, nonce: bytes, proof: bytes) -> bytes:
-    return _framed(_CHALLENGE.pack(MAGIC, VERSION, KIND_CHALLENGE, node, nonce, proof))
+def challenge(node: int, nonce: bytes) -> bytes:
+    return _framed(_CHALLENGE.pack(MAGIC, VERSION, KIND_CHALLENGE, node, nonce))
 
 
 def proof_frame(proof: bytes) -> bytes:
+    """The dialer's PROOF."""
     return _framed(_PROOF.pack(MAGIC, VERSION, KIND_PROOF, proof))
+
+
+def confirm_frame(proof: bytes) -> bytes:
+    """The acceptor's CONFIRM: its proof, once the dialer's has checked out."""
+    return _framed(_PROOF.pack(MAGIC, VERSION, KIND_CONFIRM, proof))
 
 
 def _check_head(body: bytes, kind: int, layout: struct.Struct) -> tuple[Any, ...]:
@@ -190,13 +268,29 @@ def parse_hello(body: bytes) -> tuple[int, bytes]:
     return int(node), bytes(nonce)
 
 
-def parse_challenge(body: bytes) -> tuple[int, bytes, bytes]:
-    _m, _v, _k, node, nonce, proof = _check_head(body, KIND_CHALLENGE, _CHALLENGE)
-    return int(node), bytes(nonce), bytes(proof)
+def parse_challenge(body: bytes) -> tuple[int, bytes]:
+    """(acceptor id, acceptor nonce) of a CHALLENGE frame."""
+    _m, _v, _k, node, nonce = _check_head(body, KIND_CHALLENGE, _CHALLENGE)
+    return int(node), bytes(nonce)
 
 
 def parse_proof(body: bytes) -> bytes:
     _m, _v, _k, proof = _check_head(body, KIND_PROOF, _PROOF)
+    return bytes(proof)
+
+
+def refused_frame() -> bytes:
+    """The acceptor's REFUSED: the dialer's proof failed."""
+    return _framed(_REFUSED.pack(MAGIC, VERSION, KIND_REFUSED))
+
+
+def parse_confirm(body: bytes) -> bytes:
+    """The acceptor's proof from a CONFIRM; a REFUSED raises the keys-differ AuthError."""
+    if len(body) == _REFUSED.size and body == _REFUSED.pack(MAGIC, VERSION, KIND_REFUSED):
+        raise AuthError(
+            "auth-failed", "the peer refused our proof: this node's cluster key is not its key"
+        )
+    _m, _v, _k, proof = _check_head(body, KIND_CONFIRM, _PROOF)
     return bytes(proof)
 
 
@@ -210,7 +304,7 @@ DIALER_LABEL = b"pubmesh-v1 dialer"
 
 def verify(expected: bytes, got: bytes, who: str) -> None:
     if not hmac.compare_digest(expected, got):
-        raise AuthError("auth-failed", f"{who} does not hold the cluster key")
+        raise AuthError("auth-failed", f"{who}'s proof fails: its cluster key is not this node's")
 
 
 def session_keys(key: ClusterKey, script: bytes) -> tuple[bytes, bytes]:
@@ -235,66 +329,53 @@ class FrameError(Exception):
         self.detail = detail
 
 
-class FrameMac:
-    """The data frames' MAC: keyed BLAKE2b (RFC 7693 §2.5: "BLAKE2 ... supports keyed mode
-    (a faster and simpler replacement for HMAC)") with a :data:`MAC_SIZE`-byte digest and the
-    personalisation ``pubmesh-frame``.
-
-    Keyed once per connection and direction: a frame costs one copy, one update and one
-    digest of that state. Frame version 1 used HMAC-SHA256 truncated to 128 bits, computed from
-    the two SHA-256 states after the pads: two hash copies, two updates and two digests per
-    frame, a sixth of a cluster node's time under load (issue 16's profile); BLAKE2b is 2.7×
-    faster here. The handshake's proofs and key derivation stay HMAC-SHA256."""
-
-    __slots__ = ("_state",)
-
-    def __init__(self, key: bytes) -> None:
-        self._state = hashlib.blake2b(key=key, digest_size=MAC_SIZE, person=b"pubmesh-frame")
-
-    def __call__(self, data: bytes | memoryview) -> bytes:
-        state = self._state.copy()
-        state.update(data)
-        return state.digest()
+_NONCE_PAD = bytes(4)
 
 
 class Sealer:
-    """Builds this direction's data frames: header, payload, MAC; counts sequence numbers."""
+    """Builds this direction's data frames: header, then the payload encrypted with AES-256-GCM
+    (the header as associated data, the 16-byte tag last); counts sequence numbers. The nonce
+    is the sequence number: never repeated under one direction's key."""
 
-    __slots__ = ("_mac", "seq")
+    __slots__ = ("_aead", "seq")
 
     def __init__(self, key: bytes) -> None:
-        self._mac = FrameMac(key)
+        self._aead = AESGCM(key)
         self.seq = 0
 
     def seal(self, tag: int, payload: bytes, t_send: float) -> bytes:
-        head = PREFIX.pack(HEADER.size + len(payload) + MAC_SIZE, VERSION, tag, self.seq, t_send)
-        self.seq += 1
-        body = head + payload
-        return body + self._mac(body)
+        seq = self.seq
+        head = PREFIX.pack(HEADER.size + len(payload) + MAC_SIZE, VERSION, tag, seq, t_send)
+        self.seq = seq + 1
+        return head + self._aead.encrypt(_NONCE_PAD + seq.to_bytes(8, "big"), payload, head)
 
 
 class Opener:
-    """Checks the other direction's data frames: MAC first, then version and sequence."""
+    """Checks and decrypts the other direction's data frames: the tag first (over header and
+    ciphertext), then version and sequence."""
 
-    __slots__ = ("_mac", "seq")
+    __slots__ = ("_aead", "seq")
 
     def __init__(self, key: bytes) -> None:
-        self._mac = FrameMac(key)
+        self._aead = AESGCM(key)
         self.seq = 0
 
-    def open(self, frame: bytes) -> tuple[int, float, memoryview]:
+    def open(self, frame: bytes) -> tuple[int, float, bytes]:
         """(tag, send time, payload) of ``frame`` (length prefix included)."""
         if len(frame) < PREFIX.size + MAC_SIZE:
             raise FrameError("truncated-frame", f"data frame of {len(frame)} bytes")
-        split = len(frame) - MAC_SIZE
-        view = memoryview(frame)
-        if not hmac.compare_digest(self._mac(view[:split]), view[split:]):
-            raise FrameError("bad-mac", f"frame of {len(frame)} bytes fails its MAC")
         _length, version, tag, seq, t_send = PREFIX.unpack_from(frame)
+        view = memoryview(frame)
+        try:
+            payload = self._aead.decrypt(
+                _NONCE_PAD + seq.to_bytes(8, "big"), view[PREFIX.size :], view[: PREFIX.size]
+            )
+        except InvalidTag:
+            raise FrameError("bad-mac", f"frame of {len(frame)} bytes fails its tag") from None
         if version != VERSION:
             raise FrameError("bad-version", f"frame version {version}, expected {VERSION}")
         if seq != self.seq:
             reason = "replayed-frame" if seq < self.seq else "out-of-sequence"
             raise FrameError(reason, f"sequence number {seq}, expected {self.seq}")
         self.seq += 1
-        return tag, t_send, view[PREFIX.size : split]
+        return tag, t_send, payload

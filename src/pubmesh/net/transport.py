@@ -254,23 +254,31 @@ class Connection(asyncio.Protocol):
         hub = self.hub
         body = frame[4:]
         try:
-            if self.dialer:
-                acceptor, nonce, proof = security.parse_challenge(body)
+            if self.dialer and not self._script:
+                # CHALLENGE: prove first (the acceptor proves nothing to a stranger)
+                acceptor, nonce = security.parse_challenge(body)
                 if self.expected is not None and acceptor != self.expected:
                     raise AuthError(
                         "wrong-peer",
                         f"dialed {format_id(self.expected)}, reached {format_id(acceptor)}",
                     )
-                script = security.transcript(self._nonce, nonce, hub.node_id, acceptor)
-                security.verify(
-                    hub.key.proof(security.ACCEPTOR_LABEL, script), proof, f"peer {self.remote}"
-                )
+                self.claimed = acceptor
+                self._script = security.transcript(self._nonce, nonce, hub.node_id, acceptor)
                 assert self.transport is not None
                 self.transport.write(
-                    security.proof_frame(hub.key.proof(security.DIALER_LABEL, script))
+                    security.proof_frame(hub.key.proof(security.DIALER_LABEL, self._script))
                 )
-                send_key, receive_key = security.session_keys(hub.key, script)
-                self._open(acceptor, send_key, receive_key)
+            elif self.dialer:
+                # CONFIRM: the acceptor's proof, only now
+                proof = security.parse_confirm(body)
+                security.verify(
+                    hub.key.proof(security.ACCEPTOR_LABEL, self._script),
+                    proof,
+                    f"peer {self.remote}",
+                )
+                send_key, receive_key = security.session_keys(hub.key, self._script)
+                assert self.claimed is not None
+                self._open(self.claimed, send_key, receive_key)
             elif not self._script:
                 dialer, nonce = security.parse_hello(body)
                 self.claimed = dialer
@@ -281,13 +289,22 @@ class Connection(asyncio.Protocol):
                 self._timer = hub.loop.call_later(max(0.0, rest), self._handshake_timeout)
                 self._nonce = security.new_nonce()
                 self._script = security.transcript(nonce, self._nonce, dialer, hub.node_id)
-                proof = hub.key.proof(security.ACCEPTOR_LABEL, self._script)
                 assert self.transport is not None
-                self.transport.write(security.challenge(hub.node_id, self._nonce, proof))
+                self.transport.write(security.challenge(hub.node_id, self._nonce))
             else:
                 proof = security.parse_proof(body)
-                security.verify(
-                    hub.key.proof(security.DIALER_LABEL, self._script), proof, f"{self.remote}"
+                assert self.transport is not None
+                try:
+                    security.verify(
+                        hub.key.proof(security.DIALER_LABEL, self._script), proof, self.remote
+                    )
+                except AuthError as error:
+                    # say so before the close: the dialer then names the reason too
+                    self.transport.write(security.refused_frame())
+                    self.reject(error.reason, error.detail, flush=True)
+                    return
+                self.transport.write(
+                    security.confirm_frame(hub.key.proof(security.ACCEPTOR_LABEL, self._script))
                 )
                 receive_key, send_key = security.session_keys(hub.key, self._script)
                 assert self.claimed is not None
@@ -418,8 +435,9 @@ class Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def reject(self, reason: str, detail: str) -> None:
-        """Refuse what the peer sent: trace it, drop the connection at once."""
+    def reject(self, reason: str, detail: str, *, flush: bool = False) -> None:
+        """Refuse what the peer sent: trace it, drop the connection at once (with ``flush``,
+        once what was written to it has gone out)."""
         if self.state is State.CLOSED:
             return
         if self.state is State.OPEN:
@@ -434,7 +452,10 @@ class Connection(asyncio.Protocol):
         peer = self.peer if self.peer is not None else self.expected
         self.hub._reject(peer, self.remote, reason, detail + self._claim())
         if self.transport is not None:
-            self.transport.abort()
+            if flush:
+                self.transport.close()
+            else:
+                self.transport.abort()
 
     def abort(self) -> None:
         if self.transport is not None:
