@@ -1,4 +1,4 @@
-"""CLI wiring of the network runtime: ``pubmesh node``, ``pubmesh cluster`` and ``pubmesh key``.
+"""CLI wiring of the network runtime: ``pubmesh node``, ``cluster``, ``key`` and ``ca``.
 
 :func:`register` is called by :mod:`pubmesh.cli` with its subparsers; each subcommand sets
 ``func(args) -> exit code``. Bad input raises :class:`pubmesh.errors.UserError`, which the CLI
@@ -27,6 +27,18 @@ examples:
 """
 
 
+CA_HELP = """\
+Identity mode: every node holds a certificate from the cluster's authority that names its
+address (HOST:PORT, which is its node id), and a peer whose certificate is not from the
+authority, has expired, or names another address is refused (pubmesh.net.identity).
+
+examples:
+  pubmesh ca init ca/                            # ca/ca.crt, ca/ca.key (keep ca.key private)
+  pubmesh ca issue ca/ 127.0.0.1:7000 ids/n7000  # ids/n7000/node.crt, node.key, ca.crt
+  pubmesh ca issue ca/ 127.0.0.1:7001 ids/n7001 --days 30
+"""
+
+
 def register(subparsers: Any) -> None:
     from pubmesh.net import cluster, node_cli
 
@@ -48,6 +60,53 @@ def register(subparsers: Any) -> None:
     new.add_argument("--out", type=Path, metavar="FILE", help="write the key here, not stdout")
     new.add_argument("--force", action="store_true", help="replace FILE if it exists")
     new.set_defaults(func=_cmd_key_new)
+
+    ca = subparsers.add_parser(
+        "ca",
+        help="make a cluster authority and node identities (certificates)",
+        description=CA_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ca_sub = ca.add_subparsers(dest="ca_command", metavar="ACTION", required=True)
+    init = ca_sub.add_parser(
+        "init",
+        help="a new authority in DIR: ca.crt and ca.key (Ed25519)",
+        description=CA_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    init.add_argument("dir", type=Path, metavar="DIR")
+    init.add_argument("--days", type=int, default=3650, help="validity (default 3650)")
+    init.add_argument("--force", action="store_true", help="replace an authority in DIR")
+    init.set_defaults(func=_cmd_ca_init)
+    issue = ca_sub.add_parser(
+        "issue",
+        help="an identity for the node at HOST:PORT in OUTDIR: node.crt, node.key, ca.crt",
+        description=CA_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    issue.add_argument("dir", type=Path, metavar="DIR", help="the authority's directory")
+    issue.add_argument("address", metavar="HOST:PORT", help="the node's address (its id)")
+    issue.add_argument("out", type=Path, metavar="OUTDIR")
+    issue.add_argument("--days", type=int, default=365, help="validity (default 365)")
+    issue.add_argument("--force", action="store_true", help="replace an identity in OUTDIR")
+    issue.set_defaults(func=_cmd_ca_issue)
+
+
+def _cmd_ca_init(args: argparse.Namespace) -> int:
+    from pubmesh.net.identity import init_authority
+
+    cert = init_authority(args.dir, days=args.days, force=args.force)
+    print(f"a new cluster authority in {args.dir}: {cert.name} (share it), ca.key (keep it)")
+    return 0
+
+
+def _cmd_ca_issue(args: argparse.Namespace) -> int:
+    from pubmesh.net.identity import issue
+
+    made = issue(args.dir, args.address, args.out, days=args.days, force=args.force)
+    until = made.certificate.not_valid_after_utc
+    print(f"an identity for {made.address} in {args.out}, valid until {until:%Y-%m-%d} UTC")
+    return 0
 
 
 def _cmd_key_new(args: argparse.Namespace) -> int:
