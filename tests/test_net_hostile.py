@@ -163,7 +163,8 @@ class Attack:
                 handshake(sock, WRONG_KEY, claimed)
             return {"auth-failed"}
         if self.kind == "oversized-before-handshake":
-            sock.sendall((79 + self.number).to_bytes(4, "big") + self.data)
+            limit = security.MAX_HANDSHAKE_FRAME
+            sock.sendall((limit + 1 + self.number).to_bytes(4, "big") + self.data)
             return {"oversized-frame"}
         sealer = handshake(sock, KEY, claimed)
         if self.kind == "oversized-after-handshake":

@@ -5,10 +5,14 @@ address the peer claims. Real certificates (``cryptography``), the real CLI in s
 from __future__ import annotations
 
 import datetime
+import socket
+import ssl
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -16,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pubmesh.errors import UserError
+from pubmesh.net import security
 from pubmesh.net.address import node_id
 from pubmesh.net.identity import (
     CA_KEY,
@@ -25,7 +30,8 @@ from pubmesh.net.identity import (
     issue,
     load_identity,
 )
-from test_net_stack import node_env
+from test_net_hostile import read_frame
+from test_net_stack import NodeProcess, node_env, real_stacks
 
 
 def pubmesh(*args: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +72,7 @@ def test_a_certificate_is_refused_for_another_address_another_authority_or_out_o
         "names 127.0.0.1:7000, not 127.0.0.1:7001"
     )
     assert check_certificate(foreign.certificate, authority, "127.0.0.1:7000") == (
-        "not issued by this cluster's authority"
+        "is not from this cluster's authority"
     )
     # a certificate the authority signed, with a validity period in the past
     ca_key = serialization.load_pem_private_key((tmp_path / "ca" / CA_KEY).read_bytes(), None)
@@ -105,7 +111,7 @@ def test_an_identity_with_the_wrong_key_or_authority_is_refused_in_one_line(
     with pytest.raises(UserError, match=r"node\.key: not the key of"):
         load_identity(tmp_path / "a")
     (tmp_path / "b" / "ca.crt").write_bytes((tmp_path / "other-ca" / "ca.crt").read_bytes())
-    with pytest.raises(UserError, match="not issued by this cluster's authority"):
+    with pytest.raises(UserError, match="is not from this cluster's authority"):
         load_identity(tmp_path / "b")
 
 
@@ -128,3 +134,125 @@ def test_ca_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
         assert len(lines) == 1 and needle in lines[0], (args, done.stderr)
     # a refused issue wrote nothing
     assert not (tmp_path / "m").exists() or not any((tmp_path / "m").iterdir())
+
+
+# ------------------------------------------------------------------------------------------
+# Identity mode on live node processes: TLS 1.3 both ways, addresses bound to certificates
+# ------------------------------------------------------------------------------------------
+STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def keyless_env() -> dict[str, str]:
+    """Identity mode needs no cluster key: the nodes run without one."""
+    return {k: v for k, v in node_env().items() if k != "PUBMESH_KEY"}
+
+
+def identity_node(
+    tmp_path: Path, authority: Path, name: str, contact: NodeProcess | None = None
+) -> NodeProcess:
+    address = f"127.0.0.1:{free_port()}"
+    issue(authority, address, tmp_path / name)
+    args = ["--stack", STACK, "--listen", address, "--identity", str(tmp_path / name)]
+    if contact is not None:
+        args += ["--contact", contact.address]
+    return NodeProcess(args, log=tmp_path / f"{name}.log", env=keyless_env())
+
+
+def _tls_client(identity_dir: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.load_cert_chain(identity_dir / "node.crt", identity_dir / "node.key")
+    context.load_verify_locations(identity_dir / "ca.crt")
+    return context
+
+
+def _rejection(node: NodeProcess, remote: str, after: int) -> dict[str, Any]:
+    record: dict[str, Any] = node.wait_event(
+        lambda r: r.get("kind") == "net.rejected" and r["detail"].get("remote") == remote,
+        10,
+        f"a rejection of {remote}",
+        after,
+    )
+    return record["detail"]
+
+
+def test_nodes_with_identities_deliver_over_tls_and_refuse_outsiders_and_impostors(
+    tmp_path: Path,
+) -> None:
+    init_authority(tmp_path / "ca")
+    init_authority(tmp_path / "other-ca")
+    contact = identity_node(tmp_path, tmp_path / "ca", "contact")
+    member = identity_node(tmp_path, tmp_path / "ca", "member", contact)
+    outsider = identity_node(tmp_path, tmp_path / "other-ca", "outsider", contact)
+    try:
+        assert outsider.command({"op": "subscribe", "topic": "t"})["ok"]  # it dials the contact
+        # members: TLS links, deliveries both ways
+        for node in (contact, member):
+            assert node.command({"op": "subscribe", "topic": "t"})["ok"]
+        sent: set[int] = set()
+        deadline = time.monotonic() + 20
+        while not (sent & contact.deliveries()) and time.monotonic() < deadline:
+            sent.add(member.command({"op": "publish", "topic": "t", "payload": "x"})["pub_id"])
+            time.sleep(0.2)
+        assert sent & contact.deliveries(), "no delivery between two members"
+        # the outsider (another authority) and the contact refuse each other, each saying why
+        seen = outsider.wait_event(
+            lambda r: r.get("kind") == "net.rejected", 15, "the outsider's refusal"
+        )
+        assert seen["detail"]["reason"] == "identity-refused", seen
+        assert "is not from this cluster's authority" in seen["detail"]["detail"], seen
+        refused = contact.wait_event(
+            lambda r: r.get("kind") == "net.rejected" and r["detail"]["reason"] == "tls-failed",
+            15,
+            "the contact's refusal of the outsider",
+        )
+        assert "is not from this cluster's authority" in refused["detail"]["detail"], refused
+        assert outsider.count(lambda r: r.get("event") == "deliver") == 0
+
+        # an insider (the member's valid identity) claiming the contact's id in its HELLO
+        host, port = contact.address.rsplit(":", 1)
+        before = contact.mark()
+        with (
+            socket.create_connection((host, int(port)), timeout=5) as raw,
+            _tls_client(tmp_path / "member").wrap_socket(raw) as tls,
+        ):
+            remote = f"127.0.0.1:{tls.getsockname()[1]}"
+            tls.sendall(security.hello(contact.node_id, security.new_nonce()))
+            answer = read_frame(tls)
+        with pytest.raises(security.AuthError) as caught:
+            security.check_refusal(answer)
+        assert caught.value.reason == "identity-refused"
+        assert f"names {member.address}, not {contact.address}" in caught.value.detail
+        detail = _rejection(contact, remote, before)
+        assert detail["reason"] == "identity-refused" and detail["peer"] is None, detail
+        assert f"claimed to be {contact.address}, unproven" in detail["detail"], detail
+    finally:
+        for node in (outsider, member, contact):
+            node.stop()
+
+
+def test_identity_mode_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
+    init_authority(tmp_path / "ca")
+    issue(tmp_path / "ca", "127.0.0.1:7000", tmp_path / "n")
+    node = ["node", "--stack", STACK]
+    cases = [
+        ([*node, "--listen", "127.0.0.1:7001", "--identity", str(tmp_path / "n")], "names"),
+        ([*node, "--listen", "127.0.0.1:0", "--identity", str(tmp_path / "none")], "none"),
+    ]
+    for args, needle in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "pubmesh", *args],
+            capture_output=True,
+            text=True,
+            env=keyless_env(),
+            timeout=60,
+        )
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2, (args, done.stderr)
+        assert len(lines) == 1 and needle in lines[0], (args, done.stderr)

@@ -29,6 +29,7 @@ import datetime
 import ipaddress
 import os
 import secrets
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -258,12 +259,12 @@ def check_certificate(
     try:
         cert.verify_directly_issued_by(authority)
     except (ValueError, TypeError, InvalidSignature):
-        return "not issued by this cluster's authority"
+        return "is not from this cluster's authority"
     now = _now()
     if cert.not_valid_after_utc <= now:
         return f"expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"
     if cert.not_valid_before_utc > now:
-        return f"not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"
+        return f"is not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"
     named = certificate_address(cert)
     if named is None:
         return "names no pubmesh:// address"
@@ -309,3 +310,42 @@ def load_identity(directory: Path | str) -> Identity:
         certificate=cert,
         authority=authority,
     )
+
+
+def tls_contexts(identity: Identity) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(server, client) TLS contexts of a node: TLS 1.3 only, this node's certificate and key
+    on both ends.
+
+    The accepting end requires the dialer's certificate and has TLS check it against the
+    cluster's authority (a failure reaches the dialer as a TLS alert naming it, e.g. unknown
+    CA, certificate expired). The dialing end takes the acceptor's certificate and checks it
+    itself, with :func:`check_certificate` (the authority's signature, the validity period and
+    the address dialed), so that when it refuses it can tell the acceptor why over the TLS
+    session (a REFUSED frame) instead of dropping the connection. Host names are never
+    checked: nodes are addresses, and the ``pubmesh://`` address a certificate names is."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname = False
+    client.verify_mode = ssl.CERT_NONE  # checked by the transport: check_certificate
+    server.verify_mode = ssl.CERT_REQUIRED
+    server.load_verify_locations(cafile=identity.ca_file)
+    for context in (server, client):
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
+        context.load_cert_chain(identity.cert_file, identity.key_file)
+    return server, client
+
+
+def bound_listen(identity: Identity, listen: tuple[str, int], what: str) -> tuple[str, int]:
+    """Where a node with ``identity`` listens: its certificate's address (``listen``'s port 0:
+    wherever the certificate says); any other address is a UserError naming ``what``, since a
+    node's address is its id and its peers would refuse it."""
+    named = parse_hostport(identity.address, what=f"{identity.cert_file}'s address")
+    if listen[1] == 0:
+        return named
+    if listen != named:
+        raise UserError(
+            f"{what} {listen[0]}:{listen[1]}: the identity in {identity.directory} names "
+            f"{identity.address} (a node's address is its id); listen there or issue an "
+            "identity for this address"
+        )
+    return listen

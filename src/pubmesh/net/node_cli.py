@@ -41,6 +41,7 @@ from typing import Any, TextIO
 from pubmesh.errors import UserError
 from pubmesh.net import control
 from pubmesh.net.address import format_id, node_id, parse_hostport
+from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.runtime import NodeRuntime
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.proto.core import Deliver, NodeId
@@ -56,7 +57,10 @@ brokertree computes its broker tree from the list of brokers: every node, broker
 names every broker with --contact, in the same order (a broker names itself too), and
 clients are placed on brokers by their address.
 Every connection is authenticated with the cluster key (--key FILE or $PUBMESH_KEY; make one
-with `pubmesh key new`) and every frame encrypted: nodes without it are refused.
+with `pubmesh key new`) and every frame encrypted: nodes without it are refused. Or, in
+identity mode (--identity DIR, from `pubmesh ca issue`), every link is TLS 1.3 with
+certificates both ways, and a peer is accepted only with a certificate from the cluster's
+authority that names the address it claims.
 
 On a terminal it opens a shell:
   help                     list commands
@@ -82,6 +86,8 @@ SIGTERM leaves gracefully."""
 EPILOG = """\
 examples:
   export PUBMESH_KEY=$(pubmesh key new)
+  pubmesh ca init ca && pubmesh ca issue ca 127.0.0.1:7500 ids/7500     (identity mode)
+  pubmesh node --stack gossip --listen 127.0.0.1:7500 --identity ids/7500
   pubmesh node --stack gossip --listen 127.0.0.1:7000
   pubmesh node --stack gossip --listen 127.0.0.1:7001 --contact 127.0.0.1:7000
   pubmesh node --stack skipring --role supervisor --listen 127.0.0.1:7100
@@ -143,6 +149,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a node of the cluster to join through (repeatable; none for the first node)",
     )
     parser.add_argument("--key", metavar="FILE", help="cluster key file (default: $PUBMESH_KEY)")
+    parser.add_argument(
+        "--identity",
+        metavar="DIR",
+        help="identity mode: this node's certificate, key and the cluster authority's "
+        "certificate (from pubmesh ca issue); TLS 1.3 links, no cluster key",
+    )
     parser.add_argument(
         "--role",
         default="peer",
@@ -211,13 +223,14 @@ class NodeOptions:
     spec: StackSpec
     listen: tuple[str, int]
     contacts: tuple[NodeId, ...]
-    key: ClusterKey
+    key: ClusterKey | None
     role: str
     params: Any
     seed: int | None
     trace_dir: Path | None
     snapshot_interval: float
     trace_messages: bool = True
+    identity: Identity | None = None
     subscribe: list[str] = field(default_factory=list)
     json_mode: bool = False
     stats_interval: float = 0.0
@@ -260,7 +273,10 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
     for text in args.contact:
         host, port = parse_hostport(text, what="--contact")
         contacts.append(node_id(host, port))
-    key = load_key(args.key)
+    identity = load_identity(args.identity) if args.identity else None
+    if identity is not None:
+        listen = bound_listen(identity, listen, "--listen")
+    key = None if identity is not None else load_key(args.key)
     params = stack_params(spec, args.set)
     roles = {"peer", *spec.infrastructure(64, params).values()}
     if args.role not in roles:
@@ -274,6 +290,7 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
         listen=listen,
         contacts=tuple(contacts),
         key=key,
+        identity=identity,
         role=args.role,
         params=params,
         seed=args.seed,
@@ -327,6 +344,7 @@ class NodeProcess:
         self.runtime = NodeRuntime(
             options.spec,
             key=options.key,
+            identity=options.identity,
             listen=options.listen,
             contacts=options.contacts,
             role=options.role,

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pubmesh.net.address import format_id
+from pubmesh.net.identity import Identity, bound_listen
 from pubmesh.net.security import ClusterKey
 from pubmesh.net.transport import NetConfig, Transport, TransportStatistics
 from pubmesh.proto.core import (
@@ -117,7 +118,8 @@ class NodeRuntime:
         self,
         stack: str | StackSpec,
         *,
-        key: ClusterKey,
+        key: ClusterKey | None = None,
+        identity: Identity | None = None,
         listen: tuple[str, int] = ("127.0.0.1", 0),
         contacts: Sequence[NodeId] = (),
         role: str = "peer",
@@ -131,6 +133,9 @@ class NodeRuntime:
     ) -> None:
         self.spec = stack if isinstance(stack, StackSpec) else get_stack(stack)
         self.key = key
+        self.identity = identity
+        if identity is not None:
+            listen = bound_listen(identity, listen, "listen")
         self.listen_address = listen
         self.contacts = tuple(contacts)
         self.role = role
@@ -190,7 +195,7 @@ class NodeRuntime:
             return
         loop = self._loop = asyncio.get_running_loop()
         self._mono0, self._epoch0 = _clock_pair(loop)
-        self.transport = Transport(self.key, self, self.config)
+        self.transport = Transport(self.key, self, self.config, identity=self.identity)
         host, port = self.listen_address
         await self.transport.listen(host, port)
         self.node_id = self.transport.node_id

@@ -21,7 +21,7 @@ frames, fixed layouts, magic ``PMSH`` and the protocol version first)::
     acceptor -> dialer     CHALLENGE  node id of the acceptor, nonce_a
     dialer   -> acceptor   PROOF      proof_d = HMAC(K, "pubmesh-v1 dialer" | transcript)
     acceptor -> dialer     CONFIRM    proof_a = HMAC(K, "pubmesh-v1 acceptor" | transcript)
-                   or      REFUSED    (no body): proof_d was wrong, the keys differ
+                   or      REFUSED    proof_d was wrong, the keys differ (no reason text)
 
     transcript = nonce_d | nonce_a | id_d | id_a
 
@@ -85,8 +85,10 @@ _HELLO = struct.Struct(f">4sBBQ{NONCE_BYTES}s")
 _CHALLENGE = _HELLO
 _PROOF = struct.Struct(f">4sBB{PROOF_BYTES}s")
 _REFUSED = _HEAD
+#: a REFUSED frame's reason text (identity mode: what was wrong with a certificate), at most
+MAX_REASON_BYTES = 240
 #: Largest handshake frame (after the length prefix); anything longer is refused.
-MAX_HANDSHAKE_FRAME = max(_HELLO.size, _PROOF.size)
+MAX_HANDSHAKE_FRAME = max(_HELLO.size, _PROOF.size, _REFUSED.size + MAX_REASON_BYTES)
 
 
 class AuthError(Exception):
@@ -279,17 +281,31 @@ def parse_proof(body: bytes) -> bytes:
     return bytes(proof)
 
 
-def refused_frame() -> bytes:
-    """The acceptor's REFUSED: the dialer's proof failed."""
-    return _framed(_REFUSED.pack(MAGIC, VERSION, KIND_REFUSED))
+def refused_frame(reason: str = "") -> bytes:
+    """REFUSED, before a close: without ``reason``, the dialer's proof failed (the keys
+    differ); with one, why a certificate is not accepted (identity mode)."""
+    text = reason.encode("utf-8", "replace")[:MAX_REASON_BYTES]
+    return _framed(_REFUSED.pack(MAGIC, VERSION, KIND_REFUSED) + text)
 
 
-def parse_confirm(body: bytes) -> bytes:
-    """The acceptor's proof from a CONFIRM; a REFUSED raises the keys-differ AuthError."""
-    if len(body) == _REFUSED.size and body == _REFUSED.pack(MAGIC, VERSION, KIND_REFUSED):
+def check_refusal(body: bytes) -> None:
+    """Raise the AuthError a REFUSED frame carries; any other frame passes."""
+    if len(body) < _REFUSED.size or body[: _REFUSED.size] != _REFUSED.pack(
+        MAGIC, VERSION, KIND_REFUSED
+    ):
+        return
+    reason = body[_REFUSED.size :].decode("utf-8", "replace")
+    if not reason:
         raise AuthError(
             "auth-failed", "the peer refused our proof: this node's cluster key is not its key"
         )
+    cleaned = "".join(c if c.isprintable() else "?" for c in reason)
+    raise AuthError("identity-refused", f"the peer refused us: {cleaned}")
+
+
+def parse_confirm(body: bytes) -> bytes:
+    """The acceptor's proof from a CONFIRM (a REFUSED raises its AuthError)."""
+    check_refusal(body)
     _m, _v, _k, proof = _check_head(body, KIND_CONFIRM, _PROOF)
     return bytes(proof)
 
@@ -332,6 +348,15 @@ class FrameError(Exception):
 _NONCE_PAD = bytes(4)
 
 
+def _check_order(version: int, seq: int, expected: int) -> None:
+    """An authentic frame's version and sequence number (the next one expected)."""
+    if version != VERSION:
+        raise FrameError("bad-version", f"frame version {version}, expected {VERSION}")
+    if seq != expected:
+        reason = "replayed-frame" if seq < expected else "out-of-sequence"
+        raise FrameError(reason, f"sequence number {seq}, expected {expected}")
+
+
 class Sealer:
     """Builds this direction's data frames: header, then the payload encrypted with AES-256-GCM
     (the header as associated data, the 16-byte tag last); counts sequence numbers. The nonce
@@ -372,10 +397,38 @@ class Opener:
             )
         except InvalidTag:
             raise FrameError("bad-mac", f"frame of {len(frame)} bytes fails its tag") from None
-        if version != VERSION:
-            raise FrameError("bad-version", f"frame version {version}, expected {VERSION}")
-        if seq != self.seq:
-            reason = "replayed-frame" if seq < self.seq else "out-of-sequence"
-            raise FrameError(reason, f"sequence number {seq}, expected {self.seq}")
+        _check_order(version, seq, self.seq)
         self.seq += 1
         return tag, t_send, payload
+
+
+class TlsSealer:
+    """Identity mode's data frames: TLS encrypts and authenticates the stream, so a frame is
+    the header and the payload, without a tag (same header, same sequence numbers)."""
+
+    __slots__ = ("seq",)
+
+    def __init__(self) -> None:
+        self.seq = 0
+
+    def seal(self, tag: int, payload: bytes, t_send: float) -> bytes:
+        seq = self.seq
+        self.seq = seq + 1
+        return PREFIX.pack(HEADER.size + len(payload), VERSION, tag, seq, t_send) + payload
+
+
+class TlsOpener:
+    """Checks identity mode's data frames: version and sequence (TLS did the rest)."""
+
+    __slots__ = ("seq",)
+
+    def __init__(self) -> None:
+        self.seq = 0
+
+    def open(self, frame: bytes) -> tuple[int, float, memoryview]:
+        if len(frame) < PREFIX.size:
+            raise FrameError("truncated-frame", f"data frame of {len(frame)} bytes")
+        _length, version, tag, seq, t_send = PREFIX.unpack_from(frame)
+        _check_order(version, seq, self.seq)
+        self.seq += 1
+        return tag, t_send, memoryview(frame)[PREFIX.size :]

@@ -60,6 +60,7 @@ import asyncio
 import contextlib
 import enum
 import socket
+import ssl
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -78,7 +79,16 @@ from pubmesh.net.framing import (
     FrameBuffer,
     FrameTooLarge,
 )
-from pubmesh.net.security import AuthError, ClusterKey, FrameError, Opener, Sealer
+from pubmesh.net.identity import Identity, check_certificate, tls_contexts
+from pubmesh.net.security import (
+    AuthError,
+    ClusterKey,
+    FrameError,
+    Opener,
+    Sealer,
+    TlsOpener,
+    TlsSealer,
+)
 from pubmesh.proto.core import Message, NodeId
 
 
@@ -166,8 +176,10 @@ class Connection(asyncio.Protocol):
         self._nonce = b""
         self._peer_nonce = b""
         self._script = b""
-        self._sealer: Sealer | None = None
-        self._opener: Opener | None = None
+        self._sealer: Sealer | TlsSealer | None = None
+        self._opener: Opener | TlsOpener | None = None
+        #: identity mode: the peer's certificate, once TLS has checked its chain
+        self.peer_cert: Any = None
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -192,6 +204,9 @@ class Connection(asyncio.Protocol):
         hub.connections.add(self)
         first = hub.config.handshake_timeout if self.dialer else hub.config.hello_timeout
         self._timer = hub.loop.call_later(first, self._handshake_timeout)
+        if hub.tls is not None:  # identity mode: TLS first, on this TCP connection
+            hub.loop.create_task(self._start_tls(hub.tls))
+            return
         if self.dialer:
             self._nonce = security.new_nonce()
             self.transport.write(security.hello(hub.node_id, self._nonce))
@@ -234,14 +249,19 @@ class Connection(asyncio.Protocol):
             self._timer.cancel()
         if was is State.HANDSHAKE:
             self.hub._left_handshake(self)
-            # the other side gave up on the handshake: typically a peer that could not verify
-            # our proof because it holds another key (it refuses first, and we see the close)
-            self.hub._reject(
-                self.expected,
-                self.remote,
-                "handshake-aborted",
-                "the peer closed the connection during the handshake" + self._claim(),
-            )
+            if isinstance(exc, ssl.SSLError):  # identity mode: the peer's TLS alert says why
+                self.hub._reject(
+                    self.expected, self.remote, "tls-failed", _tls_problem(exc) + self._claim()
+                )
+            else:
+                # the other side gave up on the handshake without a word: a peer of another
+                # protocol version, or one that went away
+                self.hub._reject(
+                    self.expected,
+                    self.remote,
+                    "handshake-aborted",
+                    "the peer closed the connection during the handshake" + self._claim(),
+                )
         if not self.opened.done():
             self.opened.set_exception(
                 ConnectionError(f"connection to {self.remote} closed during the handshake")
@@ -250,11 +270,89 @@ class Connection(asyncio.Protocol):
         self.hub._closed(self, was)
 
     # ------------------------------------------------------------------ handshake
+    async def _start_tls(self, contexts: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
+        """Identity mode: a TLS 1.3 session over this connection, certificates both ways
+        (the chain and the validity period checked by TLS against the cluster's authority);
+        then the dialer checks that the acceptor's certificate names the address it dialed
+        and says HELLO. Refusals name the reason on both ends."""
+        hub = self.hub
+        raw = self.transport
+        assert raw is not None
+        server, client = contexts
+        try:
+            tls = await hub.loop.start_tls(
+                raw,
+                self,
+                client if self.dialer else server,
+                server_side=not self.dialer,
+                ssl_handshake_timeout=hub.config.handshake_timeout,
+            )
+        except (ssl.SSLError, OSError, ConnectionError, TimeoutError) as error:
+            if self.state is State.HANDSHAKE:
+                self.reject("tls-failed", _tls_problem(error))
+            return
+        if tls is None or self.state is not State.HANDSHAKE:  # closed meanwhile (evicted)
+            if tls is not None:
+                tls.abort()
+            return
+        self.transport = tls
+        ssl_object = tls.get_extra_info("ssl_object")
+        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        if der is None:
+            self.reject("tls-failed", "the peer showed no certificate")
+            return
+        from cryptography import x509
+
+        self.peer_cert = x509.load_der_x509_certificate(der)
+        if self.dialer:
+            assert hub.identity is not None and self.expected is not None
+            problem = check_certificate(
+                self.peer_cert, hub.identity.authority, format_id(self.expected)
+            )
+            if problem is not None:
+                self._refuse_certificate(problem)
+                return
+            self._nonce = security.new_nonce()
+            self.transport.write(security.hello(hub.node_id, self._nonce))
+
+    def _refuse_certificate(self, problem: str) -> None:
+        """Refuse the peer's certificate, telling it why over the TLS session first."""
+        assert self.transport is not None
+        self.transport.write(security.refused_frame(f"your certificate {problem}"))
+        self.reject("identity-refused", f"its certificate {problem}", flush=True)
+
+    def _identity_handshake(self, body: bytes) -> None:
+        """Identity mode after TLS: HELLO (the dialer's claimed id, which its certificate
+        must name) and CHALLENGE (the acceptor's id, which must be the one dialed)."""
+        hub = self.hub
+        assert hub.identity is not None and self.transport is not None
+        if self.dialer:
+            acceptor, _nonce = security.parse_challenge(body)
+            if acceptor != self.expected:
+                raise AuthError(
+                    "wrong-peer",
+                    f"dialed {format_id(self.expected or 0)}, reached {format_id(acceptor)}",
+                )
+            self._open(acceptor, None, None)
+            return
+        dialer, _nonce = security.parse_hello(body)
+        self.claimed = dialer
+        problem = check_certificate(self.peer_cert, hub.identity.authority, format_id(dialer))
+        if problem is not None:
+            self._refuse_certificate(problem)
+            return
+        self._nonce = security.new_nonce()
+        self.transport.write(security.challenge(hub.node_id, self._nonce))
+        self._open(dialer, None, None)
+
     def _handshake(self, frame: bytes) -> None:
         hub = self.hub
         body = frame[4:]
         try:
-            if self.dialer and not self._script:
+            security.check_refusal(body)
+            if hub.identity is not None:
+                self._identity_handshake(body)
+            elif self.dialer and not self._script:
                 # CHALLENGE: prove first (the acceptor proves nothing to a stranger)
                 acceptor, nonce = security.parse_challenge(body)
                 if self.expected is not None and acceptor != self.expected:
@@ -312,13 +410,17 @@ class Connection(asyncio.Protocol):
         except AuthError as error:
             self.reject(error.reason, error.detail)
 
-    def _open(self, peer: NodeId, send_key: bytes, receive_key: bytes) -> None:
+    def _open(self, peer: NodeId, send_key: bytes | None, receive_key: bytes | None) -> None:
+        """The handshake is over: frames flow (sealed with the session keys, or framed only
+        where TLS carries them: identity mode, no keys)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self.peer = peer
-        self._sealer = Sealer(send_key)
-        self._opener = Opener(receive_key)
+        if send_key is None or receive_key is None:
+            self._sealer, self._opener = TlsSealer(), TlsOpener()
+        else:
+            self._sealer, self._opener = Sealer(send_key), Opener(receive_key)
         self.buffer.limit = self.hub.config.max_frame
         self.state = State.OPEN
         self.authenticated = True
@@ -462,6 +564,35 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
 
 
+def _tls_problem(error: BaseException) -> str:
+    """What a failed TLS handshake says, in a line: OpenSSL's reason (``certificate verify
+    failed: certificate has expired``, ``tlsv13 alert certificate required``...)."""
+    if isinstance(error, ssl.SSLCertVerificationError):
+        what = _VERIFY_CODES.get(error.verify_code, "")
+        return f"its certificate {what}({error.verify_message})".replace("certificate (", "(")
+    if isinstance(error, ssl.SSLError) and error.reason:
+        text = str(error.reason).lower().replace("_", " ")
+        if "alert" in text:
+            return f"the peer refused the TLS handshake ({text})"
+        return text
+    if isinstance(error, TimeoutError):
+        return "no TLS handshake in time"
+    if isinstance(error, ConnectionError):
+        return "the peer closed the connection during the TLS handshake"
+    return str(error) or type(error).__name__
+
+
+#: OpenSSL's verification failures, said in the cluster's terms
+_VERIFY_CODES = {
+    9: "is not valid yet ",
+    10: "has expired ",
+    18: "is not from this cluster's authority ",
+    19: "is not from this cluster's authority ",
+    20: "is not from this cluster's authority ",
+    21: "is not from this cluster's authority ",
+}
+
+
 def _tune(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -499,11 +630,20 @@ class Transport:
 
     def __init__(
         self,
-        key: ClusterKey,
+        key: ClusterKey | None,
         owner: TransportOwner,
         config: NetConfig | None = None,
+        *,
+        identity: Identity | None = None,
     ) -> None:
-        self.key = key
+        """Shared-key mode with ``key``; identity mode (TLS, certificates) with
+        ``identity``, which then takes precedence."""
+        if key is None and identity is None:
+            raise ValueError("a transport needs a cluster key or an identity")
+        self._key = key
+        self.identity = identity
+        #: identity mode's (server, client) TLS contexts
+        self.tls = tls_contexts(identity) if identity is not None else None
         self.owner = owner
         self.config = config or NetConfig()
         self.loop = asyncio.get_running_loop()
@@ -532,6 +672,12 @@ class Transport:
         self._dirty: list[Connection] = []
         self._last_message: Message | None = None
         self._last_encoded: tuple[int, bytes] = (0, b"")
+
+    @property
+    def key(self) -> ClusterKey:
+        """The cluster key (shared-key mode only)."""
+        assert self._key is not None, "identity mode has no cluster key"
+        return self._key
 
     # ------------------------------------------------------------------ lifecycle
     async def listen(self, host: str, port: int) -> int:
