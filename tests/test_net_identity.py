@@ -256,3 +256,36 @@ def test_identity_mode_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path)
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2, (args, done.stderr)
         assert len(lines) == 1 and needle in lines[0], (args, done.stderr)
+
+
+def test_the_python_api_runs_in_identity_mode(tmp_path: Path) -> None:
+    import asyncio
+
+    from pubmesh.api import Node
+
+    init_authority(tmp_path / "ca")
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    for i, address in enumerate(addresses):
+        issue(tmp_path / "ca", address, tmp_path / f"n{i}")
+
+    async def main() -> None:
+        async with (
+            Node(STACK, listen=addresses[0], identity=tmp_path / "n0") as contact,
+            Node(
+                STACK, listen=addresses[1], contact=contact.address, identity=tmp_path / "n1"
+            ) as member,
+        ):
+            news = await contact.subscribe("news")
+            await member.subscribe("news")
+            sent: set[int] = set()
+            got: set[int] = set()
+            for _ in range(50):
+                sent.add(await member.publish("news", b"over tls"))
+                try:
+                    got.add((await news.get(timeout=0.2)).pub_id)
+                except TimeoutError:
+                    continue
+                break
+            assert got and got <= sent, (got, sent)
+
+    asyncio.run(asyncio.wait_for(main(), 60))

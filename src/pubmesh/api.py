@@ -15,7 +15,9 @@ A :class:`Node` is one node of a cluster, run by the same runtime as ``pubmesh n
 (:class:`pubmesh.net.runtime.NodeRuntime`) on the application's event loop: it listens on
 ``listen`` (its address is its id), joins through ``contact`` and authenticates every
 connection with the cluster key (``key``: bytes, the key text, a :class:`pathlib.Path` to a key
-file, or None for ``$PUBMESH_KEY``).
+file, or None for ``$PUBMESH_KEY``) or, in identity mode, with its certificate (``identity``:
+a directory from ``pubmesh ca issue`` or a loaded :class:`pubmesh.net.identity.Identity`; its
+links are then TLS 1.3, and ``listen`` must be the address the certificate names).
 
 :meth:`Node.subscribe` returns a :class:`Subscription`, an async iterator of :class:`Delivery`
 values; each subscription has its own bounded queue (``queue_size``; when the application falls
@@ -39,6 +41,7 @@ from typing import Any
 
 from pubmesh.errors import UserError
 from pubmesh.net.address import format_id, node_id, parse_hostport
+from pubmesh.net.identity import Identity, load_identity
 from pubmesh.net.runtime import Delivery, NodeRuntime, QueueStatistics, RuntimeStatistics
 from pubmesh.net.security import ClusterKey, as_key
 from pubmesh.net.transport import NetConfig
@@ -113,6 +116,7 @@ class Node:
         listen: str | tuple[str, int] = "127.0.0.1:0",
         contact: str | Sequence[str] | None = None,
         key: ClusterKey | bytes | str | Path | None = None,
+        identity: Identity | str | Path | None = None,
         role: str = "peer",
         params: Mapping[str, Any] | Any = None,
         seed: int | None = None,
@@ -136,9 +140,14 @@ class Node:
             except TypeError as error:
                 raise UserError(f"params for stack {spec.name}: {error}") from None
         self.queue_size = queue_size
+        # identity mode (a directory from `pubmesh ca issue`, or a loaded Identity): TLS links,
+        # no cluster key; otherwise the shared key (``key``, else $PUBMESH_KEY)
+        if identity is not None and not isinstance(identity, Identity):
+            identity = load_identity(identity)
         self.runtime = NodeRuntime(
             spec,
-            key=as_key(key),
+            key=None if identity is not None else as_key(key),
+            identity=identity,
             listen=listen,
             contacts=contacts,
             role=role,

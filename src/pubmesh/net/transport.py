@@ -180,6 +180,8 @@ class Connection(asyncio.Protocol):
         self._opener: Opener | TlsOpener | None = None
         #: identity mode: the peer's certificate, once TLS has checked its chain
         self.peer_cert: Any = None
+        #: frames may be handled: always in shared-key mode, after TLS in identity mode
+        self._tls_ready = hub.tls is None
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -212,8 +214,15 @@ class Connection(asyncio.Protocol):
             self.transport.write(security.hello(hub.node_id, self._nonce))
 
     def data_received(self, data: bytes) -> None:
+        self.buffer.extend(data)
+        if self._tls_ready:
+            self._drain()
+        # else: identity mode, and _start_tls has not resumed yet after the TLS handshake
+        # (the peer's first frame can come first): it drains what waits once it has
+
+    def _drain(self) -> None:
+        """Handle every complete frame received."""
         buffer = self.buffer
-        buffer.extend(data)
         hub = self.hub
         # what handling this read sends goes out when the read is handled, in this turn of
         # the loop (see Transport._dirty)
@@ -314,6 +323,9 @@ class Connection(asyncio.Protocol):
                 return
             self._nonce = security.new_nonce()
             self.transport.write(security.hello(hub.node_id, self._nonce))
+        self._tls_ready = True
+        if self.buffer.pending():
+            self._drain()
 
     def _refuse_certificate(self, problem: str) -> None:
         """Refuse the peer's certificate, telling it why over the TLS session first."""
