@@ -152,15 +152,20 @@ payload_size = 100
 """
 
 
-@pytest.mark.parametrize("stack", STACKS)
+#: every stack with the shared key; the first in identity mode too (certificates, TLS 1.3)
+LINK_CASES = [*((stack, "shared-key") for stack in STACKS), (STACKS[0], "identity")]
+
+
+@pytest.mark.parametrize(("stack", "links"), LINK_CASES)
 def test_twelve_processes_deliver_every_publication_to_every_subscriber(
-    stack: str, tmp_path: Path
+    stack: str, links: str, tmp_path: Path
 ) -> None:
     workload = tmp_path / "workload.toml"
     workload.write_text(WORKLOAD)
     out = tmp_path / "run"
     info = run_cluster(
         out,
+        *(["--identity"] if links == "identity" else []),
         "--stack",
         stack,
         "--nodes",
@@ -176,6 +181,7 @@ def test_twelve_processes_deliver_every_publication_to_every_subscriber(
     )
     check_trace_v1(out, 12)
     assert info["publications"] == 60
+    assert info["links"] == links
     expected = expected_pairs(out)
     subscribers = {node for _, node in expected}
     assert len(subscribers) == 12 - len(

@@ -180,6 +180,14 @@ def _load_authority(directory: Path) -> tuple[x509.Certificate, ed25519.Ed25519P
     return cert, key
 
 
+def check_authority(directory: Path) -> None:
+    """``directory`` holds an authority that can issue (its certificate and its key, matching
+    and unexpired); else a UserError naming the file and the problem."""
+    cert, _key = _load_authority(directory)
+    if cert.not_valid_after_utc <= _now():
+        raise UserError(f"{directory / CA_CERT}: the authority's certificate has expired")
+
+
 def _read_cert(path: Path, what: str) -> x509.Certificate:
     try:
         return x509.load_pem_x509_certificate(path.read_bytes())

@@ -39,6 +39,7 @@ import contextlib
 import json
 import shutil
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -72,6 +73,10 @@ def run_cluster(config: ClusterConfig) -> int:
 # --------------------------------------------------------------------------------------------
 # The timeline
 # --------------------------------------------------------------------------------------------
+#: identity mode in network namespaces: every node has its own address, so one port serves
+NETNS_PORT = 7000
+
+
 @dataclass(frozen=True)
 class StartNode:
     """Boot node ``node`` (its start command)."""
@@ -253,9 +258,14 @@ class Cluster:
         self.publications_done = 0
         self.id_map: dict[int, int] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.summary: dict[str, Any] = {}
+        self.summary: dict[str, Any] = {
+            # how the links were secured: certificates and TLS, or the shared cluster key
+            "links": "identity" if config.identity else "shared-key"
+        }
         #: ``--netns K``: where the nodes run (None: all on 127.0.0.1)
         self.layout: NetnsLayout | None = None
+        #: identity mode: each node's port, chosen before it starts (its certificate names it)
+        self.ports: dict[int, int] = {}
 
     @property
     def unexpected_exits(self) -> list[int]:
@@ -369,7 +379,7 @@ class Cluster:
             "--stack",
             self.scenario.run.stack,
             "--listen",
-            f"{host}:0",
+            f"{host}:{self.ports.get(index, 0)}",
             "--control",
             "--stats-interval",
             "0.5",
@@ -385,7 +395,9 @@ class Cluster:
         ]
         if self.config.snapshot_interval > 0:
             command += ["--snapshot-interval", str(self.config.snapshot_interval)]
-        if self.config.key_file is not None:
+        if self.config.identity:
+            command += ["--identity", str(self.config.out / "identity" / f"node-{index}")]
+        elif self.config.key_file is not None:
             command += ["--key", str(self.config.key_file)]
         if not self.config.trace_messages:
             command.append("--no-message-trace")
@@ -393,7 +405,38 @@ class Cluster:
             command += ["--set", setting]
         return command
 
+    def _issue_identities(self) -> None:
+        """Identity mode: every node's address chosen now (a free loopback port, or a fixed
+        one in its own namespace) and an identity issued for it, by the authority of
+        ``--ca`` or a fresh one in OUT/identity/ca."""
+        from pubmesh.net.identity import init_authority, issue
+
+        base = self.config.out / "identity"
+        ca_dir = self.config.ca_dir
+        if ca_dir is None:
+            ca_dir = base / "ca"
+            init_authority(ca_dir, force=True)
+        count = self.scenario.run.nodes
+        if self.layout is None:
+            held = []
+            for _ in range(count):  # all bound at once, so the ports differ
+                sock = socket.socket()
+                sock.bind(("127.0.0.1", 0))
+                held.append(sock)
+            self.ports = {i: s.getsockname()[1] for i, s in enumerate(held)}
+            for sock in held:
+                sock.close()
+            hosts = ["127.0.0.1"] * count
+        else:
+            self.ports = dict.fromkeys(range(count), NETNS_PORT)
+            hosts = [self.layout.address(i) for i in range(count)]
+        for index in range(count):
+            address = f"{hosts[index]}:{self.ports[index]}"
+            issue(ca_dir, address, base / f"node-{index}", force=True)
+
     async def _launch(self) -> None:
+        if self.config.identity:
+            self._issue_identities()
         env = child_env(self.config.key_text)
         for index in range(self.scenario.run.nodes):
             child = await Child.spawn(

@@ -110,6 +110,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="cluster key (default: $PUBMESH_KEY, else a fresh random key for this run)",
     )
     parser.add_argument(
+        "--identity",
+        action="store_true",
+        help="identity mode: TLS 1.3 links and a certificate per node from a fresh cluster "
+        "authority made for this run (OUT/identity), or from --ca",
+    )
+    parser.add_argument(
+        "--ca",
+        metavar="DIR",
+        help="identity mode with this authority (from pubmesh ca init; its ca.key signs "
+        "the nodes' certificates)",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -184,6 +196,10 @@ class ClusterConfig:
     param_args: tuple[str, ...] = ()
     #: ``--netns K``: namespaces the nodes are placed in (0: all on 127.0.0.1)
     netns: int = 0
+    #: identity mode (``--identity`` or ``--ca``): the authority's directory, None for a
+    #: fresh one in OUT/identity/ca
+    identity: bool = False
+    ca_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -322,8 +338,18 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     workload_plan = plan(scenario, netns=max(0, args.netns))
     key_file = Path(args.key) if args.key else None
     key_text: str | None = None
-    if key_file is not None:
-        load_key(key_file)  # validate now: one line and exit 2 if it is missing or short
+    identity = bool(args.identity or args.ca)
+    ca_dir = Path(args.ca) if args.ca else None
+    if identity and key_file is not None:
+        raise UserError("--key and --identity/--ca: a cluster runs in one mode, not both")
+    if ca_dir is not None:
+        from pubmesh.net.identity import check_authority
+
+        check_authority(ca_dir)  # one line and exit 2 now, not once the nodes are due
+    if identity:
+        pass  # the nodes' certificates are issued once their addresses are chosen
+    elif key_file is not None:
+        load_key(key_file)  # validate now: one line and exit 2 if it is missing or weak
     elif os.environ.get(KEY_ENV):
         load_key(None)
     else:
@@ -359,6 +385,8 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         trace_messages=not args.no_message_trace,
         param_args=stack_param_args(scenario),
         netns=args.netns,
+        identity=identity,
+        ca_dir=ca_dir,
     )
 
 
