@@ -66,6 +66,12 @@ def test_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
             "missing.key",
             None,
         ),
+        (["cluster", "--stack", STACK, "--ca", str(tmp_path / "no-ca")], "no-ca", None),
+        (
+            ["cluster", "--stack", STACK, "--identity", "--key", str(tmp_path / "k")],
+            "one mode",
+            None,
+        ),
     ]
     # keys too short, typed by a person, or a passphrase: each refused, naming `key new`
     for name, text in [
