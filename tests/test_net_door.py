@@ -20,6 +20,7 @@ import json
 import selectors
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ import pytest
 
 from pubmesh.net import security
 from pubmesh.net.address import format_id
+from pubmesh.net.identity import init_authority
 from test_net_hostile import read_frame, wait_closed
+from test_net_identity import identity_node
 from test_net_stack import BackgroundLoop, NodeProcess, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
@@ -105,14 +108,14 @@ class IdleFlood(BackgroundLoop):
             selector.close()
 
 
-def _joins_and_delivers(contact: NodeProcess, subscriber: NodeProcess, tmp_path: Path) -> float:
-    """An honest node joins through ``contact`` and its publications reach ``subscriber``
-    (and the subscriber's reach it); seconds from its start until both directions delivered."""
+def _joins_and_delivers(
+    contact: NodeProcess, subscriber: NodeProcess, start_honest: Callable[[], NodeProcess]
+) -> float:
+    """An honest node (``start_honest``) joins through ``contact`` and its publications reach
+    ``subscriber`` (and the subscriber's reach it); seconds from its start until both
+    directions delivered."""
     started = time.monotonic()
-    honest = NodeProcess(
-        ["--stack", STACK, "--listen", "127.0.0.1:0", "--contact", contact.address],
-        log=tmp_path / "honest.log",
-    )
+    honest = start_honest()
     try:
         for node in (subscriber, honest):
             assert node.command({"op": "subscribe", "topic": "door"})["ok"]
@@ -152,13 +155,48 @@ def test_an_honest_node_joins_through_a_contact_under_an_idle_socket_flood(
     hello: bool,
 ) -> None:
     contact, subscriber = contact_and_peer
+
+    def start_honest() -> NodeProcess:
+        args = ["--stack", STACK, "--listen", "127.0.0.1:0", "--contact", contact.address]
+        return NodeProcess(args, log=tmp_path / "honest.log")
+
+    _flood_and_join(contact, subscriber, start_honest, sources, hello)
+
+
+def test_in_identity_mode_too_an_honest_node_joins_under_the_flood(tmp_path: Path) -> None:
+    """Identity mode: the contact runs TLS, so an accepted connection is silent to the
+    eviction rule until TLS is done; an honest TLS handshake still completes among 64
+    strangers' idle sockets."""
+    init_authority(tmp_path / "ca")
+    contact = identity_node(tmp_path, tmp_path / "ca", "contact")
+    subscriber = identity_node(tmp_path, tmp_path / "ca", "subscriber", contact)
+    try:
+        _flood_and_join(
+            contact,
+            subscriber,
+            lambda: identity_node(tmp_path, tmp_path / "ca", "honest", contact),
+            64,
+            False,
+        )
+    finally:
+        subscriber.stop()
+        contact.stop()
+
+
+def _flood_and_join(
+    contact: NodeProcess,
+    subscriber: NodeProcess,
+    start_honest: Callable[[], NodeProcess],
+    sources: int,
+    hello: bool,
+) -> None:
     addresses = [f"127.0.0.{2 + i}" for i in range(sources)]
     with IdleFlood(contact.address, addresses, SOCKETS, hello) as flood:
         deadline = time.monotonic() + 20
         while flood.opened < SOCKETS or flood.closed_by_node < 100:
             assert time.monotonic() < deadline, (flood.opened, flood.closed_by_node)
             time.sleep(0.05)
-        took = _joins_and_delivers(contact, subscriber, tmp_path)
+        took = _joins_and_delivers(contact, subscriber, start_honest)
         opened, closed = flood.opened, flood.closed_by_node
     assert contact.proc.poll() is None, "the contact died under the flood"
     rejected = _rejected(contact)
