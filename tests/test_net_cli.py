@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -67,12 +68,14 @@ def test_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
             None,
         ),
         (["cluster", "--stack", STACK, "--ca", str(tmp_path / "no-ca")], "no-ca", None),
+        (["key", "new", "--out", str(tmp_path / "taken.key")], "exists; pass --force", None),
         (
             ["cluster", "--stack", STACK, "--identity", "--key", str(tmp_path / "k")],
             "one mode",
             None,
         ),
     ]
+    (tmp_path / "taken.key").write_text("a key already here\n")
     # keys too short, typed by a person, or a passphrase: each refused, naming `key new`
     for name, text in [
         ("short", "0123abcd0123abcd"),
@@ -197,3 +200,19 @@ def test_node_on_a_terminal_opens_the_shell(tmp_path: Path) -> None:
         shell.read_until(b'"deliveries": 1')
         shell.type_line("quit")
         assert shell.process.wait(15) == 0
+
+
+def test_key_new_makes_a_key_the_nodes_accept(tmp_path: Path) -> None:
+    from pubmesh.net.security import load_key
+
+    key_file = tmp_path / "cluster.key"
+    made = pubmesh("key", "new", "--out", str(key_file))
+    said, err = made.communicate(timeout=60)
+    assert "0600" in said
+    assert made.returncode == 0, err
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    load_key(key_file)  # a weak or malformed key would raise UserError
+    printed = pubmesh("key", "new")
+    text, err = printed.communicate(timeout=60)
+    assert printed.returncode == 0, err
+    assert len(text.strip()) == 64 and text.strip() != key_file.read_text().strip()

@@ -11,6 +11,7 @@ Other ``test_net_*`` files import this module for the stack and the helpers belo
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import enum
@@ -331,7 +332,7 @@ class ShellOnPty:
         os.close(self.master)
 
 
-class BackgroundLoop:
+class BackgroundLoop(abc.ABC):
     """A loop on a daemon thread for the length of a ``with`` block: subclasses write
     ``_run`` (checking ``self._stop``) and may extend ``__exit__`` to release what they hold."""
 
@@ -339,8 +340,9 @@ class BackgroundLoop:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    @abc.abstractmethod
     def _run(self) -> None:
-        raise NotImplementedError
+        """The loop: runs on the thread until ``self._stop`` is set."""
 
     def __enter__(self) -> Self:
         self._thread.start()

@@ -8,11 +8,8 @@ prints as one line with exit status 2.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
-
-from pubmesh.errors import UserError
 
 KEY_HELP = """\
 A cluster key is what every node of a shared-key cluster holds: 256 random bits as hex digits.
@@ -44,45 +41,27 @@ def register(subparsers: Any) -> None:
 
     node_cli.add_parser(subparsers)
     cluster.add_parser(subparsers)
-    key = subparsers.add_parser(
-        "key",
-        help="make a cluster key for the shared-key mode",
-        description=KEY_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    key_sub = key.add_subparsers(dest="key_command", metavar="ACTION", required=True)
-    new = key_sub.add_parser(
-        "new",
-        help="print a fresh random key (or write it to --out FILE, mode 0600)",
-        description=KEY_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    key = _actions(subparsers, "key", "make a cluster key for the shared-key mode", KEY_HELP)
+    new = _action(
+        key, "new", "print a fresh random key (or write it to --out FILE, mode 0600)", KEY_HELP
     )
     new.add_argument("--out", type=Path, metavar="FILE", help="write the key here, not stdout")
     new.add_argument("--force", action="store_true", help="replace FILE if it exists")
     new.set_defaults(func=_cmd_key_new)
 
-    ca = subparsers.add_parser(
-        "ca",
-        help="make a cluster authority and node identities (certificates)",
-        description=CA_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    ca = _actions(
+        subparsers, "ca", "make a cluster authority and node identities (certificates)", CA_HELP
     )
-    ca_sub = ca.add_subparsers(dest="ca_command", metavar="ACTION", required=True)
-    init = ca_sub.add_parser(
-        "init",
-        help="a new authority in DIR: ca.crt and ca.key (Ed25519)",
-        description=CA_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    init = _action(ca, "init", "a new authority in DIR: ca.crt and ca.key (Ed25519)", CA_HELP)
     init.add_argument("dir", type=Path, metavar="DIR")
     init.add_argument("--days", type=int, default=3650, help="validity (default 3650)")
     init.add_argument("--force", action="store_true", help="replace an authority in DIR")
     init.set_defaults(func=_cmd_ca_init)
-    issue = ca_sub.add_parser(
+    issue = _action(
+        ca,
         "issue",
-        help="an identity for the node at HOST:PORT in OUTDIR: node.crt, node.key, ca.crt",
-        description=CA_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "an identity for the node at HOST:PORT in OUTDIR: node.crt, node.key, ca.crt",
+        CA_HELP,
     )
     issue.add_argument("dir", type=Path, metavar="DIR", help="the authority's directory")
     issue.add_argument("address", metavar="HOST:PORT", help="the node's address (its id)")
@@ -90,6 +69,20 @@ def register(subparsers: Any) -> None:
     issue.add_argument("--days", type=int, default=365, help="validity (default 365)")
     issue.add_argument("--force", action="store_true", help="replace an identity in OUTDIR")
     issue.set_defaults(func=_cmd_ca_issue)
+
+
+def _action(actions: Any, name: str, summary: str, text: str) -> argparse.ArgumentParser:
+    """One ACTION of a command with actions (``key new``, ``ca issue``): its help teaches."""
+    parser: argparse.ArgumentParser = actions.add_parser(
+        name, help=summary, description=text, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    return parser
+
+
+def _actions(subparsers: Any, name: str, summary: str, text: str) -> Any:
+    """A command made of ACTIONs (``pubmesh key``, ``pubmesh ca``); returns their subparsers."""
+    command = _action(subparsers, name, summary, text)
+    return command.add_subparsers(dest=f"{name}_command", metavar="ACTION", required=True)
 
 
 def _cmd_ca_init(args: argparse.Namespace) -> int:
@@ -110,26 +103,12 @@ def _cmd_ca_issue(args: argparse.Namespace) -> int:
 
 
 def _cmd_key_new(args: argparse.Namespace) -> int:
-    from pubmesh.net.security import new_key_text
+    from pubmesh.net.security import new_key_text, write_private
 
     text = new_key_text()
     if args.out is None:
         print(text)
         return 0
-    out: Path = args.out
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if args.force else os.O_EXCL)
-    try:
-        fd = os.open(out, flags, 0o600)
-    except FileExistsError:
-        raise UserError(f"{out}: exists; pass --force to replace the key in it") from None
-    except OSError as error:
-        raise UserError(f"{out}: cannot write it ({error.strerror})") from None
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (text + "\n").encode())
-    except OSError as error:
-        raise UserError(f"{out}: cannot write it ({error.strerror})") from None
-    finally:
-        os.close(fd)
-    print(f"wrote a new cluster key to {out} (mode 0600)")
+    write_private(args.out, (text + "\n").encode(), args.force)
+    print(f"wrote a new cluster key to {args.out} (mode 0600)")
     return 0

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
 import secrets
 import ssl
 from dataclasses import dataclass
@@ -37,10 +36,12 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pubmesh.errors import UserError
 from pubmesh.net.address import node_id, parse_hostport
+from pubmesh.net.security import write_private
 from pubmesh.proto.core import NodeId
 
 CA_CERT = "ca.crt"
@@ -77,21 +78,6 @@ def _refuse_existing(paths: list[Path], force: bool) -> None:
     for path in paths:
         if path.exists() and not force:
             raise UserError(f"{path}: exists; pass --force to replace it")
-
-
-def _write_private(path: Path, data: bytes, force: bool) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        raise UserError(f"{path}: exists; pass --force to replace it") from None
-    except OSError as error:
-        raise UserError(f"{path}: cannot write it ({error.strerror})") from None
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, data)
-    finally:
-        os.close(fd)
 
 
 def _write_public(path: Path, data: bytes, force: bool) -> None:
@@ -159,7 +145,7 @@ def init_authority(directory: Path, *, days: int = CA_DAYS, force: bool = False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, None)
     )
-    _write_private(directory / CA_KEY, _key_pem(key), force)
+    write_private(directory / CA_KEY, _key_pem(key), force)
     _write_public(directory / CA_CERT, _pem(cert), force)
     return directory / CA_CERT
 
@@ -167,12 +153,7 @@ def init_authority(directory: Path, *, days: int = CA_DAYS, force: bool = False)
 def _load_authority(directory: Path) -> tuple[x509.Certificate, ed25519.Ed25519PrivateKey]:
     cert = _read_cert(directory / CA_CERT, "the authority's certificate")
     path = directory / CA_KEY
-    try:
-        key = serialization.load_pem_private_key(path.read_bytes(), None)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file (make an authority: pubmesh ca init DIR)") from None
-    except (OSError, ValueError, TypeError) as error:
-        raise UserError(f"{path}: not a private key pubmesh can read ({error})") from None
+    key = _read_key(path, "make an authority: pubmesh ca init DIR")
     if not isinstance(key, ed25519.Ed25519PrivateKey):
         raise UserError(f"{path}: not an Ed25519 key")
     if key.public_key() != cert.public_key():
@@ -186,6 +167,17 @@ def check_authority(directory: Path) -> None:
     cert, _key = _load_authority(directory)
     if cert.not_valid_after_utc <= _now():
         raise UserError(f"{directory / CA_CERT}: the authority's certificate has expired")
+
+
+def _read_key(path: Path, missing: str) -> PrivateKeyTypes:
+    """The PEM private key in ``path``; a UserError naming the file otherwise (``missing``
+    says what it should hold, or how to make it)."""
+    try:
+        return serialization.load_pem_private_key(path.read_bytes(), None)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file ({missing})") from None
+    except (OSError, ValueError, TypeError) as error:
+        raise UserError(f"{path}: not a private key pubmesh can read ({error})") from None
 
 
 def _read_cert(path: Path, what: str) -> x509.Certificate:
@@ -241,7 +233,7 @@ def issue(
     )
     _directory(out)
     _refuse_existing([out / NODE_KEY, out / NODE_CERT, out / CA_CERT], force)
-    _write_private(out / NODE_KEY, _key_pem(key), force)
+    write_private(out / NODE_KEY, _key_pem(key), force)
     _write_public(out / NODE_CERT, _pem(cert), force)
     _write_public(out / CA_CERT, _pem(ca_cert), force)
     return load_identity(out)
@@ -294,12 +286,7 @@ def load_identity(directory: Path | str) -> Identity:
     cert = _read_cert(directory / NODE_CERT, "this node's certificate")
     authority = _read_cert(directory / CA_CERT, "the cluster authority's certificate")
     key_file = directory / NODE_KEY
-    try:
-        key = serialization.load_pem_private_key(key_file.read_bytes(), None)
-    except FileNotFoundError:
-        raise UserError(f"{key_file}: no such file (this node's private key)") from None
-    except (OSError, ValueError, TypeError) as error:
-        raise UserError(f"{key_file}: not a private key pubmesh can read ({error})") from None
+    key = _read_key(key_file, "this node's private key")
     if key.public_key() != cert.public_key():
         raise UserError(f"{key_file}: not the key of {directory / NODE_CERT}")
     problem = check_certificate(cert, authority, None)

@@ -123,7 +123,7 @@ class ClusterKey:
     @classmethod
     def generate(cls) -> tuple[ClusterKey, str]:
         """A fresh random key of 256 bits and its text form (for ``PUBMESH_KEY`` or a file)."""
-        text = secrets.token_hex(32)
+        text = new_key_text()
         return cls.from_text(text), text
 
     def proof(self, label: bytes, transcript: bytes) -> bytes:
@@ -172,6 +172,26 @@ def _repetitive(digits: str) -> bool:
 def new_key_text() -> str:
     """A fresh key's text form, 256 random bits (``pubmesh key new``)."""
     return secrets.token_hex(32)
+
+
+def write_private(path: Path, data: bytes, force: bool) -> None:
+    """Write a secret (a cluster key, a private key) to ``path`` readable by its owner only
+    (0600 from creation); an existing file is replaced only with ``force``. UserError names
+    the file and the problem."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise UserError(f"{path}: exists; pass --force to replace it") from None
+    except OSError as error:
+        raise UserError(f"{path}: cannot write it ({error.strerror})") from None
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data)
+    except OSError as error:
+        raise UserError(f"{path}: cannot write it ({error.strerror})") from None
+    finally:
+        os.close(fd)
 
 
 def load_key(path: str | Path | None = None, *, env: dict[str, str] | None = None) -> ClusterKey:

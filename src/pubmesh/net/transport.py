@@ -199,7 +199,6 @@ class Connection(asyncio.Protocol):
         if sock is not None:
             _tune(sock)
         hub = self.hub
-        hub.handshaking += 1
         if not self.dialer and not hub._admit(self):
             self.reject("too-many-connections", f"{len(hub.connections)} open, none unproven")
             return
@@ -580,8 +579,10 @@ def _tls_problem(error: BaseException) -> str:
     """What a failed TLS handshake says, in a line: OpenSSL's reason (``certificate verify
     failed: certificate has expired``, ``tlsv13 alert certificate required``...)."""
     if isinstance(error, ssl.SSLCertVerificationError):
-        what = _VERIFY_CODES.get(error.verify_code, "")
-        return f"its certificate {what}({error.verify_message})".replace("certificate (", "(")
+        what = _VERIFY_CODES.get(error.verify_code)
+        if what is None:
+            return f"certificate verify failed: {error.verify_message}"
+        return f"its certificate {what} ({error.verify_message})"
     if isinstance(error, ssl.SSLError) and error.reason:
         text = str(error.reason).lower().replace("_", " ")
         if "alert" in text:
@@ -596,12 +597,12 @@ def _tls_problem(error: BaseException) -> str:
 
 #: OpenSSL's verification failures, said in the cluster's terms
 _VERIFY_CODES = {
-    9: "is not valid yet ",
-    10: "has expired ",
-    18: "is not from this cluster's authority ",
-    19: "is not from this cluster's authority ",
-    20: "is not from this cluster's authority ",
-    21: "is not from this cluster's authority ",
+    9: "is not valid yet",
+    10: "has expired",
+    18: "is not from this cluster's authority",
+    19: "is not from this cluster's authority",
+    20: "is not from this cluster's authority",
+    21: "is not from this cluster's authority",
 }
 
 
@@ -662,7 +663,6 @@ class Transport:
         self.node_id: NodeId = 0
         self.peers: dict[NodeId, Peer] = {}
         self.connections: set[Connection] = set()
-        self.handshaking = 0
         #: accepted connections still in their handshake, oldest first, and their sources
         self._unproven: dict[Connection, str] = {}
         self._unproven_by_source: Counter[str] = Counter()
@@ -923,7 +923,6 @@ class Transport:
 
     def _left_handshake(self, conn: Connection) -> None:
         """``conn`` is proven, refused or closed: it no longer holds an unproven slot."""
-        self.handshaking -= 1
         source = self._unproven.pop(conn, None)
         if source is not None:
             self._unproven_by_source[source] -= 1
