@@ -19,6 +19,7 @@ import contextlib
 import json
 import selectors
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -164,9 +165,9 @@ def test_an_honest_node_joins_through_a_contact_under_an_idle_socket_flood(
 
 
 def test_in_identity_mode_too_an_honest_node_joins_under_the_flood(tmp_path: Path) -> None:
-    """Identity mode: the contact runs TLS, so an accepted connection is silent to the
-    eviction rule until TLS is done; an honest TLS handshake still completes among 64
-    strangers' idle sockets."""
+    """Identity mode: the contact drives each TLS session itself, so the eviction rule sees
+    an honest TLS handshake's bytes arrive and keeps it over 64 strangers' idle sockets (with
+    asyncio's ``start_tls`` it could not, and the join took 6 s here, over 30 s under load)."""
     init_authority(tmp_path / "ca")
     contact = identity_node(tmp_path, tmp_path / "ca", "contact")
     subscriber = identity_node(tmp_path, tmp_path / "ca", "subscriber", contact)
@@ -246,3 +247,40 @@ def test_an_unproven_id_is_a_claim_never_a_peer(
     assert detail["peer"] is None, json.dumps(record)
     claim = f"claimed to be {format_id(subscriber.node_id)}, unproven"
     assert claim in detail["detail"], json.dumps(record)
+
+
+def test_in_identity_mode_the_first_deadline_covers_the_clienthello_only(tmp_path: Path) -> None:
+    """A silent socket is closed at the 1 s hello deadline; one that sent a TLS ClientHello
+    and stalled has begun a handshake and is closed at the whole handshake's deadline (5 s),
+    so a TLS handshake slowed by load is not cut at one second."""
+    init_authority(tmp_path / "ca")
+    contact = identity_node(tmp_path, tmp_path / "ca", "contact")
+    try:
+        host, port = contact.address.rsplit(":", 1)
+        client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client.check_hostname = False
+        client.verify_mode = ssl.CERT_NONE
+        hello = client.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO())
+        with pytest.raises(ssl.SSLWantReadError):
+            hello.do_handshake()
+        client_hello = outgoing.read()
+        assert client_hello[:1] == b"\x16"  # a TLS handshake record
+        with (
+            socket.create_connection((host, int(port)), timeout=10) as silent,
+            socket.create_connection((host, int(port)), timeout=10) as stalled,
+        ):
+            opened = time.monotonic()
+            stalled.sendall(client_hello)
+            wait_closed(silent, timeout=10)
+            silent_for = time.monotonic() - opened
+            wait_closed(stalled, timeout=10)
+            stalled_for = time.monotonic() - opened
+        assert 0.9 <= silent_for <= 2.5, f"the silent socket closed after {silent_for:.2f} s"
+        assert 4.9 <= stalled_for <= 7.0, (
+            f"the stalled TLS handshake closed after {stalled_for:.2f} s"
+        )
+        log = contact.log.read_text(errors="replace")
+        assert "no handshake message within 1 s" in log, log[-1500:]
+        assert "no complete handshake within 5 s" in log, log[-1500:]
+    finally:
+        contact.stop()

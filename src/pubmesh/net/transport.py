@@ -42,13 +42,16 @@ TCP flow control. A frame longer than ``max_frame`` is refused from its length p
 No door a stranger can hold shut. A connection someone opened to us is *unproven* until its
 handshake proves the cluster key; until then the id it claims is only a claim (logged and traced
 as ``claimed``, never as the peer). Unproven connections are limited in time and number, as
-NATS and libp2p limit theirs: the first handshake message must arrive within ``hello_timeout``
-(1 s) and the whole handshake within ``handshake_timeout``; at most ``max_handshakes`` are
+NATS and libp2p limit theirs: the first bytes of the handshake (the HELLO, or in identity mode
+the TLS ClientHello) must arrive within ``hello_timeout`` (1 s) and the whole handshake within
+``handshake_timeout``; at most ``max_handshakes`` are
 unproven at once, at most ``max_handshakes_per_source`` from one IP address; when a new
 connection finds its source's or the node's slots full, the *oldest* unproven connection (of
 that source, or of all) is closed for it, not the new one. So idle or stalled sockets, however
 many, hold a slot for at most a second or until newer ones come, and an honest node's
-handshake (two round trips) completes among them.
+handshake (two round trips; three with TLS) completes among them. In identity mode the
+connection drives its TLS session itself (:mod:`pubmesh.net.tls`) so that it sees the TLS
+handshake's bytes arrive.
 
 Writes are coalesced: frames queued during one turn of the event loop go out in one
 ``write`` call at the end of it.
@@ -89,6 +92,7 @@ from pubmesh.net.security import (
     TlsOpener,
     TlsSealer,
 )
+from pubmesh.net.tls import TlsLink
 from pubmesh.proto.core import Message, NodeId
 
 
@@ -180,8 +184,8 @@ class Connection(asyncio.Protocol):
         self._opener: Opener | TlsOpener | None = None
         #: identity mode: the peer's certificate, once TLS has checked its chain
         self.peer_cert: Any = None
-        #: frames may be handled: always in shared-key mode, after TLS in identity mode
-        self._tls_ready = hub.tls is None
+        #: identity mode: the TLS session this connection drives (tls.TlsLink)
+        self._tls: TlsLink | None = None
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -206,18 +210,46 @@ class Connection(asyncio.Protocol):
         first = hub.config.handshake_timeout if self.dialer else hub.config.hello_timeout
         self._timer = hub.loop.call_later(first, self._handshake_timeout)
         if hub.tls is not None:  # identity mode: TLS first, on this TCP connection
-            hub.loop.create_task(self._start_tls(hub.tls))
+            server, client = hub.tls
+            context = client if self.dialer else server
+            try:
+                self._tls = TlsLink(self.transport, context, server_side=not self.dialer)
+            except ssl.SSLError as error:
+                self.reject("tls-failed", _tls_problem(error))
             return
         if self.dialer:
             self._nonce = security.new_nonce()
             self.transport.write(security.hello(hub.node_id, self._nonce))
 
     def data_received(self, data: bytes) -> None:
-        self.buffer.extend(data)
-        if self._tls_ready:
-            self._drain()
-        # else: identity mode, and _start_tls has not resumed yet after the TLS handshake
-        # (the peer's first frame can come first): it drains what waits once it has
+        if self.state is State.HANDSHAKE and not self.dialer and not self.heard:
+            self._first_heard()
+        tls = self._tls
+        if tls is None:
+            self.buffer.extend(data)
+        else:
+            tls.receive(data)
+            try:
+                if not tls.established:
+                    if not tls.handshake():
+                        return
+                    self._tls_established()
+                    if self.state is State.CLOSED:
+                        return
+                self.buffer.extend(tls.read())
+            except ssl.SSLError as error:
+                self.reject("tls-failed", _tls_problem(error))
+                return
+        self._drain()
+
+    def _first_heard(self) -> None:
+        """An accepted connection's first bytes came in time (``hello_timeout``): the rest of
+        the handshake has what is left of ``handshake_timeout``."""
+        hub = self.hub
+        if self._timer is not None:
+            self._timer.cancel()
+        rest = self.started + hub.config.handshake_timeout - hub.loop.time()
+        self._timer = hub.loop.call_later(max(0.0, rest), self._handshake_timeout)
 
     def _drain(self) -> None:
         """Handle every complete frame received."""
@@ -257,19 +289,17 @@ class Connection(asyncio.Protocol):
             self._timer.cancel()
         if was is State.HANDSHAKE:
             self.hub._left_handshake(self)
-            if isinstance(exc, ssl.SSLError):  # identity mode: the peer's TLS alert says why
-                self.hub._reject(
-                    self.expected, self.remote, "tls-failed", _tls_problem(exc) + self._claim()
-                )
-            else:
-                # the other side gave up on the handshake without a word: a peer of another
-                # protocol version, or one that went away
-                self.hub._reject(
-                    self.expected,
-                    self.remote,
-                    "handshake-aborted",
-                    "the peer closed the connection during the handshake" + self._claim(),
-                )
+            # the other side gave up on the handshake without a word: a peer of another
+            # protocol version, or one that went away
+            during = (
+                "the TLS handshake" if self._tls and not self._tls.established else "the handshake"
+            )
+            self.hub._reject(
+                self.expected,
+                self.remote,
+                "handshake-aborted",
+                f"the peer closed the connection during {during}" + self._claim(),
+            )
         if not self.opened.done():
             self.opened.set_exception(
                 ConnectionError(f"connection to {self.remote} closed during the handshake")
@@ -278,34 +308,16 @@ class Connection(asyncio.Protocol):
         self.hub._closed(self, was)
 
     # ------------------------------------------------------------------ handshake
-    async def _start_tls(self, contexts: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
-        """Identity mode: a TLS 1.3 session over this connection, certificates both ways
-        (the chain and the validity period checked by TLS against the cluster's authority);
-        then the dialer checks that the acceptor's certificate names the address it dialed
-        and says HELLO. Refusals name the reason on both ends."""
+    def _tls_established(self) -> None:
+        """Identity mode: the TLS 1.3 session is up, certificates both ways (the chain and
+        the validity period checked by TLS against the cluster's authority); the dialer now
+        checks that the acceptor's certificate names the address it dialed and says HELLO.
+        Refusals name the reason on both ends."""
         hub = self.hub
-        raw = self.transport
-        assert raw is not None
-        server, client = contexts
-        try:
-            tls = await hub.loop.start_tls(
-                raw,
-                self,
-                client if self.dialer else server,
-                server_side=not self.dialer,
-                ssl_handshake_timeout=hub.config.handshake_timeout,
-            )
-        except (ssl.SSLError, OSError, ConnectionError, TimeoutError) as error:
-            if self.state is State.HANDSHAKE:
-                self.reject("tls-failed", _tls_problem(error))
-            return
-        if tls is None or self.state is not State.HANDSHAKE:  # closed meanwhile (evicted)
-            if tls is not None:
-                tls.abort()
-            return
+        tls = self._tls
+        assert tls is not None
         self.transport = tls
-        ssl_object = tls.get_extra_info("ssl_object")
-        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        der = tls.session.getpeercert(binary_form=True)
         if der is None:
             self.reject("tls-failed", "the peer showed no certificate")
             return
@@ -321,10 +333,7 @@ class Connection(asyncio.Protocol):
                 self._refuse_certificate(problem)
                 return
             self._nonce = security.new_nonce()
-            self.transport.write(security.hello(hub.node_id, self._nonce))
-        self._tls_ready = True
-        if self.buffer.pending():
-            self._drain()
+            tls.write(security.hello(hub.node_id, self._nonce))
 
     def _refuse_certificate(self, problem: str) -> None:
         """Refuse the peer's certificate, telling it why over the TLS session first."""
@@ -391,11 +400,6 @@ class Connection(asyncio.Protocol):
             elif not self._script:
                 dialer, nonce = security.parse_hello(body)
                 self.claimed = dialer
-                # the first message came in time: the rest of the handshake's deadline
-                if self._timer is not None:
-                    self._timer.cancel()
-                rest = self.started + hub.config.handshake_timeout - hub.loop.time()
-                self._timer = hub.loop.call_later(max(0.0, rest), self._handshake_timeout)
                 self._nonce = security.new_nonce()
                 self._script = security.transcript(nonce, self._nonce, dialer, hub.node_id)
                 assert self.transport is not None
@@ -445,7 +449,7 @@ class Connection(asyncio.Protocol):
         if self.state is not State.HANDSHAKE:
             return
         config = self.hub.config
-        if self.dialer or self._script:
+        if self.dialer or self.heard:
             limit = config.handshake_timeout
             self.reject("handshake-timeout", f"no complete handshake within {limit:g} s")
         else:
@@ -454,7 +458,10 @@ class Connection(asyncio.Protocol):
 
     @property
     def heard(self) -> bool:
-        """Some of the handshake arrived (an accepted connection's HELLO, or part of it)."""
+        """Some of the handshake arrived (an accepted connection's HELLO or part of it, or
+        in identity mode any of the TLS handshake)."""
+        if self._tls is not None and self._tls.received:
+            return True
         return bool(self._script) or self.buffer.pending() > 0
 
     def _claim(self) -> str:
