@@ -4,8 +4,11 @@ Both systems get the same job, measured in the same run on the same machine:
 
 * **pubmesh**: ``pubmesh cluster --stack gossip --nodes 32`` on 127.0.0.1, one topic, every
   node subscribed, 100-byte payloads, each publication issued by a random node (the workload
-  plan), frames authenticated (HMAC) as always; the trace keeps publications and deliveries
-  (no per-frame rows), from which the figures come.
+  plan); the trace keeps publications and deliveries (no per-frame rows), from which the
+  figures come. Once per link mode (``--modes``): *shared-key* (AES-256-GCM frames under the
+  cluster key), *identity* (the secure default on a real network: TLS 1.3 links with a
+  certificate per node, and every publication signed by its publisher and checked by every
+  node) and *identity-unsigned* (TLS without the signatures, to tell the two costs apart).
 * **Redis**: redis-server (Debian package, started by ``scripts/start-redis.sh``) and 32
   redis-py client processes; each subscribes to one channel and publishes its share of the
   publications (100-byte payloads carrying their send time) on a second connection.
@@ -24,8 +27,11 @@ deliveries per second with ≥ 99% delivered) against ≥ 0.5× Redis's, and p99
 rate for ``--half-seconds`` (a steady load: the sweep's short windows mostly measure the
 first seconds).
 
+Issue 42, item 7, is checked in the same run too: identity mode's peak ≥ 0.35× Redis's, and
+shared-key mode's ≥ 0.5× (Redis without TLS: see the report).
+
     .venv/bin/python bench/bench_net.py [--quick] [--rates 500,1000,2000] [--seconds 5]
-                                        [--half-seconds 20]
+                                        [--half-seconds 20] [--modes shared-key,identity]
 
 Figures go to bench/net.md (the lead merges them into BENCHMARKS.md).
 """
@@ -58,6 +64,7 @@ SUSTAINED_SHARE = 0.999
 SUSTAINED_P99 = 1.0
 #: issue 16, item 4: at least this share of Redis's peak deliveries/s ...
 GOAL_RATIO = 0.5
+REDIS = "redis-server + redis-py"
 #: ... and p99 under this at half that peak
 GOAL_P99 = 0.100
 #: Gossip parameters of the run: the report's (papers/004 §4) except IHAVE batching, which the
@@ -100,10 +107,20 @@ def percentile(values: list[float], q: float) -> float:
 # --------------------------------------------------------------------------------------------
 # pubmesh
 # --------------------------------------------------------------------------------------------
-def run_pubmesh(rate: float, seconds: float, workdir: Path) -> Figures:
+#: pubmesh's link modes (issue 42, item 7): the flags of ``pubmesh cluster`` for each
+MODES = {
+    "shared-key": [],  # AES-256-GCM frames under a shared key
+    "identity": ["--identity"],  # TLS 1.3 links + Ed25519-signed publications, checked
+    "identity-unsigned": ["--identity", "--unsigned"],  # TLS only: the signatures' share
+}
+#: issue 42, item 7: the secure default (identity mode) against Redis's peak
+IDENTITY_GOAL_RATIO = 0.35
+
+
+def run_pubmesh(rate: float, seconds: float, workdir: Path, mode: str) -> Figures:
     import pyarrow.parquet as pq
 
-    out = Path(tempfile.mkdtemp(dir=workdir, prefix=f"pubmesh-{int(rate)}-")) / "trace"
+    out = Path(tempfile.mkdtemp(dir=workdir, prefix=f"pubmesh-{mode}-{int(rate)}-")) / "trace"
     count = int(rate * seconds)
     workload = workdir / "workload.toml"
     workload.write_text(
@@ -143,6 +160,7 @@ def run_pubmesh(rate: float, seconds: float, workdir: Path) -> Figures:
         "--duration",
         str(3.0 + seconds + 4.0),
         *[arg for setting in GOSSIP_SETTINGS for arg in ("--set", setting)],
+        *MODES[mode],
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:
@@ -159,7 +177,7 @@ def run_pubmesh(rate: float, seconds: float, workdir: Path) -> Figures:
             latencies.append(row["t"] - t_pub)
     first = min(t for t, _ in published_at.values())
     return Figures(
-        "pubmesh gossip",
+        f"pubmesh {mode}",
         rate,
         len(pubs),
         len(pubs) * NODES,
@@ -261,7 +279,7 @@ def run_redis(rate: float, seconds: float, workdir: Path) -> Figures:
     latencies = [x for r in results for x in r["latencies"]]
     last = max(r["last"] for r in results)
     return Figures(
-        "redis-server + redis-py",
+        REDIS,
         rate,
         count,
         count * NODES,
@@ -292,8 +310,18 @@ def main() -> int:
         type=float,
         help="publishing window of the run at half pubmesh's peak (default 20; 0: skip it)",
     )
+    parser.add_argument(
+        "--modes",
+        default="shared-key,identity",
+        help=f"pubmesh's link modes, comma-separated, of {', '.join(MODES)} (default: "
+        "shared-key,identity)",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "net.md"))
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        parser.error(f"--modes: {unknown or 'none'}: choose from {', '.join(MODES)}")
     rates = (
         [float(r) for r in args.rates.split(",")]
         if args.rates
@@ -310,11 +338,11 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="pubmesh-bench-net-") as tmp:
             workdir = Path(tmp)
             for rate in rates:
-                rows += run_both(rate, seconds, workdir)
-            top = peak_of(rows, "pubmesh")
+                rows += run_both(rate, seconds, workdir, modes)
+            top = peak_of(rows, f"pubmesh {modes[0]}")
             if half_seconds > 0 and top > 0:
-                # half the peak, in publications per second (fan-out NODES)
-                half = run_both(round(top / 2 / NODES), half_seconds, workdir)
+                # half the first mode's peak, in publications per second (fan-out NODES)
+                half = run_both(round(top / 2 / NODES), half_seconds, workdir, modes[:1])
     finally:
         redis_script("stop")
 
@@ -342,18 +370,19 @@ def main() -> int:
     console.print(table)
 
     def best(system: str) -> Figures | None:
-        sustained = [f for f in rows if f.system.startswith(system) and f.sustained]
+        sustained = [f for f in rows if f.system == system and f.sustained]
         return max(sustained, key=lambda f: f.per_second) if sustained else None
 
-    ours, theirs = best("pubmesh"), best("redis")
-    peaks = (peak_of(rows, "pubmesh"), peak_of(rows, "redis"))
+    ours, theirs = best(f"pubmesh {modes[0]}"), best(REDIS)
+    peaks = (peak_of(rows, f"pubmesh {modes[0]}"), peak_of(rows, REDIS))
     ratio = peaks[0] / peaks[1] if peaks[1] else float("nan")
     console.print(
-        f"peak deliveries/s with >= 99% delivered: pubmesh {peaks[0]:,.0f}, redis "
+        f"peak deliveries/s with >= 99% delivered: pubmesh {modes[0]} {peaks[0]:,.0f}, redis "
         f"{peaks[1]:,.0f}, ratio {ratio:.2f}x; sustained (p99 < 1 s): pubmesh "
         f"{ours.per_second if ours else 0:,.0f}, redis {theirs.per_second if theirs else 0:,.0f}"
     )
     verdict = goal_lines(ratio, half, half_seconds)
+    verdict += mode_lines(rows, modes, peaks[1])
     for line in verdict:
         console.print(line)
     loads = (load_before, os.getloadavg()[0])
@@ -374,18 +403,39 @@ def main() -> int:
     return 0
 
 
-def run_both(rate: float, seconds: float, workdir: Path) -> list[Figures]:
-    console.print(f"rate {rate:.0f}/s for {seconds:g} s: pubmesh ...", end=" ")
-    ours = run_pubmesh(rate, seconds, workdir)
-    console.print(f"{ours.per_second:,.0f} deliveries/s; redis ...", end=" ")
-    theirs = run_redis(rate, seconds, workdir)
-    console.print(f"{theirs.per_second:,.0f} deliveries/s")
-    return [ours, theirs]
+def run_both(rate: float, seconds: float, workdir: Path, modes: list[str]) -> list[Figures]:
+    console.print(f"rate {rate:.0f}/s for {seconds:g} s:", end=" ")
+    rows = []
+    for mode in modes:
+        console.print(f"pubmesh {mode} ...", end=" ")
+        rows.append(run_pubmesh(rate, seconds, workdir, mode))
+        console.print(f"{rows[-1].per_second:,.0f} deliveries/s;", end=" ")
+    console.print("redis ...", end=" ")
+    rows.append(run_redis(rate, seconds, workdir))
+    console.print(f"{rows[-1].per_second:,.0f} deliveries/s")
+    return rows
+
+
+def mode_lines(rows: list[Figures], modes: list[str], redis_peak: float) -> list[str]:
+    """Issue 42, item 7: each link mode's peak against Redis's, measured in this run."""
+    goals = {"shared-key": GOAL_RATIO, "identity": IDENTITY_GOAL_RATIO}
+    lines = []
+    for mode in modes:
+        peak = peak_of(rows, f"pubmesh {mode}")
+        ratio = peak / redis_peak if redis_peak else float("nan")
+        goal = goals.get(mode)
+        verdict = (
+            "" if goal is None else f" (goal >= {goal:g}x: {'met' if ratio >= goal else 'NOT met'})"
+        )
+        lines.append(
+            f"goal: {mode} mode's peak {peak:,.0f} deliveries/s = {ratio:.2f}x Redis's{verdict}"
+        )
+    return lines
 
 
 def peak_of(rows: list[Figures], system: str) -> float:
     """The most deliveries per second ``system`` made with ≥ 99% of them delivered."""
-    delivered = [f.per_second for f in rows if f.system.startswith(system) and f.share >= 0.99]
+    delivered = [f.per_second for f in rows if f.system == system and f.share >= 0.99]
     return max(delivered, default=0.0)
 
 

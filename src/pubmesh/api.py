@@ -17,7 +17,9 @@ A :class:`Node` is one node of a cluster, run by the same runtime as ``pubmesh n
 connection with the cluster key (``key``: bytes, the key text, a :class:`pathlib.Path` to a key
 file, or None for ``$PUBMESH_KEY``) or, in identity mode, with its certificate (``identity``:
 a directory from ``pubmesh ca issue`` or a loaded :class:`pubmesh.net.identity.Identity`; its
-links are then TLS 1.3, and ``listen`` must be the address the certificate names).
+links are then TLS 1.3, ``listen`` must be the address the certificate names, and publications
+are signed and every copy verified unless ``sign`` is False: :mod:`pubmesh.net.signing`;
+``acl``, a file or a loaded :class:`pubmesh.net.acl.Acl`, adds topic permissions).
 
 :meth:`Node.subscribe` returns a :class:`Subscription`, an async iterator of :class:`Delivery`
 values; each subscription has its own bounded queue (``queue_size``; when the application falls
@@ -40,6 +42,7 @@ from types import TracebackType
 from typing import Any
 
 from pubmesh.errors import UserError
+from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.identity import Identity, load_identity
 from pubmesh.net.runtime import Delivery, NodeRuntime, QueueStatistics, RuntimeStatistics
@@ -117,6 +120,8 @@ class Node:
         contact: str | Sequence[str] | None = None,
         key: ClusterKey | bytes | str | Path | None = None,
         identity: Identity | str | Path | None = None,
+        sign: bool = True,
+        acl: Acl | str | Path | None = None,
         role: str = "peer",
         params: Mapping[str, Any] | Any = None,
         seed: int | None = None,
@@ -148,6 +153,8 @@ class Node:
             spec,
             key=None if identity is not None else as_key(key),
             identity=identity,
+            sign=sign,
+            acl=load_acl(acl) if isinstance(acl, str | Path) else acl,
             listen=listen,
             contacts=contacts,
             role=role,
@@ -195,11 +202,11 @@ class Node:
 
     # ------------------------------------------------------------------ pub/sub
     async def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> Subscription:
-        subscription = Subscription(self, topic, self.queue_size)
-        first = topic not in self._subscriptions
-        self._subscriptions.setdefault(topic, []).append(subscription)
-        if first:
+        if topic not in self._subscriptions:
+            # first: the runtime may refuse (an ACL's PermissionError) before anything changes
             self.runtime.subscribe(topic, filter)
+        subscription = Subscription(self, topic, self.queue_size)
+        self._subscriptions.setdefault(topic, []).append(subscription)
         await asyncio.sleep(0)
         return subscription
 

@@ -16,6 +16,12 @@ frames are the four handshake frames of :mod:`pubmesh.net.security` (fixed layou
                   sequence number
     23+n    16    the GCM tag, over the encrypted payload and bytes 0..23 (associated data)
 
+A *signed* data frame (identity mode's publications, :mod:`pubmesh.net.signing`) sets the
+type tag's top bit (0x8000) and starts its payload with a signature block: the publisher's
+id (8 bytes), the nonce its publication id is bound to (8), the Ed25519 signature (64), the
+length of the publisher's certificate that follows (2; 0 when this connection carried it
+before) and that certificate (DER); the message's fields follow.
+
 (Version 2 sent the payload in the clear with a keyed BLAKE2b MAC; version 1 with HMAC-SHA256.)
 The tag covers the length, the header and the payload; the sequence number makes a replayed or
 reordered frame fail (the receiver expects exactly the next number). A length above the

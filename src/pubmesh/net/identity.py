@@ -307,6 +307,14 @@ def load_identity(directory: Path | str) -> Identity:
     )
 
 
+def signing_key(identity: Identity) -> ed25519.Ed25519PrivateKey:
+    """The private key of ``identity``, which signs its node's publications."""
+    key = _read_key(identity.key_file, "this node's private key")
+    if not isinstance(key, ed25519.Ed25519PrivateKey):
+        raise UserError(f"{identity.key_file}: not an Ed25519 key")
+    return key
+
+
 def tls_contexts(identity: Identity) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """(server, client) TLS contexts of a node: TLS 1.3 only, this node's certificate and key
     on both ends.

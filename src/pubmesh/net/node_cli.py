@@ -40,6 +40,7 @@ from typing import Any, TextIO
 
 from pubmesh.errors import UserError
 from pubmesh.net import control
+from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.runtime import NodeRuntime
@@ -153,7 +154,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--identity",
         metavar="DIR",
         help="identity mode: this node's certificate, key and the cluster authority's "
-        "certificate (from pubmesh ca issue); TLS 1.3 links, no cluster key",
+        "certificate (from pubmesh ca issue); TLS 1.3 links, no cluster key, and signed "
+        "publications",
+    )
+    parser.add_argument(
+        "--acl",
+        metavar="FILE",
+        help="identity mode: topic permissions, which members may publish and subscribe on "
+        "which topics (a TOML file of [[rule]]s; see docs/security.md), enforced on what "
+        "this node sends, receives and is asked to do",
+    )
+    parser.add_argument(
+        "--unsigned",
+        action="store_true",
+        help="identity mode: neither sign publications nor check their signatures (for "
+        "benchmarks; every node of the cluster must agree, and a member can then forge)",
     )
     parser.add_argument(
         "--role",
@@ -231,6 +246,8 @@ class NodeOptions:
     snapshot_interval: float
     trace_messages: bool = True
     identity: Identity | None = None
+    sign: bool = True
+    acl: Acl | None = None
     subscribe: list[str] = field(default_factory=list)
     json_mode: bool = False
     stats_interval: float = 0.0
@@ -273,10 +290,24 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
     for text in args.contact:
         host, port = parse_hostport(text, what="--contact")
         contacts.append(node_id(host, port))
+    if args.unsigned and not args.identity:
+        raise UserError("--unsigned: only identity mode (--identity) signs publications")
+    if args.acl and (not args.identity or args.unsigned):
+        raise UserError("--acl: permissions rest on signed publications (--identity, signed)")
     identity = load_identity(args.identity) if args.identity else None
     if identity is not None:
         listen = bound_listen(identity, listen, "--listen")
     key = None if identity is not None else load_key(args.key)
+    acl = None
+    if args.acl:
+        acl = load_acl(args.acl)
+        assert identity is not None
+        for topic in args.subscribe:
+            if not acl.may_subscribe(identity.node, topic):
+                raise UserError(
+                    f"--subscribe {topic}: {identity.address} may not subscribe there "
+                    f"(the ACL {args.acl})"
+                )
     params = stack_params(spec, args.set)
     roles = {"peer", *spec.infrastructure(64, params).values()}
     if args.role not in roles:
@@ -291,6 +322,8 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
         contacts=tuple(contacts),
         key=key,
         identity=identity,
+        sign=not args.unsigned,
+        acl=acl,
         role=args.role,
         params=params,
         seed=args.seed,
@@ -345,6 +378,8 @@ class NodeProcess:
             options.spec,
             key=options.key,
             identity=options.identity,
+            sign=options.sign,
+            acl=options.acl,
             listen=options.listen,
             contacts=options.contacts,
             role=options.role,
@@ -496,7 +531,8 @@ class NodeProcess:
             return
         try:
             answer = self.execute(control.parse_line(line))
-        except control.ControlError as error:
+        except (control.ControlError, PermissionError) as error:
+            # PermissionError: the ACL does not let this node publish or subscribe there
             self.emit(control.CommandFailed(error=str(error), line=line[:200]))
             self.say(f"error: {error}")
             return
@@ -536,6 +572,11 @@ class NodeProcess:
             ):
                 if attrs is not None:
                     self._need_content_based("attributes")
+                if pub_id is not None and runtime.verifier is not None:
+                    raise control.ControlError(
+                        "publications are signed: the node draws each id, bound to its "
+                        "identity (publish without pub_id)"
+                    )
                 if size is not None:
                     payload = workload_payload(pub_id or 0, size)
                 else:

@@ -41,14 +41,17 @@ import contextlib
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pubmesh.net.acl import Acl
 from pubmesh.net.address import format_id
-from pubmesh.net.identity import Identity, bound_listen
+from pubmesh.net.identity import Identity, bound_listen, signing_key
 from pubmesh.net.security import ClusterKey
+from pubmesh.net.signing import Signed, Signer, Verifier, carries_payload, credential_of
 from pubmesh.net.transport import NetConfig, Transport, TransportStatistics
 from pubmesh.proto.core import (
     Command,
@@ -120,6 +123,8 @@ class NodeRuntime:
         *,
         key: ClusterKey | None = None,
         identity: Identity | None = None,
+        sign: bool = True,
+        acl: Acl | None = None,
         listen: tuple[str, int] = ("127.0.0.1", 0),
         contacts: Sequence[NodeId] = (),
         role: str = "peer",
@@ -134,6 +139,20 @@ class NodeRuntime:
         self.spec = stack if isinstance(stack, StackSpec) else get_stack(stack)
         self.key = key
         self.identity = identity
+        #: identity mode signs its publications and verifies every copy (pubmesh.net.signing)
+        self.signing = identity is not None and sign
+        self.verifier: Verifier | None = None
+        #: copies refused by the verifier, by reason
+        self.forged: Counter[str] = Counter()
+        #: payload messages not sent: their publication's signature was no longer kept
+        self.unsigned_dropped = 0
+        #: topic permissions (pubmesh.net.acl): they rest on signed publications
+        if acl is not None and not self.signing:
+            raise ValueError("an ACL needs identity mode with signed publications")
+        self.acl = acl
+        #: copies dropped by the ACL: "publish" (received from a publisher that may not),
+        #: "subscribe" (not sent to a neighbour that may not receive them)
+        self.denied: Counter[str] = Counter()
         if identity is not None:
             listen = bound_listen(identity, listen, "listen")
         self.listen_address = listen
@@ -199,6 +218,11 @@ class NodeRuntime:
         host, port = self.listen_address
         await self.transport.listen(host, port)
         self.node_id = self.transport.node_id
+        if self.signing:
+            assert self.identity is not None
+            credential = credential_of(self.identity.certificate, self.node_id)
+            signer = Signer(self.node_id, signing_key(self.identity), credential)
+            self.verifier = Verifier(signer)
         ctx = NodeContext(
             node_id=self.node_id,
             rng=node_random(self.seed, self.node_id),
@@ -265,6 +289,8 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ commands
     def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> None:
+        """Subscribe to ``topic``; a PermissionError if the ACL does not let this node."""
+        self._permitted("subscribe", topic)
         if topic not in self.subscribed:
             self.subscribed[topic] = (self.wall(), filter)
         self.dispatch(Subscribe(topic, filter))
@@ -284,14 +310,33 @@ class NodeRuntime:
         attributes: Mapping[str, Any] | None = None,
     ) -> int:
         """Publish ``payload`` on ``topic``; returns the publication id (63 random bits unless
-        given)."""
-        if pub_id is None:
+        given; with signed publications always drawn here, bound to this node: a ValueError
+        if one is given)."""
+        self._permitted("publish", topic)
+        if self.verifier is not None:
+            if pub_id is not None:
+                raise ValueError(
+                    "publications are signed: their ids are drawn by the publishing node, "
+                    "bound to its identity (publish without an id)"
+                )
+            pub_id = self.verifier.signer.new_pub_id()
+        elif pub_id is None:
             pub_id = secrets.randbits(63)
         self.published += 1
         if self.trace is not None:
             self.trace.publication(pub_id, topic, self.wall(), len(payload), attributes)
         self.dispatch(Publish(topic, pub_id, payload, attributes))
         return pub_id
+
+    def _permitted(self, what: str, topic: str) -> None:
+        acl = self.acl
+        if acl is None:
+            return
+        allowed = acl.may_publish if what == "publish" else acl.may_subscribe
+        if not allowed(self.node_id, topic):
+            raise PermissionError(
+                f"{format_id(self.node_id)} may not {what} on {topic!r} (the ACL {acl.source})"
+            )
 
     def leave(self) -> None:
         t = self.wall()
@@ -358,6 +403,8 @@ class NodeRuntime:
                 assert isinstance(out, Send)
                 if out.dst == self.node_id:
                     self._loop.call_soon(self._loopback, out.message, self.wall(now))
+                elif self.verifier is not None and carries_payload(out.message):
+                    self._send_publication(out.dst, out.message, self.wall(now))
                 else:
                     transport.send(out.dst, out.message, self.wall(now))
             elif cls is SetTimer:
@@ -382,6 +429,37 @@ class NodeRuntime:
                     callback(out.kind, out.detail)
             else:
                 raise TypeError(f"unknown output {out!r}")
+
+    def _send_publication(self, dst: NodeId, message: Message, t: float) -> None:
+        """A copy of a publication goes out signed, and only to a neighbour the ACL lets
+        receive its topic."""
+        assert self.verifier is not None and self.transport is not None
+        acl = self.acl
+        if acl is not None and not acl.may_subscribe(dst, getattr(message, "topic", "")):
+            self._denied(dst, message, None, "subscribe")
+            return
+        signed = self.verifier.signature(message)
+        if signed is None:
+            self.unsigned_dropped += 1
+            self.net_dropped(dst, message, t, "unsigned")
+            return
+        self.transport.send(dst, message, t, signed)
+
+    def _denied(self, peer: NodeId, message: Message, publisher: NodeId | None, what: str) -> None:
+        self.denied[what] += 1
+        self._rate_limited(
+            "net.denied",
+            peer,
+            what,
+            {
+                "peer": peer,
+                "address": format_id(peer),
+                "reason": f"may-not-{what}",
+                "topic": getattr(message, "topic", None),
+                "pub_id": message.publication(),
+                "publisher": format_id(publisher) if publisher is not None else None,
+            },
+        )
 
     def _fire(self, timer: Timer) -> None:
         """``dispatch(TimerFired(timer))`` without the wrapper: ``node.fire``, the route the
@@ -442,8 +520,25 @@ class NodeRuntime:
         self._housekeeping = self._loop.call_later(0.25, self._housekeep)
 
     # ------------------------------------------------------------------ transport owner
-    def net_receive(self, src: NodeId, message: Message, t_send: float, size: int) -> None:
-        """A message from ``src``: ``node.receive``, the wrapper-free route of ``dispatch``."""
+    def net_receive(
+        self, src: NodeId, message: Message, t_send: float, size: int, signed: Signed | None
+    ) -> None:
+        """A message from ``src``: ``node.receive``, the wrapper-free route of ``dispatch``.
+        With signed publications, a copy of a publication is verified first; a forgery goes
+        no further (pubmesh.net.signing)."""
+        verifier = self.verifier
+        if verifier is not None and carries_payload(message):
+            problem = verifier.check(message, signed)
+            if problem is not None:
+                self._forged(src, message, signed, problem)
+                return
+            acl = self.acl
+            assert signed is not None
+            if acl is not None and not acl.may_publish(
+                signed.publisher, getattr(message, "topic", "")
+            ):
+                self._denied(src, message, signed.publisher, "publish")
+                return
         if self.trace is not None and self.trace_messages:
             self.trace.message(t_send, self.wall(), src, self.node_id, message, size)
         if self.closed or not self.booted:
@@ -457,6 +552,23 @@ class NodeRuntime:
             self._handler_error("Receive", error)
             return
         self._apply(outputs, now)
+
+    def _forged(self, src: NodeId, message: Message, signed: Signed | None, reason: str) -> None:
+        self.forged[reason] += 1
+        claimed = signed.publisher if signed is not None else None
+        self._rate_limited(
+            "net.forged",
+            src,
+            reason,
+            {
+                "peer": src,
+                "address": format_id(src),
+                "reason": reason,
+                "pub_id": message.publication(),
+                "type": type(message).__name__,
+                "claimed_publisher": format_id(claimed) if claimed is not None else None,
+            },
+        )
 
     def net_sent(self, dst: NodeId, message: Message, t_send: float, size: int) -> None:
         if self.trace is not None and self.trace_messages:
@@ -576,6 +688,9 @@ class NodeRuntime:
             published=self.published,
             peer_down_notices=self.peer_down_notices,
             handler_errors=self.handler_errors,
+            forged=dict(self.forged),
+            denied=dict(self.denied),
+            unsigned_dropped=self.unsigned_dropped,
             transport=transport.statistics() if transport is not None else TransportStatistics(),
             protocol=protocol,
             protocol_error=error,
@@ -608,6 +723,12 @@ class RuntimeStatistics:
     peer_down_notices: int
     handler_errors: int
     transport: TransportStatistics
+    #: signed publications: copies refused, by reason (pubmesh.net.signing)
+    forged: Mapping[str, int] = field(default_factory=dict)
+    #: payload messages not sent because their signature was no longer kept
+    unsigned_dropped: int = 0
+    #: copies the ACL dropped: "publish" (received), "subscribe" (not sent)
+    denied: Mapping[str, int] = field(default_factory=dict)
     protocol: NodeStatistics | None = None
     #: why ``protocol`` is missing, if the stack's statistics() failed
     protocol_error: str | None = None
@@ -627,6 +748,9 @@ class RuntimeStatistics:
             "published": self.published,
             "peer_down_notices": self.peer_down_notices,
             "handler_errors": self.handler_errors,
+            "forged": dict(self.forged),
+            "denied": dict(self.denied),
+            "unsigned_dropped": self.unsigned_dropped,
             "transport": self.transport.as_dict(),
             "protocol": self.protocol.as_dict() if self.protocol is not None else None,
             "protocol_error": self.protocol_error,

@@ -64,10 +64,13 @@ import contextlib
 import enum
 import socket
 import ssl
+import struct
 from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, cast
+
+from cryptography import x509
 
 from pubmesh.net import security
 from pubmesh.net.address import address_of, format_id
@@ -92,8 +95,20 @@ from pubmesh.net.security import (
     TlsOpener,
     TlsSealer,
 )
+from pubmesh.net.signing import Credential, Signed, credential_of
 from pubmesh.net.tls import TlsLink
 from pubmesh.proto.core import Message, NodeId
+
+#: a data frame's tag with this bit: a signed publication (framing docstring)
+TAG_SIGNED = 0x8000
+#: a signed frame's block before the message: publisher, nonce, Ed25519 signature, length of
+#: the publisher's certificate that follows (0: sent earlier on this connection)
+SIGNATURE = struct.Struct(">Q8s64sH")
+#: publishers' certificates kept per connection and checked per node, at most (a cluster's
+#: identities; beyond it a connection is refused and the node's cache starts over)
+MAX_PUBLISHERS = 65536
+#: bytes of a publisher's certificate, at most (ours are ~300)
+MAX_CERTIFICATE = 4096
 
 
 @dataclass(frozen=True)
@@ -129,7 +144,9 @@ class TransportOwner(Protocol):
     def net_clock(self) -> float:
         """Wall-clock time for frame headers and the trace."""
 
-    def net_receive(self, src: NodeId, message: Message, t_send: float, size: int) -> None: ...
+    def net_receive(
+        self, src: NodeId, message: Message, t_send: float, size: int, signed: Signed | None
+    ) -> None: ...
 
     def net_sent(self, dst: NodeId, message: Message, t_send: float, size: int) -> None: ...
 
@@ -186,6 +203,10 @@ class Connection(asyncio.Protocol):
         self.peer_cert: Any = None
         #: identity mode: the TLS session this connection drives (tls.TlsLink)
         self._tls: TlsLink | None = None
+        #: signed publications: the publishers whose certificates this connection has carried,
+        #: each way (signing docstring)
+        self._certs_sent: set[NodeId] = set()
+        self._certs_received: dict[NodeId, Credential | None] = {}
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -321,8 +342,6 @@ class Connection(asyncio.Protocol):
         if der is None:
             self.reject("tls-failed", "the peer showed no certificate")
             return
-        from cryptography import x509
-
         self.peer_cert = x509.load_der_x509_certificate(der)
         if self.dialer:
             assert hub.identity is not None and self.expected is not None
@@ -482,13 +501,46 @@ class Connection(asyncio.Protocol):
         if tag == TAG_CONTROL:
             self._control(bytes(payload))
             return
+        signed: Signed | None = None
+        if tag & TAG_SIGNED and self.hub.identity is not None:  # none in shared-key mode
+            try:
+                signed, payload = self._signature(memoryview(payload))
+            except FrameError as error:
+                self.reject(error.reason, error.detail)
+                return
+            tag &= ~TAG_SIGNED
         try:
             message = decode(tag, payload)
         except CodecError as error:
             self.reject(error.reason, error.detail)
             return
         assert self.peer is not None
-        self.hub._received(self.peer, message, t_send, len(frame))
+        self.hub._received(self.peer, message, t_send, len(frame), signed)
+
+    def _signature(self, payload: memoryview) -> tuple[Signed, memoryview]:
+        """A signed frame's signature block, and the message after it (framing docstring).
+        The signature is checked by the runtime; here only the certificate it names."""
+        if len(payload) < SIGNATURE.size:
+            raise FrameError("truncated-frame", f"signed frame of {len(payload)} bytes")
+        publisher, nonce, value, cert_size = SIGNATURE.unpack_from(payload)
+        end = SIGNATURE.size + cert_size
+        if cert_size > MAX_CERTIFICATE:
+            raise FrameError("oversized-certificate", f"a certificate of {cert_size} bytes")
+        if len(payload) < end:
+            raise FrameError("truncated-frame", f"certificate of {cert_size} bytes cut short")
+        if cert_size:
+            if (
+                publisher not in self._certs_received
+                and len(self._certs_received) >= MAX_PUBLISHERS
+            ):
+                raise FrameError(
+                    "too-many-publishers", f"over {MAX_PUBLISHERS} publishers' certificates"
+                )
+            self._certs_received[publisher] = self.hub.credential(
+                bytes(payload[SIGNATURE.size : end]), publisher
+            )
+        credential = self._certs_received.get(publisher)
+        return Signed(publisher, nonce, value, credential), payload[end:]
 
     def _control(self, payload: bytes) -> None:
         if payload == _GOODBYE:
@@ -505,8 +557,23 @@ class Connection(asyncio.Protocol):
             self.reject("unknown-type", f"control frame {payload[:8].hex()}")
 
     # ------------------------------------------------------------------ sending
-    def send_frame(self, tag: int, payload: bytes, t_send: float) -> int:
+    def send_frame(
+        self, tag: int, payload: bytes, t_send: float, signed: Signed | None = None
+    ) -> int:
         assert self._sealer is not None
+        if signed is not None:
+            # the publisher's certificate goes with the first of its publications this
+            # connection carries; the receiver keeps it for the connection's later frames
+            der = b""
+            if signed.publisher not in self._certs_sent and signed.credential is not None:
+                self._certs_sent.add(signed.publisher)
+                der = signed.credential.der
+            payload = (
+                SIGNATURE.pack(signed.publisher, signed.nonce, signed.value, len(der))
+                + der
+                + payload
+            )
+            tag |= TAG_SIGNED
         frame = self._sealer.seal(tag, payload, t_send)
         self._out.append(frame)
         self._out_bytes += len(frame)
@@ -629,6 +696,7 @@ class _Pending:
     payload: bytes
     t_send: float
     message: Message
+    signed: Signed | None
 
 
 class Peer:
@@ -662,6 +730,8 @@ class Transport:
             raise ValueError("a transport needs a cluster key or an identity")
         self._key = key
         self.identity = identity
+        #: publishers' certificates found valid: (DER, publisher) -> credential
+        self._credentials: dict[tuple[bytes, NodeId], Credential] = {}
         #: identity mode's (server, client) TLS contexts
         self.tls = tls_contexts(identity) if identity is not None else None
         self.owner = owner
@@ -745,8 +815,11 @@ class Transport:
         for conn in dirty:
             conn._flush()
 
-    def send(self, dst: NodeId, message: Message, t_send: float) -> None:
-        """Send ``message`` to ``dst`` now, or as soon as a connection is up; never blocks."""
+    def send(
+        self, dst: NodeId, message: Message, t_send: float, signed: Signed | None = None
+    ) -> None:
+        """Send ``message`` to ``dst`` now, or as soon as a connection is up; never blocks.
+        ``signed``: the signature of the publication ``message`` carries (identity mode)."""
         if self.closed:
             self.owner.net_dropped(dst, message, t_send, "closed")
             self.drops["closed"] += 1
@@ -773,7 +846,7 @@ class Transport:
             if conn.backlog() + size > self.config.max_queue_bytes:
                 self._drop(dst, message, t_send, "queue-full")
                 return
-            sent = conn.send_frame(tag, payload, t_send)
+            sent = conn.send_frame(tag, payload, t_send, signed)
             counters = self.counters
             counters["frames_sent"] += 1
             counters["bytes_sent"] += sent
@@ -783,7 +856,7 @@ class Transport:
         if peer.pending_bytes + size > self.config.max_queue_bytes:
             self._drop(dst, message, t_send, "queue-full")
             return
-        peer.pending.append(_Pending(tag, payload, t_send, message))
+        peer.pending.append(_Pending(tag, payload, t_send, message, signed))
         peer.pending_bytes += size
         self._dial(peer)
 
@@ -862,7 +935,7 @@ class Transport:
         peer.open.append(conn)
         while peer.pending:
             item = peer.pending.popleft()
-            sent = conn.send_frame(item.tag, item.payload, item.t_send)
+            sent = conn.send_frame(item.tag, item.payload, item.t_send, item.signed)
             self.counters["frames_sent"] += 1
             self.counters["bytes_sent"] += sent
             self.owner.net_sent(peer.id, item.message, item.t_send, sent)
@@ -891,10 +964,35 @@ class Transport:
                 self._dial(peer)
             self.owner.net_lost(peer.id)
 
-    def _received(self, src: NodeId, message: Message, t_send: float, size: int) -> None:
+    def _received(
+        self, src: NodeId, message: Message, t_send: float, size: int, signed: Signed | None
+    ) -> None:
         self.counters["frames_received"] += 1
         self.counters["bytes_received"] += size
-        self.owner.net_receive(src, message, t_send, size)
+        self.owner.net_receive(src, message, t_send, size, signed)
+
+    def credential(self, der: bytes, publisher: NodeId) -> Credential | None:
+        """The credential in a publisher's certificate ``der`` as a signed frame brought it,
+        or None if it is not this cluster's identity of ``publisher`` (checked once per
+        certificate: the answers are kept)."""
+        identity = self.identity
+        if identity is None:
+            return None
+        key = (der, publisher)
+        credential = self._credentials.get(key)
+        if credential is not None:
+            return credential
+        try:
+            cert = x509.load_der_x509_certificate(der)
+            if check_certificate(cert, identity.authority, format_id(publisher)) is not None:
+                return None
+            credential = credential_of(cert, publisher)
+        except ValueError:
+            return None  # not a certificate, or not an Ed25519 one: not kept
+        if len(self._credentials) >= MAX_PUBLISHERS:
+            self._credentials.clear()
+        self._credentials[key] = credential
+        return credential
 
     # ------------------------------------------------------------------ unproven connections
     def _admit(self, conn: Connection) -> bool:

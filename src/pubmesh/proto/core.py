@@ -185,6 +185,9 @@ def register_message(
     params = getattr(cls, "__dataclass_params__", None)
     if params is None or not params.frozen or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} must be a frozen, slotted dataclass")
+    if not 0 < tag < 0x8000:
+        # the TCP runtime's frames use the top bit (signed publications) and 0 (control)
+        raise ValueError(f"message tag {tag}: tags are 1..32767")
     if tag in MESSAGE_TYPES:
         raise ValueError(f"message tag {tag} already used by {MESSAGE_TYPES[tag].__name__}")
     if cls in MESSAGE_INFO:

@@ -397,6 +397,10 @@ class Cluster:
             command += ["--snapshot-interval", str(self.config.snapshot_interval)]
         if self.config.identity:
             command += ["--identity", str(self.config.out / "identity" / f"node-{index}")]
+            if self.config.unsigned:
+                command.append("--unsigned")
+            if self.config.acl_file is not None:
+                command += ["--acl", str(self.config.acl_file.resolve())]
         elif self.config.key_file is not None:
             command += ["--key", str(self.config.key_file)]
         if not self.config.trace_messages:
@@ -562,7 +566,8 @@ class Cluster:
         child = self.children[publication.publisher]
         command = control.Publish(
             topic=publication.topic,
-            pub_id=publication.pub_id,
+            # signed publications' ids are drawn by their publisher, bound to its identity
+            pub_id=None if self.config.signed else publication.pub_id,
             payload_size=self.scenario.workload.payload_size,
         )
         try:
@@ -572,7 +577,7 @@ class Cluster:
         self.publications_done += 1
         self.records.publications.append(
             (
-                publication.pub_id,
+                result.pub_id,
                 publication.publisher,
                 publication.topic,
                 self.run_time(result.t),

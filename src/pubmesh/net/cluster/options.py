@@ -122,6 +122,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "the nodes' certificates)",
     )
     parser.add_argument(
+        "--acl",
+        metavar="FILE",
+        help="identity mode: topic permissions for every node (a TOML file of [[rule]]s; "
+        "see docs/security.md)",
+    )
+    parser.add_argument(
+        "--unsigned",
+        action="store_true",
+        help="identity mode without signed publications (every node's --unsigned): the "
+        "price of signatures, for benchmarks",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -200,6 +212,15 @@ class ClusterConfig:
     #: fresh one in OUT/identity/ca
     identity: bool = False
     ca_dir: Path | None = None
+    #: identity mode without signed publications (``--unsigned``)
+    unsigned: bool = False
+    #: identity mode: every node's topic permissions (``--acl``)
+    acl_file: Path | None = None
+
+    @property
+    def signed(self) -> bool:
+        """The nodes sign their publications (and draw their ids themselves)."""
+        return self.identity and not self.unsigned
 
 
 @dataclass(frozen=True)
@@ -342,6 +363,17 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     ca_dir = Path(args.ca) if args.ca else None
     if identity and key_file is not None:
         raise UserError("--key and --identity/--ca: a cluster runs in one mode, not both")
+    if args.unsigned and not identity:
+        raise UserError("--unsigned: only identity mode (--identity or --ca) signs publications")
+    acl_file = Path(args.acl) if args.acl else None
+    if acl_file is not None:
+        if not identity or args.unsigned:
+            raise UserError(
+                "--acl: permissions rest on signed publications (--identity or --ca, signed)"
+            )
+        from pubmesh.net.acl import load_acl
+
+        load_acl(acl_file)  # one line and exit 2 now, not from every node
     if ca_dir is not None:
         from pubmesh.net.identity import check_authority
 
@@ -387,6 +419,8 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         netns=args.netns,
         identity=identity,
         ca_dir=ca_dir,
+        unsigned=args.unsigned,
+        acl_file=acl_file,
     )
 
 
