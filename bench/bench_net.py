@@ -65,6 +65,10 @@ SUSTAINED_P99 = 1.0
 #: issue 16, item 4: at least this share of Redis's peak deliveries/s ...
 GOAL_RATIO = 0.5
 REDIS = "redis-server + redis-py"
+REDIS_TLS = "redis-server + redis-py, TLS"
+#: the TLS-only redis-server beside the plain one (issue 42, item 7: the secure default
+#: against Redis with TLS too)
+REDIS_TLS_PORT = 6391
 #: ... and p99 under this at half that peak
 GOAL_P99 = 0.100
 #: Gossip parameters of the run: the report's (papers/004 §4) except IHAVE batching, which the
@@ -197,12 +201,13 @@ import redis
 
 port, me, clients, rate, count, size = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                         float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
-subscriber = redis.Redis(port=port)
+tls = {"ssl": True, "ssl_ca_certs": sys.argv[7]} if len(sys.argv) > 7 else {}
+subscriber = redis.Redis(host="127.0.0.1", port=port, **tls)
 pubsub = subscriber.pubsub(ignore_subscribe_messages=True)
 pubsub.subscribe("bench")
 while pubsub.get_message(timeout=0.1) is not None:
     pass
-publisher = redis.Redis(port=port)
+publisher = redis.Redis(host="127.0.0.1", port=port, **tls)
 publisher.ping()
 mine = [i for i in range(count) if i % clients == me]
 sys.stdout.write("ready\n"); sys.stdout.flush()
@@ -237,7 +242,8 @@ json.dump({"received": received, "last": last, "latencies": latencies}, sys.stdo
 """
 
 
-def run_redis(rate: float, seconds: float, workdir: Path) -> Figures:
+def run_redis(rate: float, seconds: float, workdir: Path, tls: Path | None = None) -> Figures:
+    """Redis's run; with ``tls`` (the directory of :func:`redis_certificates`), over TLS."""
     script = workdir / "redis_client.py"
     script.write_text(REDIS_CLIENT)
     count = int(rate * seconds)
@@ -246,12 +252,13 @@ def run_redis(rate: float, seconds: float, workdir: Path) -> Figures:
             [
                 sys.executable,
                 str(script),
-                str(REDIS_PORT),
+                str(REDIS_PORT if tls is None else REDIS_TLS_PORT),
                 str(me),
                 str(NODES),
                 str(rate),
                 str(count),
                 str(PAYLOAD),
+                *([str(tls / "ca.crt")] if tls is not None else []),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -279,7 +286,7 @@ def run_redis(rate: float, seconds: float, workdir: Path) -> Figures:
     latencies = [x for r in results for x in r["latencies"]]
     last = max(r["last"] for r in results)
     return Figures(
-        REDIS,
+        REDIS if tls is None else REDIS_TLS,
         rate,
         count,
         count * NODES,
@@ -290,8 +297,58 @@ def run_redis(rate: float, seconds: float, workdir: Path) -> Figures:
     )
 
 
-def redis_script(action: str) -> None:
-    subprocess.run([str(ROOT / "scripts" / "start-redis.sh"), action, str(REDIS_PORT)], check=True)
+def redis_script(action: str, port: int = REDIS_PORT, tls: Path | None = None) -> None:
+    command = [str(ROOT / "scripts" / "start-redis.sh"), action, str(port)]
+    subprocess.run([*command, *([str(tls)] if tls is not None else [])], check=True)
+
+
+def redis_certificates(directory: Path) -> Path:
+    """A throwaway authority and a certificate for 127.0.0.1 (ECDSA P-256, what any Redis TLS
+    build takes), for the TLS-only redis-server."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench redis CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    (directory / "ca.crt").write_bytes(ca.public_bytes(pem))
+    (directory / "redis.crt").write_bytes(cert.public_bytes(pem))
+    (directory / "redis.key").write_bytes(
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return directory
 
 
 def redis_version() -> str:
@@ -316,6 +373,12 @@ def main() -> int:
         help=f"pubmesh's link modes, comma-separated, of {', '.join(MODES)} (default: "
         "shared-key,identity)",
     )
+    parser.add_argument(
+        "--no-redis-tls",
+        dest="redis_tls",
+        action="store_false",
+        help="skip the TLS-only redis-server (Redis beside identity mode's TLS)",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "net.md"))
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -331,20 +394,26 @@ def main() -> int:
     half_seconds = args.half_seconds if args.half_seconds is not None else 20.0
 
     load_before = os.getloadavg()[0]
+    certificates = Path(tempfile.mkdtemp(prefix="pubmesh-bench-redis-tls-"))
+    tls = redis_certificates(certificates) if args.redis_tls else None
     redis_script("start")
+    if tls is not None:
+        redis_script("start", REDIS_TLS_PORT, tls)
     rows: list[Figures] = []
     half: list[Figures] = []
     try:
         with tempfile.TemporaryDirectory(prefix="pubmesh-bench-net-") as tmp:
             workdir = Path(tmp)
             for rate in rates:
-                rows += run_both(rate, seconds, workdir, modes)
+                rows += run_both(rate, seconds, workdir, modes, tls)
             top = peak_of(rows, f"pubmesh {modes[0]}")
             if half_seconds > 0 and top > 0:
                 # half the first mode's peak, in publications per second (fan-out NODES)
-                half = run_both(round(top / 2 / NODES), half_seconds, workdir, modes[:1])
+                half = run_both(round(top / 2 / NODES), half_seconds, workdir, modes[:1], None)
     finally:
         redis_script("stop")
+        if tls is not None:
+            redis_script("stop", REDIS_TLS_PORT)
 
     table = Table(title=f"{NODES} processes, one topic, {PAYLOAD}-byte payloads, loopback")
     for column in (
@@ -382,7 +451,7 @@ def main() -> int:
         f"{ours.per_second if ours else 0:,.0f}, redis {theirs.per_second if theirs else 0:,.0f}"
     )
     verdict = goal_lines(ratio, half, half_seconds)
-    verdict += mode_lines(rows, modes, peaks[1])
+    verdict += mode_lines(rows, modes, peaks[1], peak_of(rows, REDIS_TLS))
     for line in verdict:
         console.print(line)
     loads = (load_before, os.getloadavg()[0])
@@ -399,11 +468,14 @@ def main() -> int:
         half,
         half_seconds,
         verdict,
+        modes,
     )
     return 0
 
 
-def run_both(rate: float, seconds: float, workdir: Path, modes: list[str]) -> list[Figures]:
+def run_both(
+    rate: float, seconds: float, workdir: Path, modes: list[str], tls: Path | None
+) -> list[Figures]:
     console.print(f"rate {rate:.0f}/s for {seconds:g} s:", end=" ")
     rows = []
     for mode in modes:
@@ -412,12 +484,19 @@ def run_both(rate: float, seconds: float, workdir: Path, modes: list[str]) -> li
         console.print(f"{rows[-1].per_second:,.0f} deliveries/s;", end=" ")
     console.print("redis ...", end=" ")
     rows.append(run_redis(rate, seconds, workdir))
-    console.print(f"{rows[-1].per_second:,.0f} deliveries/s")
+    console.print(f"{rows[-1].per_second:,.0f} deliveries/s;", end=" " if tls else "\n")
+    if tls is not None:
+        console.print("redis TLS ...", end=" ")
+        rows.append(run_redis(rate, seconds, workdir, tls))
+        console.print(f"{rows[-1].per_second:,.0f} deliveries/s")
     return rows
 
 
-def mode_lines(rows: list[Figures], modes: list[str], redis_peak: float) -> list[str]:
-    """Issue 42, item 7: each link mode's peak against Redis's, measured in this run."""
+def mode_lines(
+    rows: list[Figures], modes: list[str], redis_peak: float, tls_peak: float
+) -> list[str]:
+    """Issue 42, item 7: each link mode's peak against Redis's (and Redis with TLS's, where
+    it ran), measured in this run."""
     goals = {"shared-key": GOAL_RATIO, "identity": IDENTITY_GOAL_RATIO}
     lines = []
     for mode in modes:
@@ -427,8 +506,10 @@ def mode_lines(rows: list[Figures], modes: list[str], redis_peak: float) -> list
         verdict = (
             "" if goal is None else f" (goal >= {goal:g}x: {'met' if ratio >= goal else 'NOT met'})"
         )
+        beside_tls = f", {peak / tls_peak:.2f}x Redis with TLS's" if tls_peak else ""
         lines.append(
-            f"goal: {mode} mode's peak {peak:,.0f} deliveries/s = {ratio:.2f}x Redis's{verdict}"
+            f"goal: {mode} mode's peak {peak:,.0f} deliveries/s = {ratio:.2f}x Redis's"
+            f"{beside_tls}{verdict}"
         )
     return lines
 
@@ -485,14 +566,15 @@ def write_markdown(
     half: list[Figures],
     half_seconds: float,
     verdict: list[str],
+    modes: list[str],
 ) -> None:
     cpu = platform.processor() or platform.machine()
     lines = [
-        "# Network runtime: 32-process gossip cluster beside Redis pub/sub",
+        "# Network runtime: 32-process gossip cluster beside Redis pub/sub, per link mode",
         "",
         f"Measured {time.strftime('%Y-%m-%d')} with `.venv/bin/python bench/bench_net.py"
         f" --rates {','.join(f'{r:g}' for r in rates)} --seconds {seconds:g}"
-        f" --half-seconds {half_seconds:g}` on "
+        f" --half-seconds {half_seconds:g} --modes {','.join(modes)}` on "
         f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
         f"redis-server {redis_version()} with redis-py (pure-Python parser), all on 127.0.0.1.",
         "",
@@ -508,7 +590,7 @@ def write_markdown(
     lines += [table_row(f) for f in rows]
     lines += [
         "",
-        f"**Peak deliveries/s with ≥ 99% delivered: pubmesh {peaks[0]:,.0f}, Redis "
+        f"**Peak deliveries/s with ≥ 99% delivered: pubmesh {modes[0]} {peaks[0]:,.0f}, Redis "
         f"{peaks[1]:,.0f}: ratio {ratio:.2f}×** (issue 16's bound is ≥ {GOAL_RATIO:g}×, parity "
         "the aim beyond it). Sustained (≥ "
         f"{SUSTAINED_SHARE:.1%}, p99 < {SUSTAINED_P99:g} s): pubmesh "
@@ -532,9 +614,16 @@ def write_markdown(
         f"started and {loads[1]:.1f} when it ended (this benchmark's own processes and other "
         f"jobs), on {os.cpu_count()} cores.",
         "",
+        "pubmesh's modes: *shared-key* seals frames with AES-256-GCM under per-link keys "
+        "from the cluster key; *identity* runs every link over TLS 1.3 with a certificate per "
+        "node and has every publication signed by its publisher (Ed25519) and checked by "
+        "every node that receives it; *identity-unsigned* is TLS alone. Redis with TLS is a "
+        "second, TLS-only redis-server (Debian's build has TLS) with the same clients.",
+        "",
         "Reading: every Redis delivery is one hop through a server written in C; every pubmesh "
-        "delivery is a hop of a Plumtree tree in a Python process (receive, check the MAC, "
-        "decode, handle, re-encode and seal for the next hop, plus the lazy IHAVE "
+        "delivery is a hop of a Plumtree tree in a Python process (receive, decrypt, check the "
+        "signature once per publication, decode, handle, re-encode and seal for the next hop, "
+        "plus the lazy IHAVE "
         "announcements), and a publication crosses several hops, each waiting to be scheduled "
         "on an oversubscribed machine: hence the higher latency, hundreds of milliseconds once "
         "the nodes saturate, and the lower peak. Where Redis still delivered everything at the "

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # A throwaway redis-server on 127.0.0.1 for bench/bench_net.py (pubmesh beside Redis pub/sub).
 #
-#   scripts/start-redis.sh [start] [PORT]   install redis-server (Debian package) if missing,
-#                                           start it on 127.0.0.1:PORT (default 6390), wait for PONG
+#   scripts/start-redis.sh [start] [PORT] [TLS_DIR]
+#                                           install redis-server (Debian package) if missing,
+#                                           start it on 127.0.0.1:PORT (default 6390), wait for PONG;
+#                                           with TLS_DIR (redis.crt, redis.key, ca.crt in it) the
+#                                           port speaks TLS only (Debian's build has TLS)
 #   scripts/start-redis.sh stop [PORT]      stop it again
 #
 # No persistence (no RDB, no AOF), bound to loopback only, and a pub/sub output buffer large
@@ -11,6 +14,7 @@ set -euo pipefail
 
 action="${1:-start}"
 port="${2:-6390}"
+tls_dir="${3:-}"
 dir="${TMPDIR:-/tmp}/pubmesh-redis-${port}"
 pidfile="${dir}/redis.pid"
 
@@ -31,11 +35,19 @@ case "$action" in
       echo "start-redis: already running on 127.0.0.1:${port} (pid $(cat "$pidfile"))" >&2
       exit 0
     fi
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    listen=(--port "$port")
+    cli=()
+    if [ -n "$tls_dir" ]; then
+      listen=(--port 0 --tls-port "$port" --tls-cert-file "${tls_dir}/redis.crt"
+              --tls-key-file "${tls_dir}/redis.key" --tls-ca-cert-file "${tls_dir}/ca.crt"
+              --tls-auth-clients no)
+      cli=(--tls --cacert "${tls_dir}/ca.crt")
+    fi
+    redis-server "${listen[@]}" --bind 127.0.0.1 --save '' --appendonly no \
       --daemonize yes --pidfile "$pidfile" --dir "$dir" --logfile "${dir}/redis.log" \
       --client-output-buffer-limit "pubsub 512mb 256mb 60"
     for _ in $(seq 1 100); do
-      if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+      if redis-cli "${cli[@]}" -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
         echo "start-redis: redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:${port}" >&2
         exit 0
       fi
@@ -56,7 +68,7 @@ case "$action" in
     fi
     ;;
   *)
-    echo "usage: scripts/start-redis.sh [start|stop] [PORT]" >&2
+    echo "usage: scripts/start-redis.sh [start|stop] [PORT] [TLS_DIR]" >&2
     exit 2
     ;;
 esac

@@ -25,7 +25,7 @@ from pubmesh.net.signing import Signer, Verifier, credential_of
 from pubmesh.proto.gossip.plumtree import Gossip
 from test_net_identity import STACK, free_port, keyless_env
 from test_net_signing import insider_link
-from test_net_stack import NodeProcess
+from test_net_stack import NodeProcess, ShellOnPty
 
 pytestmark = pytest.mark.xdist_group("net_acl")
 
@@ -231,3 +231,29 @@ def test_every_node_enforces_the_acl_on_what_it_sends_receives_and_is_asked(
     finally:
         for node in (cheater, writer, reader):
             node.stop()
+
+
+def test_the_shell_in_identity_mode_signs_and_says_what_the_acl_refuses(tmp_path: Path) -> None:
+    """The node shell on a terminal, identity mode with an ACL: a publication it may make is
+    signed and delivered, one it may not is refused in a line naming the ACL, and ``stats``
+    shows the signature counters."""
+    init_authority(tmp_path / "ca")
+    address = f"127.0.0.1:{free_port()}"
+    issue(tmp_path / "ca", address, tmp_path / "me")
+    acl = tmp_path / "acl.toml"
+    acl.write_text('[[rule]]\nnodes = ["*"]\npublish = ["news"]\nsubscribe = ["news"]\n')
+    args = ["--stack", STACK, "--listen", address, "--identity", str(tmp_path / "me")]
+    with ShellOnPty([*args, "--acl", str(acl)], env=keyless_env()) as shell:
+        shell.read_until(b"pubmesh> ")
+        shell.type_line("subscribe news")
+        shell.read_until(b"subscribed to news")
+        shell.type_line("publish news signed hello")
+        shell.read_until(b"hops): signed hello")
+        shell.type_line("publish weather rain")
+        shell.read_until(f"error: {address} may not publish on 'weather' (the ACL {acl})".encode())
+        shell.type_line("subscribe weather")
+        shell.read_until(b"may not subscribe on 'weather'")
+        shell.type_line("stats")
+        shell.read_until(b'"forged": {}')
+        shell.type_line("quit")
+        assert shell.process.wait(15) == 0

@@ -33,7 +33,9 @@ from pubmesh.net.signing import (
     Signer,
     Verifier,
     bound_pub_id,
+    content_digest,
     credential_of,
+    nacl_key,
     sign,
 )
 from pubmesh.net.transport import SIGNATURE, TAG_SIGNED
@@ -344,3 +346,18 @@ def test_a_private_key_reads_back_as_the_one_that_signs(tmp_path: Path) -> None:
     assert key.public_key().public_bytes(*raw) == identity.certificate.public_key().public_bytes(
         *raw
     )
+    # libsodium signs with it what OpenSSL (the certificate's key) verifies, and back
+    message = Gossip(topic="t", pub_id=1, round=0, payload=b"p")
+    value = sign(nacl_key(key), message, identity.node)
+    identity.certificate.public_key().verify(
+        value, b"pubmesh publication\0" + content_digest(message, identity.node)
+    )
+    other = key.sign(b"pubmesh publication\0" + content_digest(message, identity.node))
+    credential = credential_of(identity.certificate, identity.node)
+    assert (
+        Verifier(Signer(identity.node, key, credential)).check(
+            message, Signed(identity.node, b"", other, credential)
+        )
+        == "id-not-bound"
+    )  # the signature passes; the id 1 is bound to nobody
+    credential.key.verify(b"pubmesh publication\0" + content_digest(message, identity.node), other)

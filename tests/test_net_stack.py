@@ -293,7 +293,7 @@ class ShellOnPty:
     :meth:`type_line` types a line, :meth:`read_until` waits for text on the screen (and fails
     naming what it saw). Use as a context manager: the process is killed if still running."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
         master, slave = pty.openpty()
         self.master = master
         self.seen = b""
@@ -302,7 +302,7 @@ class ShellOnPty:
             stdin=slave,
             stdout=slave,
             stderr=slave,
-            env=node_env(),
+            env=env if env is not None else node_env(),
             start_new_session=True,
         )
         os.close(slave)
