@@ -232,11 +232,19 @@ class Node:
         *,
         attributes: Mapping[str, Any] | None = None,
     ) -> int:
-        """Publish on ``topic``; returns the publication id."""
+        """Publish on ``topic``; returns the publication id. Raises
+        :class:`pubmesh.net.runtime.PublicationTooLarge` (a ValueError) for a publication
+        over :attr:`max_publication` bytes, and PermissionError where an ACL forbids it."""
         data = payload.encode() if isinstance(payload, str) else bytes(payload)
         pub_id = self.runtime.publish(topic, data, attributes=attributes)
         await asyncio.sleep(0)
         return pub_id
+
+    @property
+    def max_publication(self) -> int:
+        """The most bytes a publication (payload, topic, attributes) may take: the cluster's
+        frame limit less what the stacks' fields need."""
+        return self.runtime.max_publication
 
     def _on_delivery(self, delivery: Deliver, t: float) -> None:
         subscriptions = self._subscriptions.get(delivery.topic)

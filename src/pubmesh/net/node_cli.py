@@ -43,7 +43,7 @@ from pubmesh.net import control
 from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.identity import Identity, bound_listen, load_identity
-from pubmesh.net.runtime import NodeRuntime
+from pubmesh.net.runtime import NodeRuntime, PublicationTooLarge
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.proto.core import Deliver, NodeId
 from pubmesh.stacks.base import StackSpec, get_stack
@@ -531,8 +531,9 @@ class NodeProcess:
             return
         try:
             answer = self.execute(control.parse_line(line))
-        except (control.ControlError, PermissionError) as error:
-            # PermissionError: the ACL does not let this node publish or subscribe there
+        except (control.ControlError, PermissionError, PublicationTooLarge) as error:
+            # PermissionError: the ACL does not let this node publish or subscribe there;
+            # PublicationTooLarge: over what the cluster's frames carry
             self.emit(control.CommandFailed(error=str(error), line=line[:200]))
             self.say(f"error: {error}")
             return

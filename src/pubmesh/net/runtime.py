@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import secrets
 import time
@@ -95,6 +96,15 @@ TRACE_RATE_INTERVAL = 1.0
 EARLY_INPUT_LIMIT = 10_000
 #: Rejections traced (and logged) per second at most; the rest are counted, not lost.
 REJECTIONS_TRACED_PER_SECOND = 50
+#: Bytes of a frame a publication leaves to its stack's message fields (hop counts, session
+#: vectors, tags), the frame header and the signature block with a certificate: a publication
+#: (payload, topic and attributes) may take the rest of a frame (``NetConfig.max_frame``).
+PUBLICATION_HEADROOM = 64 << 10
+
+
+class PublicationTooLarge(ValueError):
+    """A publication larger than the cluster's frames can carry (refused at ``publish``: a
+    frame over its limit would be refused by the receiving node and cost the link)."""
 
 
 @dataclass(frozen=True)
@@ -313,6 +323,16 @@ class NodeRuntime:
         given; with signed publications always drawn here, bound to this node: a ValueError
         if one is given)."""
         self._permitted("publish", topic)
+        size = len(payload) + len(topic.encode())
+        if attributes is not None:
+            size += len(json.dumps(attributes, default=repr).encode())
+        limit = self.max_publication
+        if size > limit:
+            raise PublicationTooLarge(
+                f"a publication of {size:,} bytes (payload, topic and attributes) is over this "
+                f"cluster's limit of {limit:,} bytes (frames of {self.config.max_frame:,} bytes, "
+                f"less {PUBLICATION_HEADROOM:,} for the stack's fields)"
+            )
         if self.verifier is not None:
             if pub_id is not None:
                 raise ValueError(
@@ -327,6 +347,11 @@ class NodeRuntime:
             self.trace.publication(pub_id, topic, self.wall(), len(payload), attributes)
         self.dispatch(Publish(topic, pub_id, payload, attributes))
         return pub_id
+
+    @property
+    def max_publication(self) -> int:
+        """Bytes a publication (payload, topic and attributes) may take at most."""
+        return self.config.max_frame - PUBLICATION_HEADROOM
 
     def _permitted(self, what: str, topic: str) -> None:
         acl = self.acl

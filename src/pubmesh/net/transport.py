@@ -837,10 +837,15 @@ class Transport:
                 return
             self._last_message = message
             self._last_encoded = (tag, payload)
+        size = len(payload) + OVERHEAD
+        largest = size + (SIGNATURE.size + MAX_CERTIFICATE if signed is not None else 0)
+        if largest > self.config.max_frame:
+            # the peer would refuse the frame from its length and drop the link: refused here
+            self._drop(dst, message, t_send, "oversized")
+            return
         peer = self.peers.get(dst)
         if peer is None:
             peer = self.peers[dst] = Peer(dst)
-        size = len(payload) + OVERHEAD
         if peer.open:
             conn = peer.open[0]
             if conn.backlog() + size > self.config.max_queue_bytes:
