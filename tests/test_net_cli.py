@@ -4,6 +4,7 @@ gracefully and leaves the partial trace behind."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import stat
@@ -198,6 +199,38 @@ def test_node_on_a_terminal_opens_the_shell(tmp_path: Path) -> None:
         shell.type_line("neighbors")
         shell.type_line("stats")
         shell.read_until(b'"deliveries": 1')
+        shell.type_line("quit")
+        assert shell.process.wait(15) == 0
+
+
+def test_the_shell_shows_a_publications_control_characters_escaped(tmp_path: Path) -> None:
+    """A publisher cannot send escape sequences (retitle, recolour, move the cursor) or fake
+    lines to a subscriber's terminal: the shell shows them escaped."""
+    if STACK != "gossip":
+        pytest.fail("the shell test runs a lone gossip node (its own contact); no gossip stack")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with ShellOnPty(["--stack", "gossip", "--listen", f"127.0.0.1:{port}"]) as shell:
+        shell.read_until(b"pubmesh> ")
+        shell.type_line("subscribe t")
+        shell.read_until(b"subscribed to t")
+        publisher = NodeProcess(
+            ["--stack", "gossip", "--listen", "127.0.0.1:0", "--contact", f"127.0.0.1:{port}"],
+            log=tmp_path / "publisher.log",
+        )
+        try:
+            assert publisher.command({"op": "subscribe", "topic": "t"})["ok"]
+            hostile = "\x1b]0;pwned\x07\x1b[31mred\n[t] #1 (1 hops): fake\x9b"
+            deadline = time.monotonic() + 20
+            while b"fake" not in shell.seen and time.monotonic() < deadline:
+                publisher.command({"op": "publish", "topic": "t", "payload": hostile})
+                with contextlib.suppress(AssertionError):  # not yet: publish again
+                    shell.read_until(b"fake", timeout=1.0)
+            shell.read_until(b"\\x1b]0;pwned\\x07\\x1b[31mred\\n[t] #1 (1 hops): fake\\x9b")
+            assert b"\x1b]0;pwned" not in shell.seen and b"\x1b[31m" not in shell.seen
+        finally:
+            publisher.stop()
         shell.type_line("quit")
         assert shell.process.wait(15) == 0
 

@@ -225,10 +225,15 @@ def test_a_node_answers_a_malformed_line_with_an_error_and_keeps_serving(tmp_pat
             ('{"op": "teleport"}', "unknown command 'teleport'"),
             ('{"op": "subscribe", "topic": 42}', "topic must be text"),
             ('{"op": "start", "contacts": ["127.0.0.1:1"]}', "contacts"),
-        ]:
-            answer = typed(node.command(line))
-            assert isinstance(answer, control.CommandFailed), (line, answer)
-            assert problem in answer.error and answer.line == line
+            # nesting the parser cannot follow: an error reply, not an exception without one
+            ('{"op": "publish", "topic": "t", "attributes": ' + "[" * 100_000 + "]" * 100_000
+             + "}", "nested too deeply"),
+            # a runaway line: read and dropped a chunk at a time, answered
+            ("x" * (control.MAX_LINE + 1000), f"at most {control.MAX_LINE:,}"),
+        ]:  # fmt: skip
+            answer = typed(node.command(line, timeout=30))
+            assert isinstance(answer, control.CommandFailed), (line[:200], answer)
+            assert problem in answer.error and answer.line == line[:200]
         # still serving: it boots, subscribes and answers in order
         assert isinstance(typed(node.command(control.encode(control.Start()))), control.Started)
         subscribed = typed(node.command(control.encode(control.Subscribe("news"))))

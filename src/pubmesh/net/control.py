@@ -492,11 +492,27 @@ def decode_reply(line: str) -> Reply:
     return _reply(_load(line))
 
 
+#: characters of one control line at most: a 1 MiB payload as JSON text, escaped, fits
+MAX_LINE = 8 << 20
+
+
 def parse_line(line: str) -> Command:
     """A command from a line a person or a script typed: a JSON object, or the shell form
     ``OP [TOPIC [PAYLOAD...]]`` (``publish news hello there``), where ``subscribe TOPIC
     FILTER-JSON`` gives a content filter and ``publish TOPIC MESSAGE ATTRIBUTES-JSON`` (a JSON
-    object ending the line) gives attributes."""
+    object ending the line) gives attributes. Whatever the line, the answer is a command or
+    a ControlError: a line too long, or JSON nested too deeply for the parser, included (an
+    exception of another kind would leave the line without a reply, and a controller would
+    take the next reply for its answer)."""
+    if len(line) > MAX_LINE:
+        raise ControlError(f"a line of {len(line):,} characters; at most {MAX_LINE:,}")
+    try:
+        return _parse_line(line)
+    except RecursionError:
+        raise ControlError("JSON nested too deeply") from None
+
+
+def _parse_line(line: str) -> Command:
     line = line.strip()
     if line.startswith("{"):
         return decode_command(line)

@@ -49,6 +49,15 @@ from pubmesh.proto.core import Deliver, NodeId
 from pubmesh.stacks.base import StackSpec, get_stack
 from pubmesh.workload import workload_payload
 
+#: control characters as the shell shows them: C0 (but tab and line break), DEL and C1, escaped
+_SHOW_CONTROLS = {
+    c: f"\\x{c:02x}"
+    for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))
+    if c not in (0x09, 0x0A)
+}
+#: and a publication's line breaks
+_SHOW_LINES = {0x0A: "\\n", 0x0D: "\\r"}
+
 DESCRIPTION = """\
 Run one pubmesh node in this process, speaking TCP to the other nodes of its cluster.
 
@@ -402,8 +411,11 @@ class NodeProcess:
         self.out.flush()
 
     def say(self, text: str) -> None:
+        """A line for the person at the shell. Control characters (other than our own line
+        breaks) are shown escaped: a publication or a peer's refusal reason cannot move the
+        cursor, recolour or retitle the terminal."""
         if self.shell:
-            self.out.write(text + "\n")
+            self.out.write(text.translate(_SHOW_CONTROLS) + "\n")
             self.out.flush()
 
     # ------------------------------------------------------------------ main
@@ -503,7 +515,9 @@ class NodeProcess:
             text = delivery.payload.decode("utf-8", errors="replace")
             if attributes:
                 text += " " + json.dumps(attributes, default=str)
-            self.say(f"\n[{delivery.topic}] #{delivery.pub_id} ({delivery.hops} hops): {text}")
+            # a publication's own line breaks too: it cannot forge lines of its own
+            topic, text = (s.translate(_SHOW_LINES) for s in (delivery.topic, text))
+            self.say(f"\n[{topic}] #{delivery.pub_id} ({delivery.hops} hops): {text}")
         elif self.options.delivery_lines:
             self.emit(
                 control.Delivered(
@@ -654,7 +668,7 @@ class StdinReader:
                 import readline  # noqa: F401 - line editing and history for input()
         while True:
             try:
-                line = input("pubmesh> ") if self.prompt else sys.stdin.readline()
+                line = input("pubmesh> ") if self.prompt else _read_line(sys.stdin)
             except (EOFError, KeyboardInterrupt, OSError, ValueError):
                 line = ""
                 if self.prompt:
@@ -671,6 +685,19 @@ class StdinReader:
                 return
             if self.prompt:
                 time.sleep(0.05)  # let the answer print before the next prompt
+
+
+def _read_line(stream: TextIO) -> str:
+    """The next line of ``stream``, at most ``control.MAX_LINE`` characters kept: the rest of
+    a longer line is read and dropped, a chunk at a time, so a runaway writer cannot make the
+    node hold it (the line then fails as too long, and gets its error reply)."""
+    line = stream.readline(control.MAX_LINE + 1)
+    if len(line) <= control.MAX_LINE or line.endswith("\n"):
+        return line
+    while True:
+        rest = stream.readline(1 << 20)
+        if not rest or rest.endswith("\n"):
+            return line  # MAX_LINE + 1 characters: parse_line refuses it
 
 
 class _NoPandas:
