@@ -122,7 +122,11 @@ def _canonical(value: Any) -> Any:
 
 def sign(key: SigningKey, message: Message, publisher: NodeId) -> bytes:
     """``publisher``'s signature (with ``key``) of the publication ``message`` carries."""
-    return bytes(key.sign(_SIG_DOMAIN + content_digest(message, publisher)).signature)
+    return _signature(key, content_digest(message, publisher))
+
+
+def _signature(key: SigningKey, digest: bytes) -> bytes:
+    return bytes(key.sign(_SIG_DOMAIN + digest).signature)
 
 
 def nacl_key(key: ed25519.Ed25519PrivateKey) -> SigningKey:
@@ -175,14 +179,15 @@ class Signer:
             self._nonces.popitem(last=False)
         return pub_id
 
-    def sign(self, message: Message) -> Signed | None:
-        """The signature of this node's publication ``message`` carries (None: not one of
-        this node's publications)."""
+    def sign(self, message: Message) -> tuple[Signed, bytes] | None:
+        """The signature of this node's publication ``message`` carries, and the content
+        digest it signs (None: not one of this node's publications)."""
         pub_id = message.publication()
         nonce = self._nonces.pop(pub_id, None) if pub_id is not None else None
         if nonce is None:
             return None
-        return Signed(self.node, nonce, sign(self._key, message, self.node), self.credential)
+        digest = content_digest(message, self.node)
+        return Signed(self.node, nonce, _signature(self._key, digest), self.credential), digest
 
 
 class Verifier:
@@ -203,9 +208,11 @@ class Verifier:
         kept = self.kept.get(pub_id)
         if kept is not None:
             return kept[0]
-        signed = self.signer.sign(message)
-        if signed is not None:
-            self._keep(pub_id, signed, content_digest(message, signed.publisher))
+        signing = self.signer.sign(message)
+        if signing is None:
+            return None
+        signed, digest = signing
+        self._keep(pub_id, signed, digest)
         return signed
 
     def _keep(self, pub_id: int, signed: Signed, digest: bytes) -> None:
