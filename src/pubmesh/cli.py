@@ -164,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["node"]:
+        # a node process loads its own command only: building the whole parser imports the
+        # simulator, the cluster launcher and (through them) pandas, half a CPU second a node
+        from pubmesh.net import node_cli
+
+        return node_cli.main(words[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     # main() of the command line itself (argv from sys.argv): the process ends when the
