@@ -38,23 +38,21 @@ from pubmesh.net.framing import CONTROL_PING, TAG_CONTROL
 from pubmesh.net.gather import read_table
 from pubmesh.net.security import ClusterKey, Sealer
 from pubmesh.proto.core import MESSAGE_TYPES
-from pubmesh.stacks.base import discovered_stacks, get_stack
+from pubmesh.stacks.base import get_stack
 from test_net_stack import KEY_TEXT, NodeProcess, real_stacks, small_cluster
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
 KEY = ClusterKey.from_text(KEY_TEXT)
 WRONG_KEY = ClusterKey.from_text("d93a0f6e21b8c47a5e0d3f9c18b6a274")
-#: packages of the stacks a node runs (its ``create``'s package, e.g. pubmesh.proto.chord.)
-_STACK_PACKAGES = tuple(
-    get_stack(name).create.__module__.rsplit(".", 1)[0] + "." for name in discovered_stacks()
-)
-#: tags of real stacks' messages: the target knows them. It does not know the test-only tags
-#: 90-99, nor messages of a package that is not a stack yet (brokertree's sessions), which
-#: this process has when another test module imported them.
+#: the package of the stack the target runs (its ``create``'s, e.g. pubmesh.proto.gossip.)
+_STACK_PACKAGE = get_stack(STACK).create.__module__.rsplit(".", 1)[0] + "."
+#: tags of the target's stack's messages: the target knows them. It does not know the
+#: test-only tags 90-99, nor another stack's (a node process loads the stack it runs only),
+#: which this process has when another test module imported them.
 REAL_TAGS = sorted(
     tag
     for tag, cls in MESSAGE_TYPES.items()
-    if tag >= 100 and cls.__module__.startswith(_STACK_PACKAGES)
+    if tag >= 100 and cls.__module__.startswith(_STACK_PACKAGE)
 )
 #: The real messages with at least one field: only those can carry a field of a wrong type
 #: (chord's SuccListRequest has none, so an empty array is that message, well formed).

@@ -24,8 +24,14 @@ attempt fails the owner hears ``net_unreachable(dst)`` (``PeerDown`` uncondition
 failed send in the simulator) and the frames that waited are dropped. Every ``tick`` the
 transport dials the peers the protocol monitors and has no connection to, so a monitored
 peer's death is noticed even when no traffic flows, and closes idle connections to peers nobody
-monitors. TCP keepalive (idle 10 s, 5 s interval, 3 probes) catches peers that vanish without a
-reset.
+monitors. A peer can also hang without closing anything (stopped, swapping, its event loop
+blocked): its kernel still acknowledges our bytes, so TCP sees nothing wrong. So every open
+connection that has sent nothing for ``ping_interval`` (1 s) sends a PING, and a connection
+that has received nothing at all for ``suspect_after`` (5 s) is lost like a reset one
+(``peer-silent``): a hung peer is declared down within ``suspect_after`` and a tick, and taken
+back when it answers a dial again. TCP_USER_TIMEOUT (10 s) fails a connection whose data goes
+unacknowledged (a host gone), and keepalive (idle 10 s, 5 s interval, 3 probes) one that
+vanished without a reset.
 
 Graceful close. When the protocol releases a peer (a ``Disconnect`` output, or idleness), the
 transport sends a control frame GOODBYE, stops sending on that connection but keeps reading,
@@ -107,6 +113,8 @@ SIGNATURE = struct.Struct(">Q8s64sH")
 #: publishers' certificates kept per connection and checked per node, at most (a cluster's
 #: identities; beyond it a connection is refused and the node's cache starts over)
 MAX_PUBLISHERS = 65536
+#: TCP_USER_TIMEOUT of every connection (milliseconds)
+USER_TIMEOUT_MS = 10_000
 #: bytes of a publisher's certificate, at most (ours are ~300)
 MAX_CERTIFICATE = 4096
 
@@ -128,6 +136,11 @@ class NetConfig:
     hello_timeout: float = 1.0
     #: Connections to peers no protocol monitors are closed after this long without traffic.
     idle_timeout: float = 30.0
+    #: A connection that has sent nothing for this long sends a PING (heartbeat).
+    ping_interval: float = 1.0
+    #: A connection that has received nothing (not even a PING) for this long is lost: its
+    #: peer is hung (stopped, swapping, its loop blocked) or cut off (module docstring).
+    suspect_after: float = 5.0
     goodbye_timeout: float = 5.0
     max_connections: int = 1024
     #: Accepted connections whose handshake is not complete, in all and from one IP address;
@@ -194,6 +207,8 @@ class Connection(asyncio.Protocol):
         #: the handshake completed: only then can this connection's loss mean a peer is down
         self.authenticated = False
         self.last_active = self.started = hub.loop.time()
+        #: the last frame received (PINGs included) and sent: the heartbeat's clocks
+        self.last_heard = self.last_sent = self.started
         self._nonce = b""
         self._peer_nonce = b""
         self._script = b""
@@ -497,10 +512,11 @@ class Connection(asyncio.Protocol):
         except FrameError as error:
             self.reject(error.reason, error.detail)
             return
-        self.last_active = self.hub.loop.time()
+        now = self.last_heard = self.hub.loop.time()
         if tag == TAG_CONTROL:
             self._control(bytes(payload))
             return
+        self.last_active = now
         signed: Signed | None = None
         if tag & TAG_SIGNED and self.hub.identity is not None:  # none in shared-key mode
             try:
@@ -552,7 +568,7 @@ class Connection(asyncio.Protocol):
         elif payload == _GOODBYE_ACK and self.state is State.CLOSING:
             self._close_now()
         elif payload == _PING:
-            pass  # last_active is already updated
+            pass  # last_heard is already updated
         else:
             self.reject("unknown-type", f"control frame {payload[:8].hex()}")
 
@@ -599,6 +615,7 @@ class Connection(asyncio.Protocol):
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
         self._out_bytes = 0
+        self.last_sent = self.hub.loop.time()
         transport = self.transport
         if transport is not None and not transport.is_closing():
             transport.write(data)
@@ -688,6 +705,10 @@ def _tune(sock: socket.socket) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 10)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 5)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
+        if hasattr(socket, "TCP_USER_TIMEOUT"):
+            # data unacknowledged this long (a host gone, a cable cut) fails the connection in
+            # the kernel, instead of after ~15 minutes of retransmissions
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, USER_TIMEOUT_MS)
 
 
 @dataclass
@@ -1060,6 +1081,7 @@ class Transport:
                 peer = self.peers[node] = Peer(node)
             if not peer.open:
                 self._dial(peer)
+        self._heartbeat(now)
         idle = self.config.idle_timeout
         for peer in list(self.peers.values()):
             if peer.id in monitored:
@@ -1074,6 +1096,25 @@ class Transport:
             ):
                 del self.peers[peer.id]
         self._tick = self.loop.call_later(self.config.tick, self._maintain)
+
+    def _heartbeat(self, now: float) -> None:
+        """PING open connections that have sent nothing for ``ping_interval``; a connection
+        that has heard nothing for ``suspect_after`` is lost, as a reset one is (module
+        docstring, failure detection)."""
+        config = self.config
+        for conn in list(self.connections):
+            if conn.state is not State.OPEN:
+                continue
+            silent = now - conn.last_heard
+            if silent > config.suspect_after:
+                self.counters["peers_silent"] += 1
+                conn.reject(
+                    "peer-silent",
+                    f"nothing received for {silent:.1f} s (suspect_after {config.suspect_after:g}"
+                    " s): the peer is hung or cut off",
+                )
+            elif now - conn.last_sent >= config.ping_interval:
+                conn.send_frame(TAG_CONTROL, _PING, 0.0)
 
     # ------------------------------------------------------------------ statistics
     def statistics(self) -> TransportStatistics:
