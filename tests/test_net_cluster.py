@@ -63,6 +63,7 @@ def run_cluster(out: Path, *args: str, timeout: float = 150) -> dict[str, Any]:
     )
     info: dict[str, Any] = json.loads((out / "run.json").read_text())
     assert info["unexpected_exits"] == [], info
+    assert info["trace_complete"] is True and info["trace_errors"] == {}, info
     return info
 
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -356,12 +356,22 @@ class BackgroundLoop(abc.ABC):
 class NodeProcess:
     """``pubmesh node`` in JSON mode as a child process, with its stdout parsed on a thread."""
 
-    def __init__(self, args: list[str], *, log: Path, cli: bool = False, env: Any = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        log: Path,
+        cli: bool = False,
+        env: Any = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
+        """``prefix``: a command that execs the node (``unshare ... sh -c '...; exec "$@"'``),
+        so the process is still the node's."""
         module = ["-m", "pubmesh", "node"] if cli else ["-m", "pubmesh.net.node_cli"]
         self.log = log
         with open(log, "wb") as stderr:
             self.proc = subprocess.Popen(
-                [sys.executable, *module, "--json", *args],
+                [*prefix, sys.executable, *module, "--json", *args],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,

@@ -532,6 +532,8 @@ class NodeProcess:
             )
 
     def _on_event(self, kind: str, detail: Any) -> None:
+        if kind == "net.trace-error" and not self.shell:
+            print(f"pubmesh: {detail['error']}", file=sys.stderr, flush=True)
         if kind.startswith("net."):
             if self.shell:
                 self.say(f"\n({kind}: {json.dumps(detail, default=str)})")

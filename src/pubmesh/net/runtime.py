@@ -244,7 +244,10 @@ class NodeRuntime:
             from pubmesh.net.tracing import PartialTrace  # pyarrow: only when tracing
 
             self.trace = PartialTrace(
-                self.trace_dir, self.node_id, segment_seconds=self.segment_seconds
+                self.trace_dir,
+                self.node_id,
+                segment_seconds=self.segment_seconds,
+                on_error=self._trace_failed,
             )
             self.trace.node_event(self.wall(), "up", self.role)
             self.trace.event(
@@ -657,6 +660,11 @@ class NodeRuntime:
         return set(node.monitored_peers())
 
     # ------------------------------------------------------------------ events and stats
+    def _trace_failed(self, message: str) -> None:
+        """The trace's first write error (:mod:`pubmesh.net.tracing`): said once, kept off
+        the network path."""
+        self._event("net.trace-error", {"error": message})
+
     def _event(self, kind: str, detail: Mapping[str, Any]) -> None:
         if self.trace is not None:
             self.trace.event(self.wall(), kind, detail)
@@ -719,6 +727,19 @@ class NodeRuntime:
             transport=transport.statistics() if transport is not None else TransportStatistics(),
             protocol=protocol,
             protocol_error=error,
+            trace=self._trace_statistics(),
+        )
+
+    def _trace_statistics(self) -> TraceStatistics | None:
+        trace = self.trace
+        if trace is None:
+            return None
+        return TraceStatistics(
+            directory=str(trace.directory),
+            segments=trace.sealed,
+            complete=not trace.incomplete,
+            rows_lost=trace.rows_lost,
+            error=trace.error,
         )
 
 
@@ -728,6 +749,18 @@ class QueueStatistics:
 
     pending: int = 0
     dropped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TraceStatistics:
+    """A node's partial trace (:mod:`pubmesh.net.tracing`): whether it lost rows to a write
+    error, and the first such error."""
+
+    directory: str
+    segments: int
+    complete: bool
+    rows_lost: int = 0
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -759,6 +792,8 @@ class RuntimeStatistics:
     protocol_error: str | None = None
     #: the application's subscription queues per topic (filled by pubmesh.Node)
     subscription_queues: Mapping[str, QueueStatistics] = field(default_factory=dict)
+    #: the node's trace, when it keeps one
+    trace: TraceStatistics | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-able copy, for the control protocol and logs."""
@@ -782,6 +817,15 @@ class RuntimeStatistics:
             "subscription_queues": {
                 topic: {"pending": q.pending, "dropped": q.dropped}
                 for topic, q in sorted(self.subscription_queues.items())
+            },
+            "trace": None
+            if self.trace is None
+            else {
+                "directory": self.trace.directory,
+                "segments": self.trace.segments,
+                "complete": self.trace.complete,
+                "rows_lost": self.trace.rows_lost,
+                "error": self.trace.error,
             },
         }
 

@@ -124,6 +124,8 @@ class Child:
     #: the latest stats line (None until the first)
     stats: control.StatsLine | None = None
     bye: control.Bye | None = None
+    #: why its trace lost rows (a write error it reported), None while it is whole
+    trace_error: str | None = None
     #: run time of its start command's answer
     booted_at: float | None = None
     #: it exited on its own after it was ready
@@ -263,6 +265,12 @@ class Child:
                 self.stats = reply
             case control.Bye():
                 self.bye = reply
+                trace = reply.stats.get("trace") or {}
+                if trace.get("complete") is False and self.trace_error is None:
+                    self.trace_error = trace.get("error") or f"{trace.get('rows_lost')} rows lost"
+            case control.NetEvent(kind="net.trace-error"):
+                if self.trace_error is None:
+                    self.trace_error = str(reply.detail.get("error", reply.detail))
             case control.Delivered() | control.NetEvent():
                 pass
             case _:  # an answer: to the oldest command without one

@@ -765,6 +765,9 @@ class Cluster:
             "overlay_up_at": self.overlay_up_at,
             "publish_shift": self.publish_shift,
             "node_addresses": {c.index: format_id(c.node_id) for c in self.children},
+            # a node whose trace writes failed (a full disk): its rows are missing from then
+            "trace_complete": not any(c.trace_error for c in self.children),
+            "trace_errors": {c.index: c.trace_error for c in self.children if c.trace_error},
             **self.summary,
             **self._netns_summary(),
         }

@@ -119,4 +119,6 @@ def print_summary(out: Path, stats: dict[str, Any]) -> None:
     console.print(table)
     if stats["unexpected_exits"]:
         console.print(f"[red]nodes that exited on their own: {stats['unexpected_exits']}[/]")
+    for index, error in sorted(stats.get("trace_errors", {}).items()):
+        console.print(f"[red]node {index}'s trace is incomplete: {error}[/]")
     console.print(f"trace: [bold]{out}[/]; next: pubmesh analyze {out}")
