@@ -71,6 +71,7 @@ MESSAGES: list[control.Message] = [
     control.Delivered(topic="news", pub_id=4, hops=2, size=11, payload="hello there", t=7.0),
     control.NetEvent(kind="net.rejected", detail={"peer": "127.0.0.1:9", "why": "mac"}, t=8.0),
     control.NetEvent(kind="net.closed", detail=None, t=8.5),
+    control.Lagged(dropped=1606, t=8.7),
     control.Bye(node=3, t=9.0, stats=STATS),
 ]
 

@@ -59,6 +59,7 @@ __all__ = [
     "Delivered",
     "Help",
     "HelpText",
+    "Lagged",
     "Leave",
     "Left",
     "Message",
@@ -365,6 +366,16 @@ class StatsLine(_Event):
 
 
 @dataclass(frozen=True)
+class Lagged(_Event):
+    """The reader of stdout fell a megabyte behind and missed ``dropped`` lines (deliveries,
+    network events, stats lines; never answers): said once it has caught up."""
+
+    EVENT: ClassVar[str] = "lagged"
+    dropped: int
+    t: float
+
+
+@dataclass(frozen=True)
 class Delivered(_Event):
     EVENT: ClassVar[str] = "deliver"
     topic: str
@@ -409,7 +420,7 @@ Answer: TypeAlias = (
     | Quitting
     | CommandFailed
 )
-Reply: TypeAlias = Ready | Answer | StatsLine | Delivered | NetEvent | Bye
+Reply: TypeAlias = Ready | Answer | StatsLine | Delivered | NetEvent | Lagged | Bye
 Message: TypeAlias = Command | Reply
 
 _COMMANDS: dict[str, type[Command]] = {
@@ -433,7 +444,7 @@ _ANSWERS: dict[str, type[Answer]] = {
     )
 }
 _EVENTS: dict[str, type[Reply]] = {
-    cls.EVENT: cls for cls in (Ready, StatsLine, Delivered, NetEvent, Bye)
+    cls.EVENT: cls for cls in (Ready, StatsLine, Delivered, NetEvent, Lagged, Bye)
 }
 
 

@@ -43,6 +43,7 @@ from pubmesh.net import control
 from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.identity import Identity, bound_listen, load_identity
+from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
 from pubmesh.net.runtime import NodeRuntime, PublicationTooLarge
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.proto.core import Deliver, NodeId
@@ -50,6 +51,8 @@ from pubmesh.stacks.base import StackSpec, get_stack
 from pubmesh.workload import workload_payload
 
 #: control characters as the shell shows them: C0 (but tab and line break), DEL and C1, escaped
+#: stdout lines dropped while the reader is behind (pubmesh.net.output); the rest never are
+_DROPPABLE = (control.Delivered, control.NetEvent, control.StatsLine)
 _SHOW_CONTROLS = {
     c: f"\\x{c:02x}"
     for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))
@@ -227,6 +230,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="in JSON mode, count deliveries without printing a line for each",
     )
     parser.add_argument(
+        "--stdout-buffer",
+        type=_buffer_bytes,
+        default=DEFAULT_LIMIT,
+        metavar="BYTES",
+        help="lines the reader of stdout may fall behind by, in bytes, before delivery, event"
+        " and stats lines are dropped (counted, then said in one 'lagged' line); answers are"
+        " never dropped (default: 1 MiB)",
+    )
+    parser.add_argument(
         "--control",
         action="store_true",
         help="driven by `pubmesh cluster`: boot on a 'start' command, exit when stdin closes",
@@ -261,6 +273,7 @@ class NodeOptions:
     json_mode: bool = False
     stats_interval: float = 0.0
     delivery_lines: bool = True
+    stdout_buffer: int = DEFAULT_LIMIT
     control: bool = False
     leave_linger: float = 2.0
 
@@ -343,6 +356,7 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
         json_mode=bool(args.json or args.control or not sys.stdin.isatty()),
         stats_interval=args.stats_interval,
         delivery_lines=not args.no_delivery_lines,
+        stdout_buffer=args.stdout_buffer,
         control=bool(args.control),
         leave_linger=args.leave_linger,
     )
@@ -383,6 +397,9 @@ class NodeProcess:
     def __init__(self, options: NodeOptions, out: TextIO | None = None) -> None:
         self.options = options
         self.out = out or sys.stdout
+        #: stdout through a bounded buffer and a thread (pubmesh.net.output): a reader that
+        #: stops reading costs it lines, never the node its peers
+        self.lines = LineWriter(self.out, self._lagged_line, limit=options.stdout_buffer)
         self.runtime = NodeRuntime(
             options.spec,
             key=options.key,
@@ -404,19 +421,35 @@ class NodeProcess:
 
     # ------------------------------------------------------------------ output
     def emit(self, reply: control.Reply) -> None:
-        """One line of the control protocol on stdout (JSON mode only)."""
+        """One line of the control protocol on stdout (JSON mode only). Deliveries, network
+        events and stats lines are dropped while the reader is a megabyte behind; answers
+        never are (pubmesh.net.output)."""
         if self.shell:
             return
-        self.out.write(control.encode(reply) + "\n")
-        self.out.flush()
+        self.lines.write(control.encode(reply), droppable=isinstance(reply, _DROPPABLE))
 
-    def say(self, text: str) -> None:
+    def say(self, text: str, *, droppable: bool = False) -> None:
         """A line for the person at the shell. Control characters (other than our own line
         breaks) are shown escaped: a publication or a peer's refusal reason cannot move the
         cursor, recolour or retitle the terminal."""
         if self.shell:
-            self.out.write(text.translate(_SHOW_CONTROLS) + "\n")
-            self.out.flush()
+            self.lines.write(text.translate(_SHOW_CONTROLS), droppable=droppable)
+
+    def _lagged_line(self, dropped: int) -> str:
+        """The line that tells the reader it missed ``dropped`` lines (on the writer's thread)."""
+        if self.shell:
+            return f"({dropped} lines dropped: this terminal did not keep up)"
+        return control.encode(control.Lagged(dropped=dropped, t=self.runtime.wall()))
+
+    def _statistics(self) -> dict[str, Any]:
+        """The runtime's counters and this process's stdout."""
+        stats = self.runtime.statistics().as_dict()
+        stats["stdout"] = {
+            "dropped": self.lines.dropped,
+            "lagged": self.lines.episodes,
+            "pending": self.lines.pending,
+        }
+        return stats
 
     # ------------------------------------------------------------------ main
     async def main(self) -> int:
@@ -466,12 +499,11 @@ class NodeProcess:
         await runtime.close(
             leave=self.leave_on_stop and runtime.booted, linger=self.options.leave_linger
         )
-        self.emit(
-            control.Bye(
-                node=runtime.node_id, t=runtime.wall(), stats=runtime.statistics().as_dict()
-            )
-        )
+        self.emit(control.Bye(node=runtime.node_id, t=runtime.wall(), stats=self._statistics()))
         self.say("bye")
+        # the last lines reach a reader that reads, within a bound: one that never will cannot
+        # keep the process from exiting
+        self.lines.close(timeout=5.0)
         return 0
 
     def _on_signal(self, signum: int) -> None:
@@ -517,7 +549,9 @@ class NodeProcess:
                 text += " " + json.dumps(attributes, default=str)
             # a publication's own line breaks too: it cannot forge lines of its own
             topic, text = (s.translate(_SHOW_LINES) for s in (delivery.topic, text))
-            self.say(f"\n[{topic}] #{delivery.pub_id} ({delivery.hops} hops): {text}")
+            self.say(
+                f"\n[{topic}] #{delivery.pub_id} ({delivery.hops} hops): {text}", droppable=True
+            )
         elif self.options.delivery_lines:
             self.emit(
                 control.Delivered(
@@ -536,7 +570,7 @@ class NodeProcess:
             print(f"pubmesh: {detail['error']}", file=sys.stderr, flush=True)
         if kind.startswith("net."):
             if self.shell:
-                self.say(f"\n({kind}: {json.dumps(detail, default=str)})")
+                self.say(f"\n({kind}: {json.dumps(detail, default=str)})", droppable=True)
             else:
                 self.emit(control.NetEvent(kind=kind, detail=detail, t=self.runtime.wall()))
 
@@ -615,7 +649,7 @@ class NodeProcess:
                     self.say("no neighbours yet")
                 return control.NeighborList(neighbors=_neighbors(neighbors))
             case control.Stats():
-                stats = runtime.statistics().as_dict()
+                stats = self._statistics()
                 self.say(json.dumps(stats, indent=2, default=str))
                 return control.StatsReport(stats=stats)
             case control.Leave():
@@ -687,6 +721,17 @@ class StdinReader:
                 return
             if self.prompt:
                 time.sleep(0.05)  # let the answer print before the next prompt
+
+
+def _buffer_bytes(text: str) -> int:
+    """``--stdout-buffer``: a whole number of bytes, at least 4 KiB."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of bytes, got {text!r}") from None
+    if value < 4096:
+        raise argparse.ArgumentTypeError(f"at least 4096 bytes, got {value}")
+    return value
 
 
 def _read_line(stream: TextIO) -> str:

@@ -271,7 +271,7 @@ class Child:
             case control.NetEvent(kind="net.trace-error"):
                 if self.trace_error is None:
                     self.trace_error = str(reply.detail.get("error", reply.detail))
-            case control.Delivered() | control.NetEvent():
+            case control.Delivered() | control.NetEvent() | control.Lagged():
                 pass
             case _:  # an answer: to the oldest command without one
                 if self._waiting:
