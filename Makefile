@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv java chromium demo test figures lint bench compiled clean help
+.PHONY: all venv java chromium prometheus demo test figures lint bench compiled clean help
 
 help:
 	@echo "make demo   - build the environment, run the default experiment, write out/demo/report.html"
@@ -48,10 +48,20 @@ chromium:
 	  else echo "make: Chromium is required for the report tests (Debian: apt-get install chromium)"; exit 2; fi; \
 	fi
 
+# The metrics test scrapes a running cluster with a real Prometheus: Debian's package.
+prometheus:
+	@if ! command -v prometheus >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "make: installing Prometheus (the metrics test scrapes a cluster with it)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; } || \
+	      { echo "make: could not install Prometheus with apt-get (see above); the metrics test needs it"; exit 2; }; \
+	  else echo "make: Prometheus is required for the metrics test (Debian: apt-get install prometheus)"; exit 2; fi; \
+	fi
+
 demo: venv java
 	$(VENV)/bin/pubmesh demo --out out/demo
 
-test: venv java chromium
+test: venv java chromium prometheus
 	$(PY) tools/lint_sansio.py
 	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadgroup --durations=30
 

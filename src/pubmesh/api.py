@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pubmesh.errors import UserError
 from pubmesh.net.acl import Acl, load_acl
@@ -50,6 +50,9 @@ from pubmesh.net.security import ClusterKey, as_key
 from pubmesh.net.transport import NetConfig
 from pubmesh.proto.core import Deliver, NodeId
 from pubmesh.stacks.base import get_stack
+
+if TYPE_CHECKING:
+    from pubmesh.net.metrics import MetricsServer
 
 __all__ = ["Delivery", "Node", "Subscription"]
 
@@ -128,7 +131,10 @@ class Node:
         trace_dir: str | Path | None = None,
         config: NetConfig | None = None,
         queue_size: int = 10_000,
+        metrics: str | tuple[str, int] | None = None,
     ) -> None:
+        """``metrics="HOST:PORT"`` serves /metrics (OpenMetrics) and /healthz there while the
+        node runs (:mod:`pubmesh.net.metrics`; port 0: any free one, see :attr:`metrics`)."""
         try:
             spec = get_stack(stack)
         except KeyError as error:
@@ -165,11 +171,34 @@ class Node:
         )
         self._subscriptions: dict[str, list[Subscription]] = {}
         self.runtime.delivery_callbacks.append(self._on_delivery)
+        if isinstance(metrics, str):
+            metrics = parse_hostport(metrics, what="metrics", allow_port_zero=True)
+        self._metrics_at = metrics
+        self._metrics: MetricsServer | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> Node:
         await self.runtime.start()
+        if self._metrics_at is not None:
+            from pubmesh.net.metrics import MetricsServer  # prometheus-client: only when asked
+
+            server = MetricsServer(self.runtime, *self._metrics_at, extra_drops=self._queue_drops)
+            try:
+                await server.start()
+            except OSError:
+                await self.runtime.close(leave=False)
+                raise
+            self._metrics = server
         return self
+
+    @property
+    def metrics(self) -> str | None:
+        """``HOST:PORT`` of the /metrics server, once started with ``metrics=``."""
+        return self._metrics.address if self._metrics is not None else None
+
+    def _queue_drops(self) -> dict[str, int]:
+        dropped = sum(s.dropped for subs in self._subscriptions.values() for s in subs)
+        return {"subscription-queue": dropped}
 
     async def close(self, *, leave: bool = True) -> None:
         """Leave (unless ``leave=False``) and close every connection."""
@@ -178,6 +207,8 @@ class Node:
                 subscription.closed = True
                 subscription._ready.set()
         await self.runtime.close(leave=leave, linger=1.0)
+        if self._metrics is not None:
+            await self._metrics.close()
 
     async def __aenter__(self) -> Node:
         return await self.start()

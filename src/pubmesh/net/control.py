@@ -263,6 +263,8 @@ class Ready(_Event):
     role: str
     pid: int
     t: float
+    #: where it serves /metrics (``--metrics``), or None
+    metrics: str | None = None
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from pubmesh.errors import UserError
 from pubmesh.net import control
@@ -44,6 +44,9 @@ from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
+
+if TYPE_CHECKING:
+    from pubmesh.net.metrics import MetricsServer
 from pubmesh.net.runtime import NodeRuntime, PublicationTooLarge
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.proto.core import Deliver, NodeId
@@ -202,6 +205,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="seed of the node's random stream")
     parser.add_argument("--trace-dir", metavar="DIR", help="write this node's partial trace here")
     parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve live metrics for Prometheus at http://HOST:PORT/metrics (OpenMetrics) and "
+        "/healthz; no authentication, so bind it to loopback or a monitoring network "
+        "(port 0: any free port, said in the ready line)",
+    )
+    parser.add_argument(
         "--no-message-trace",
         action="store_true",
         help="with --trace-dir, leave frames out of the trace (deliveries, events and "
@@ -274,6 +284,8 @@ class NodeOptions:
     stats_interval: float = 0.0
     delivery_lines: bool = True
     stdout_buffer: int = DEFAULT_LIMIT
+    #: where to serve /metrics and /healthz, or None
+    metrics: tuple[str, int] | None = None
     control: bool = False
     leave_linger: float = 2.0
 
@@ -350,6 +362,9 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
         params=params,
         seed=args.seed,
         trace_dir=Path(args.trace_dir) if args.trace_dir else None,
+        metrics=parse_hostport(args.metrics, what="--metrics", allow_port_zero=True)
+        if args.metrics
+        else None,
         snapshot_interval=args.snapshot_interval,
         trace_messages=not args.no_message_trace,
         subscribe=list(args.subscribe),
@@ -435,6 +450,25 @@ class NodeProcess:
         if self.shell:
             self.lines.write(text.translate(_SHOW_CONTROLS), droppable=droppable)
 
+    async def _serve_metrics(self) -> MetricsServer | None:
+        """The /metrics and /healthz server of ``--metrics`` (pubmesh.net.metrics), started."""
+        if self.options.metrics is None:
+            return None
+        from pubmesh.net.metrics import MetricsServer  # prometheus-client: only when asked
+
+        host, port = self.options.metrics
+        server = MetricsServer(
+            self.runtime, host, port, extra_drops=lambda: {"stdout": self.lines.dropped}
+        )
+        try:
+            await server.start()
+        except OSError as error:
+            await self.runtime.close()
+            raise UserError(
+                f"--metrics {host}:{port}: cannot listen ({error.strerror or error})"
+            ) from None
+        return server
+
     def _lagged_line(self, dropped: int) -> str:
         """The line that tells the reader it missed ``dropped`` lines (on the writer's thread)."""
         if self.shell:
@@ -461,6 +495,7 @@ class NodeProcess:
             raise UserError(
                 f"--listen {host}:{port}: cannot listen ({error.strerror or error})"
             ) from None
+        metrics = await self._serve_metrics()
         # what the imports and the trace's warm-up made lives as long as the process: out of
         # the collector's sight (gc.freeze), a full collection walks the node's own objects
         # only. Every node of a cluster runs the same code on the same load, so their full
@@ -480,8 +515,11 @@ class NodeProcess:
                 role=runtime.role,
                 pid=os.getpid(),
                 t=runtime.wall(),
+                metrics=metrics.address if metrics is not None else None,
             )
         )
+        if metrics is not None:
+            self.say(f"metrics: http://{metrics.address}/metrics")
         self.say(
             f"pubmesh node {format_id(runtime.node_id)} ({runtime.spec.name}, "
             f"{runtime.role}); type 'help' for commands"
@@ -501,6 +539,8 @@ class NodeProcess:
         )
         self.emit(control.Bye(node=runtime.node_id, t=runtime.wall(), stats=self._statistics()))
         self.say("bye")
+        if metrics is not None:
+            await metrics.close()
         # the last lines reach a reader that reads, within a bound: one that never will cannot
         # keep the process from exiting
         self.lines.close(timeout=5.0)

@@ -188,6 +188,8 @@ class NodeRuntime:
         #: open subscriptions: topic -> (t_start wall, filter)
         self.subscribed: dict[str, tuple[float, Mapping[str, Any] | None]] = {}
         self.deliveries = 0
+        #: deliveries per topic (the node's own subscriptions: bounded by what it subscribed)
+        self.delivered_by_topic: Counter[str] = Counter()
         self.published = 0
         self.handler_errors = 0
         self.peer_down_notices = 0
@@ -512,6 +514,7 @@ class NodeRuntime:
 
     def _deliver(self, out: Deliver, now: float) -> None:
         self.deliveries += 1
+        self.delivered_by_topic[out.topic] += 1
         t = self.wall(now)
         if self.trace is not None:
             self.trace.delivery(out.pub_id, t, out.hops)

@@ -318,6 +318,7 @@ class Connection(asyncio.Protocol):
                 self.remote,
                 "truncated-frame",
                 f"{self.buffer.pending()} bytes of an incomplete frame when the connection closed",
+                handshake=False,
             )
         was = self.state
         self.state = State.CLOSED
@@ -335,6 +336,7 @@ class Connection(asyncio.Protocol):
                 self.remote,
                 "handshake-aborted",
                 f"the peer closed the connection during {during}" + self._claim(),
+                handshake=True,
             )
         if not self.opened.done():
             self.opened.set_exception(
@@ -646,7 +648,8 @@ class Connection(asyncio.Protocol):
             return
         if self.state is State.OPEN:
             self.hub._unusable(self)
-        if self.state is State.HANDSHAKE:
+        handshake = self.state is State.HANDSHAKE
+        if handshake:
             self.hub._left_handshake(self)
         self.state = State.CLOSED
         self.rejected = True
@@ -654,7 +657,7 @@ class Connection(asyncio.Protocol):
             self.opened.set_exception(AuthError(reason, detail))
             self.opened.exception()  # mark retrieved: nobody may be waiting
         peer = self.peer if self.peer is not None else self.expected
-        self.hub._reject(peer, self.remote, reason, detail + self._claim())
+        self.hub._reject(peer, self.remote, reason, detail + self._claim(), handshake=handshake)
         if self.transport is not None:
             if flush:
                 self.transport.close()
@@ -768,6 +771,8 @@ class Transport:
         self.closed = False
         self.counters: Counter[str] = Counter()
         self.rejections: Counter[str] = Counter()
+        #: the rejections of connections that had not completed their handshake
+        self.handshake_rejections: Counter[str] = Counter()
         self.drops: Counter[str] = Counter()
         self._tick: asyncio.TimerHandle | None = None
         #: call ``owner.net_sent`` for every frame (the owner may turn it off when it does
@@ -1060,8 +1065,12 @@ class Transport:
             if not self._unproven_by_source[source]:
                 del self._unproven_by_source[source]
 
-    def _reject(self, peer: NodeId | None, remote: str, reason: str, detail: str) -> None:
+    def _reject(
+        self, peer: NodeId | None, remote: str, reason: str, detail: str, *, handshake: bool
+    ) -> None:
         self.rejections[reason] += 1
+        if handshake:
+            self.handshake_rejections[reason] += 1
         self.owner.net_rejected(peer, remote, reason, detail)
 
     # ------------------------------------------------------------------ maintenance
@@ -1132,6 +1141,7 @@ class Transport:
             connections=sum(1 for conn in self.connections if conn.state is State.OPEN),
             peers_connected=tuple(sorted(p.id for p in self.peers.values() if p.open)),
             rejected=dict(sorted(self.rejections.items())),
+            handshake_rejected=dict(sorted(self.handshake_rejections.items())),
             dropped=dict(sorted(self.drops.items())),
         )
 
@@ -1155,6 +1165,8 @@ class TransportStatistics:
     peers_connected: tuple[int, ...] = ()
     #: refused connections and frames by reason (auth-failed, bad-frame, ...)
     rejected: Mapping[str, int] = field(default_factory=dict)
+    #: those of ``rejected`` refused before their handshake completed (strangers, wrong keys)
+    handshake_rejected: Mapping[str, int] = field(default_factory=dict)
     #: messages dropped by reason (unreachable, queue-full, ...)
     dropped: Mapping[str, int] = field(default_factory=dict)
 
@@ -1162,6 +1174,7 @@ class TransportStatistics:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["peers_connected"] = list(self.peers_connected)
         out["rejected"] = dict(self.rejected)
+        out["handshake_rejected"] = dict(self.handshake_rejected)
         out["dropped"] = dict(self.dropped)
         return out
 

@@ -405,6 +405,8 @@ class Cluster:
             command += ["--key", str(self.config.key_file)]
         if not self.config.trace_messages:
             command.append("--no-message-trace")
+        if self.config.metrics:
+            command += ["--metrics", f"{host}:0"]
         for setting in self.config.param_args:
             command += ["--set", setting]
         return command
@@ -452,10 +454,13 @@ class Cluster:
             )
             self.children.append(child)
         deadline = 60.0 + 0.5 * len(self.children)
+        metrics: dict[int, str] = {}
         try:
             async with asyncio.timeout(deadline):
                 for child in self.children:
-                    await child.wait_ready()
+                    ready = await child.wait_ready()
+                    if ready.metrics is not None:
+                        metrics[child.index] = ready.metrics
         except TimeoutError:
             raise UserError(
                 f"the node processes did not all start within {deadline:.0f} s "
@@ -463,6 +468,8 @@ class Cluster:
             ) from None
         except ConnectionError as error:
             raise UserError(str(error)) from None
+        if self.config.metrics:
+            self._scrape_config(metrics)
         self.id_map = {child.node_id: child.index for child in self.children}
         self.t0_wall = time.time()
         self.t0_mono = asyncio.get_running_loop().time()
@@ -676,6 +683,20 @@ class Cluster:
             f"{len(considered)} started subscribers have no neighbour in a topic yet; publishing "
             f"on the workload's clock (--wait-overlay S waits and shifts the schedule)"
         )
+
+    def _scrape_config(self, targets: dict[int, str]) -> None:
+        """``--metrics``: the Prometheus configuration that scrapes every node, written to
+        OUT/prometheus.yml and printed (pubmesh.net.metrics)."""
+        from pubmesh.net.metrics import scrape_config
+
+        text = scrape_config(targets)
+        path = self.config.out / "prometheus.yml"
+        path.write_text(text)
+        self._say(
+            f"metrics of {len(targets)} nodes; scrape them with: prometheus --config.file {path}"
+        )
+        if not self.config.quiet:
+            print(text, end="", flush=True)
 
     def _say(self, line: str) -> None:
         print(f"pubmesh cluster: {line}", file=sys.stderr, flush=True)

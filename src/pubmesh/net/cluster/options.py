@@ -176,6 +176,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "bridge, each node on its own private address, so traffic crosses real interfaces "
         "(removed when the run ends; leftovers of a killed run at the next start)",
     )
+    parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="every node serves live metrics (/metrics, OpenMetrics) on a free port of its "
+        "address; the Prometheus scrape configuration for them is printed and written to "
+        "OUT/prometheus.yml once the nodes are up",
+    )
     parser.add_argument("--quiet", action="store_true", help="no live table, no summary")
     parser.set_defaults(func=run)
     return parser
@@ -208,6 +215,8 @@ class ClusterConfig:
     param_args: tuple[str, ...] = ()
     #: ``--netns K``: namespaces the nodes are placed in (0: all on 127.0.0.1)
     netns: int = 0
+    #: ``--metrics``: every node serves /metrics; the scrape configuration is written
+    metrics: bool = False
     #: identity mode (``--identity`` or ``--ca``): the authority's directory, None for a
     #: fresh one in OUT/identity/ca
     identity: bool = False
@@ -417,6 +426,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         trace_messages=not args.no_message_trace,
         param_args=stack_param_args(scenario),
         netns=args.netns,
+        metrics=args.metrics,
         identity=identity,
         ca_dir=ca_dir,
         unsigned=args.unsigned,

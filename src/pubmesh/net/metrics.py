@@ -1,0 +1,249 @@
+"""Live metrics of a running node: OpenMetrics over HTTP, for Prometheus (issue 43, item 8).
+
+``pubmesh node --metrics HOST:PORT`` (and ``pubmesh.Node(metrics="HOST:PORT")``) serves
+
+* ``GET /metrics``: the node's counters in the Prometheus text format, or OpenMetrics when the
+  scraper asks for it (``Accept: application/openmetrics-text``, as Prometheus does), written
+  by ``prometheus-client``;
+* ``GET /healthz``: ``200 ok`` while the node runs, ``503`` once it is closing.
+
+Nothing is counted twice: a scrape reads the counters the runtime keeps anyway (the ones
+``stats`` shows) through a custom collector, so serving metrics costs the node nothing between
+scrapes. The server runs on the node's event loop: a scrape sees one consistent state, and no
+thread reads the runtime's dictionaries while the loop changes them.
+
+Metrics (all per node; ``_total`` ones are counters):
+
+========================================== =================================================
+``pubmesh_info{node,address,stack,role}``  1
+``pubmesh_deliveries_total``               publications delivered to the application
+``pubmesh_topic_deliveries_total{topic}``  the same, per subscribed topic
+``pubmesh_publications_total``             publications this node published
+``pubmesh_dropped_total{cause}``           messages or lines dropped: the transport's
+                                           causes (``queue-full``, ``unreachable``,
+                                           ``oversized``, ...), ``stdout`` (lines a reader
+                                           did not take), ``subscription-queue`` (the API)
+``pubmesh_forged_total{reason}``           signed copies refused (identity mode)
+``pubmesh_denied_total{action}``           copies the ACL dropped
+``pubmesh_peers``                          peers with an open connection now
+``pubmesh_peer_failures_total``            peers declared down to the stack
+``pubmesh_rejections_total{reason}``       connections and frames refused
+``pubmesh_handshake_rejections_total``     those refused before their handshake completed
+``{reason}``                               (strangers, wrong keys, silent sockets)
+``pubmesh_frames_{sent,received}_total``   frames on the wire
+``pubmesh_bytes_{sent,received}_total``    bytes on the wire
+``pubmesh_trace_rows_lost_total``          trace rows lost to write errors (a full disk)
+``process_*``                              prometheus-client's process collector (resident
+                                           memory, CPU seconds, open descriptors)
+========================================== =================================================
+
+Who may read them: anyone who can connect. The endpoint has no authentication, and it tells
+the node's subscribed topics and its traffic: bind it to loopback or to a monitoring network
+(``--metrics 127.0.0.1:9464``). A stranger's connections cost little: at most
+``MAX_CLIENTS`` at once, a request of at most 8 KiB within 5 s, then the connection closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS_TYPE
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+if TYPE_CHECKING:
+    from pubmesh.net.runtime import NodeRuntime
+
+#: connections served at once; more are closed at once
+MAX_CLIENTS = 16
+#: bytes of a request (line and headers), and the seconds it may take to arrive
+MAX_REQUEST = 8192
+REQUEST_TIMEOUT = 5.0
+
+
+class NodeCollector:
+    """The runtime's counters as metric families, read at each scrape (module docstring).
+    ``extra_drops`` adds drops the runtime does not see (stdout lines, API queues)."""
+
+    def __init__(
+        self,
+        runtime: NodeRuntime,
+        extra_drops: Callable[[], Mapping[str, int]] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.extra_drops = extra_drops
+
+    def collect(self) -> Iterator[Metric]:
+        runtime = self.runtime
+        stats = runtime.statistics()
+        transport = stats.transport
+        info = GaugeMetricFamily(
+            "pubmesh_info", "The node: its id, address, stack and role.",
+            labels=["node", "address", "stack", "role"],
+        )  # fmt: skip
+        info.add_metric([str(stats.node), stats.address, stats.stack, stats.role], 1)
+        yield info
+        yield _counter("pubmesh_deliveries", "Publications delivered.", stats.deliveries)
+        yield _labelled(
+            "pubmesh_topic_deliveries", "Publications delivered, per topic.", "topic",
+            runtime.delivered_by_topic,
+        )  # fmt: skip
+        yield _counter("pubmesh_publications", "Publications published.", stats.published)
+        drops = dict(transport.dropped)
+        if self.extra_drops is not None:
+            for cause, count in self.extra_drops().items():
+                drops[cause] = drops.get(cause, 0) + count
+        yield _labelled("pubmesh_dropped", "Messages or lines dropped.", "cause", drops)
+        yield _labelled(
+            "pubmesh_forged", "Signed copies refused, by reason.", "reason", stats.forged
+        )
+        yield _labelled("pubmesh_denied", "Copies the ACL dropped.", "action", stats.denied)
+        peers = GaugeMetricFamily("pubmesh_peers", "Peers with an open connection.")
+        peers.add_metric([], len(transport.peers_connected))
+        yield peers
+        yield _counter(
+            "pubmesh_peer_failures", "Peers declared down to the stack.", stats.peer_down_notices
+        )
+        yield _labelled(
+            "pubmesh_rejections", "Connections and frames refused.", "reason", transport.rejected
+        )
+        yield _labelled(
+            "pubmesh_handshake_rejections", "Connections refused before their handshake.",
+            "reason", transport.handshake_rejected,
+        )  # fmt: skip
+        yield _counter("pubmesh_frames_sent", "Frames sent.", transport.frames_sent)
+        yield _counter("pubmesh_frames_received", "Frames received.", transport.frames_received)
+        yield _counter("pubmesh_bytes_sent", "Bytes sent.", transport.bytes_sent)
+        yield _counter("pubmesh_bytes_received", "Bytes received.", transport.bytes_received)
+        lost = stats.trace.rows_lost if stats.trace is not None else 0
+        yield _counter("pubmesh_trace_rows_lost", "Trace rows lost to write errors.", lost)
+
+
+def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation)
+    family.add_metric([], value)
+    return family
+
+
+def _labelled(
+    name: str, documentation: str, label: str, values: Mapping[str, int]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=[label])
+    for key, value in sorted(values.items()):
+        family.add_metric([key], value)
+    return family
+
+
+class MetricsServer:
+    """``/metrics`` and ``/healthz`` on the node's event loop (module docstring)."""
+
+    def __init__(
+        self,
+        runtime: NodeRuntime,
+        host: str,
+        port: int,
+        extra_drops: Callable[[], Mapping[str, int]] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.host = host
+        self.port = port
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(NodeCollector(runtime, extra_drops))
+        self.registry.register(ProcessCollector(registry=None))
+        self._server: asyncio.Server | None = None
+        self._clients = 0
+        #: requests served, by status
+        self.served: dict[int, int] = {}
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` it listens on (the port the system chose, for port 0)."""
+        return f"{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, limit=MAX_REQUEST
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._clients >= MAX_CLIENTS:
+            writer.close()
+            return
+        self._clients += 1
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT):
+                head = await reader.readuntil(b"\r\n\r\n")
+                status, content_type, body = self._answer(head)
+                self.served[status] = self.served.get(status, 0) + 1
+                reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not"
+                          " Allowed", 503: "Service Unavailable"}[status]  # fmt: skip
+                writer.write(
+                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
+                await writer.drain()
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+            pass  # a slow, oversized or vanished request: closed without an answer
+        finally:
+            self._clients -= 1
+            writer.close()
+
+    def _answer(self, head: bytes) -> tuple[int, str, bytes]:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split()
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            return 400, "text/plain", b"bad request\n"
+        method, target = parts[0], parts[1].split("?", 1)[0]
+        if method not in ("GET", "HEAD"):
+            return 405, "text/plain", b"GET only\n"
+        if target == "/healthz":
+            if self.runtime.started and not self.runtime.closed:
+                return 200, "text/plain", b"ok\n"
+            return 503, "text/plain", b"closing\n"
+        if target != "/metrics":
+            return 404, "text/plain", b"try /metrics or /healthz\n"
+        accept = next(
+            (line.split(":", 1)[1] for line in lines[1:] if line.lower().startswith("accept:")),
+            "",
+        )
+        if "application/openmetrics-text" in accept:
+            openmetrics: bytes = generate_openmetrics(self.registry)  # type: ignore[no-untyped-call]
+            return 200, OPENMETRICS_TYPE, openmetrics
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+
+
+def scrape_config(targets: Mapping[Any, str], job: str = "pubmesh") -> str:
+    """A Prometheus configuration that scrapes ``targets`` (label -> ``HOST:PORT``) every
+    second, each target labelled with its node index: what ``pubmesh cluster --metrics``
+    prints and writes."""
+    lines = [
+        "global:",
+        "  scrape_interval: 1s",
+        "  evaluation_interval: 1s",
+        "scrape_configs:",
+        f"  - job_name: {job}",
+        "    static_configs:",
+    ]
+    for index, target in sorted(targets.items()):
+        lines += [
+            f"      - targets: ['{target}']",
+            "        labels:",
+            f"          index: '{index}'",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["MetricsServer", "NodeCollector", "scrape_config"]
