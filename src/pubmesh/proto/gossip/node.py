@@ -451,5 +451,9 @@ class GossipNode(StackNode):
                 "passive_view": sum(len(s.membership.passive) for s in self.swarms.values()),
                 "cached_ids": sum(len(s.broadcast.received) for s in self.swarms.values()),
                 "cached_payloads": sum(len(s.broadcast.payloads) for s in self.swarms.values()),
+                "missing_ids": sum(len(s.broadcast.missing) for s in self.swarms.values()),
+                "ihave_over_limit": sum(
+                    s.broadcast.counters.get("ihave_over_limit", 0) for s in self.swarms.values()
+                ),
             },
         )

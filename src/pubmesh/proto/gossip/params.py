@@ -42,6 +42,12 @@ class GossipParams:
     ihave_timeout1: float = 0.5
     #: ... and this long between further grafts for the same message (timeout2)
     ihave_timeout2: float = 0.1
+    #: Plumtree: announcements of not-yet-received messages held per neighbour, at most
+    #: (beyond it that neighbour's IHAVEs are ignored until some are settled). Not in the
+    #: paper, which trusts its members: it bounds what an insider's flood of invented ids
+    #: costs (issue 43). An honest neighbour holds at most the ids it announced within
+    #: ihave_timeout1 that the tree has not brought yet
+    max_announced: int = 1024
     #: Plumtree's tree optimization (§3.8) on or off, and its hop threshold
     optimization: bool = True
     optimization_threshold: int = 10
@@ -108,6 +114,8 @@ class GossipParams:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_announced < 1:
+            raise ValueError(f"max_announced must be ≥ 1, got {self.max_announced}")
         if self.tree not in TREES:
             raise ValueError(f"tree must be one of {', '.join(TREES)}, got {self.tree!r}")
         if self.optimization_threshold < 1:

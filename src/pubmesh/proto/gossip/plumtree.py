@@ -45,6 +45,16 @@ message that has since arrived, or a superseded one, is ignored by its generatio
 topic never reaches this one, because the gossip node wraps every timer with the instance's
 epoch (:class:`pubmesh.proto.gossip.node.SwarmTimer`).
 
+Bounds. The paper trusts its members; a member that announces ids that never come (an
+insider's IHAVE flood: 3 MB of invented ids grew a node by 159 MB for 90 s and made it send
+~75,000 GRAFTs) must not cost the others without limit. So each neighbour may hold at most
+``max_announced`` announcements of messages not received yet (IHAVEs beyond it are ignored and
+counted as ``ihave_over_limit``), an announcement is settled when the message comes, when its
+GRAFT goes out, when its announcer goes down or when the id is evicted, and an id whose every
+announcer has been asked in vain is given up at once instead of at ``id_retention``. Each
+invented id therefore costs one GRAFT to the liar and is forgotten within ``timeout1`` plus one
+``timeout2`` per announcer.
+
 The message cache has a retention (iroh-gossip ``plumtree.rs``: ``message_cache_retention`` and
 ``message_id_retention``, evicted on a timer): a payload is kept ``payload_retention`` seconds
 after it was first seen, to answer GRAFTs; the id (and any announcements of a message that never
@@ -58,6 +68,7 @@ evicting everything due within ``evict_slack`` of it, so a busy swarm costs one 
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mypy_extensions import mypyc_attr
@@ -193,6 +204,7 @@ class Plumtree:
         "_evict_pending",
         "_payload_seen",
         "_seen",
+        "announced",
         "counters",
         "eager",
         "first_from",
@@ -223,6 +235,8 @@ class Plumtree:
         self.payloads: dict[PubId, bytes] = {}
         #: announcements of messages not received yet: id -> [(announcer, round)]
         self.missing: dict[PubId, list[tuple[NodeId, int]]] = {}
+        #: how many of those each neighbour made (bounded by max_announced)
+        self.announced: dict[NodeId, int] = {}
         #: the generation of the graft timer running for an id
         self.graft_generation: dict[PubId, int] = {}
         #: batched announcements per lazy peer (non-empty: a FlushIHave is pending)
@@ -335,8 +349,19 @@ class Plumtree:
         self.lazy_queue.pop(peer, None)
         if self.first_from is not None:
             self.first_from.pop(peer, None)
-        for pub_id in list(self.missing):
-            self.missing[pub_id] = [a for a in self.missing[pub_id] if a[0] != peer]
+        if self.announced.pop(peer, 0):
+            for pub_id in list(self.missing):
+                self.missing[pub_id] = [a for a in self.missing[pub_id] if a[0] != peer]
+
+    def _settled(self, announcements: Iterable[tuple[NodeId, int]]) -> None:
+        """These announcements are no longer held: their announcers may make new ones."""
+        announced = self.announced
+        for announcer, _ in announcements:
+            left = announced.get(announcer, 0) - 1
+            if left > 0:
+                announced[announcer] = left
+            else:
+                announced.pop(announcer, None)
 
     # ------------------------------------------------------------------ broadcast
     def _broadcast(
@@ -456,6 +481,7 @@ class Plumtree:
         out.append(Delivered(pub_id, msg.payload, rnd))
         self.graft_generation.pop(pub_id, None)
         announcements = self.missing.pop(pub_id, [])
+        self._settled(announcements)
         self._push(pub_id, rnd, msg.payload, exclude=src, out=out)
         if self.p.flood:
             return
@@ -479,11 +505,18 @@ class Plumtree:
                     self._optimize(pub_id, src, rnd, now, out)
                 continue
             # "record the announcement; start timer(id, timeout1) if none runs."
+            held = self.announced.get(src, 0)
+            if held >= self.p.max_announced:
+                # an insider announcing ids that never come: its announcements stop costing
+                # memory and grafts here (module docstring, bounds)
+                self.counters["ihave_over_limit"] = self.counters.get("ihave_over_limit", 0) + 1
+                continue
             entries = self.missing.get(pub_id)
             if entries is None:
                 entries = self.missing[pub_id] = []
                 self._note_seen(pub_id, now, out)
             entries.append((src, rnd))
+            self.announced[src] = held + 1
             if pub_id not in self.graft_generation:
                 self.graft_generation[pub_id] = 1
                 out.append(SetTimer(self.p.ihave_timeout1, SendGraft(pub_id, 1)))
@@ -530,11 +563,15 @@ class Plumtree:
             return
         entries = self.missing.get(pub_id)
         if not entries:
+            # every announcer was asked and none sent it: the id is given up (a later IHAVE
+            # starts over), and what it held goes now rather than at id_retention
             self.graft_generation.pop(pub_id, None)
+            self.missing.pop(pub_id, None)
             return
         # "Timer(id) fires: start timer(id, timeout2); take the first announcement for id;
         # make its sender eager and send it GRAFT(id, round)."
         announcer, rnd = entries.pop(0)
+        self._settled(((announcer, rnd),))
         self.graft_generation[pub_id] = generation + 1
         out.append(SetTimer(self.p.ihave_timeout2, SendGraft(pub_id, generation + 1)))
         self._neighbor_up(announcer, now)
@@ -586,7 +623,9 @@ class Plumtree:
             while done < len(seen) and seen[done][0] <= id_cut:
                 pub_id = seen[done][1]
                 self.received.pop(pub_id, None)
-                self.missing.pop(pub_id, None)
+                gone = self.missing.pop(pub_id, None)
+                if gone:
+                    self._settled(gone)
                 self.graft_generation.pop(pub_id, None)
                 done += 1
             del seen[:done]
