@@ -157,8 +157,6 @@ class MetricsServer:
         self.registry.register(ProcessCollector(registry=None))
         self._server: asyncio.Server | None = None
         self._clients = 0
-        #: requests served, by status
-        self.served: dict[int, int] = {}
 
     @property
     def address(self) -> str:
@@ -186,7 +184,6 @@ class MetricsServer:
             async with asyncio.timeout(REQUEST_TIMEOUT):
                 head = await reader.readuntil(b"\r\n\r\n")
                 status, content_type, body = self._answer(head)
-                self.served[status] = self.served.get(status, 0) + 1
                 reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not"
                           " Allowed", 503: "Service Unavailable"}[status]  # fmt: skip
                 writer.write(
@@ -207,7 +204,7 @@ class MetricsServer:
         if len(parts) != 3 or not parts[2].startswith("HTTP/"):
             return 400, "text/plain", b"bad request\n"
         method, target = parts[0], parts[1].split("?", 1)[0]
-        if method not in ("GET", "HEAD"):
+        if method != "GET":
             return 405, "text/plain", b"GET only\n"
         if target == "/healthz":
             if self.runtime.started and not self.runtime.closed:

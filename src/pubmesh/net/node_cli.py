@@ -44,18 +44,18 @@ from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
-
-if TYPE_CHECKING:
-    from pubmesh.net.metrics import MetricsServer
 from pubmesh.net.runtime import NodeRuntime, PublicationTooLarge
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.proto.core import Deliver, NodeId
 from pubmesh.stacks.base import StackSpec, get_stack
 from pubmesh.workload import workload_payload
 
-#: control characters as the shell shows them: C0 (but tab and line break), DEL and C1, escaped
+if TYPE_CHECKING:
+    from pubmesh.net.metrics import MetricsServer
+
 #: stdout lines dropped while the reader is behind (pubmesh.net.output); the rest never are
 _DROPPABLE = (control.Delivered, control.NetEvent, control.StatsLine)
+#: control characters as the shell shows them: C0 (but tab and line break), DEL and C1, escaped
 _SHOW_CONTROLS = {
     c: f"\\x{c:02x}"
     for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))

@@ -44,7 +44,7 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -821,15 +821,7 @@ class RuntimeStatistics:
                 topic: {"pending": q.pending, "dropped": q.dropped}
                 for topic, q in sorted(self.subscription_queues.items())
             },
-            "trace": None
-            if self.trace is None
-            else {
-                "directory": self.trace.directory,
-                "segments": self.trace.segments,
-                "complete": self.trace.complete,
-                "rows_lost": self.trace.rows_lost,
-                "error": self.trace.error,
-            },
+            "trace": None if self.trace is None else asdict(self.trace),
         }
 
 

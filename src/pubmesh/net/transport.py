@@ -1115,8 +1115,7 @@ class Transport:
             if conn.state is not State.OPEN:
                 continue
             silent = now - conn.last_heard
-            if silent > config.suspect_after:
-                self.counters["peers_silent"] += 1
+            if silent > config.suspect_after:  # counted with the rejections, as peer-silent
                 conn.reject(
                     "peer-silent",
                     f"nothing received for {silent:.1f} s (suspect_after {config.suspect_after:g}"

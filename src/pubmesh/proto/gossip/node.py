@@ -452,8 +452,6 @@ class GossipNode(StackNode):
                 "cached_ids": sum(len(s.broadcast.received) for s in self.swarms.values()),
                 "cached_payloads": sum(len(s.broadcast.payloads) for s in self.swarms.values()),
                 "missing_ids": sum(len(s.broadcast.missing) for s in self.swarms.values()),
-                "ihave_over_limit": sum(
-                    s.broadcast.counters.get("ihave_over_limit", 0) for s in self.swarms.values()
-                ),
+                "ihave_over_limit": sum(s.broadcast.ihave_over_limit for s in self.swarms.values()),
             },
         )

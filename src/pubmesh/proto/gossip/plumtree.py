@@ -209,6 +209,7 @@ class Plumtree:
         "eager",
         "first_from",
         "graft_generation",
+        "ihave_over_limit",
         "lazy",
         "lazy_queue",
         "me",
@@ -235,8 +236,10 @@ class Plumtree:
         self.payloads: dict[PubId, bytes] = {}
         #: announcements of messages not received yet: id -> [(announcer, round)]
         self.missing: dict[PubId, list[tuple[NodeId, int]]] = {}
-        #: how many of those each neighbour made (bounded by max_announced)
+        #: how many of those each neighbour made (bounded by max_announced), and how many
+        #: announcements were ignored past that bound
         self.announced: dict[NodeId, int] = {}
+        self.ihave_over_limit = 0
         #: the generation of the graft timer running for an id
         self.graft_generation: dict[PubId, int] = {}
         #: batched announcements per lazy peer (non-empty: a FlushIHave is pending)
@@ -509,7 +512,7 @@ class Plumtree:
             if held >= self.p.max_announced:
                 # an insider announcing ids that never come: its announcements stop costing
                 # memory and grafts here (module docstring, bounds)
-                self.counters["ihave_over_limit"] = self.counters.get("ihave_over_limit", 0) + 1
+                self.ihave_over_limit += 1
                 continue
             entries = self.missing.get(pub_id)
             if entries is None:
