@@ -99,6 +99,7 @@ def test_an_ihave_flood_of_invented_ids_costs_bounded_memory(tmp_path: Path) -> 
         sent_bytes = 0
         during: set[int] = set()
         peak = before
+        flood_started = time.monotonic()
         for frame in range(FRAMES):
             ids = tuple((rng.getrandbits(63), 0) for _ in range(PER_FRAME))
             tag, payload = codec.encode(IHave(topic=TOPIC, announcements=ids))
@@ -117,9 +118,11 @@ def test_an_ihave_flood_of_invented_ids_costs_bounded_memory(tmp_path: Path) -> 
         time.sleep(1.0)
         peak = max(peak, _rss(target.proc.pid))
         stats = target.command({"op": "stats"})["stats"]
+        flood_seconds = time.monotonic() - flood_started
         counters = stats["protocol"]["counters"]
         grown = peak - before
-        limit = GossipParams().max_announced
+        params = GossipParams()
+        limit = params.max_announced
         print(
             f"IHAVE flood: {sent_bytes / 1e6:.1f} MB of invented ids; the target grew by "
             f"{grown / 2**20:.1f} MiB at peak, ignored {counters['ihave_over_limit']:,} "
@@ -128,7 +131,11 @@ def test_an_ihave_flood_of_invented_ids_costs_bounded_memory(tmp_path: Path) -> 
         assert sent_bytes >= 2_500_000
         assert grown < 16 * 2**20, f"the target grew by {grown / 2**20:.1f} MiB"
         assert counters["missing_ids"] <= limit, counters
-        assert counters["ihave_over_limit"] >= FRAMES * PER_FRAME - 2 * limit, counters
+        # a neighbour's slot frees when its announcement's GRAFT goes out, ihave_timeout1 after
+        # it came: over the flood at most limit per ihave_timeout1, beyond the first limit
+        accepted = FRAMES * PER_FRAME - counters["ihave_over_limit"]
+        most = limit * (1 + flood_seconds / params.ihave_timeout1)
+        assert accepted <= most, (accepted, most, flood_seconds, counters)
     finally:
         stop.set()
         insider.close()
