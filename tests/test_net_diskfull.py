@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from test_net_stack import NodeProcess, real_stacks
+from test_net_stack import NodeProcess, publish_until_delivered, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
 TOPIC = "disk"
@@ -67,14 +67,6 @@ def _publish(publisher: NodeProcess, count: int) -> set[int]:
     return sent
 
 
-def _swarm_up(publisher: NodeProcess, subscriber: NodeProcess, timeout: float) -> None:
-    """Publish until one publication reaches the subscriber (the topic's swarm has formed)."""
-    deadline = time.monotonic() + timeout
-    while not _publish(publisher, 1) & subscriber.deliveries():
-        assert time.monotonic() < deadline, "the topic's swarm did not form"
-        time.sleep(0.2)
-
-
 def test_a_full_disk_under_the_trace_loses_rows_not_deliveries(tmp_path: Path) -> None:
     # not a skip: make test runs as root here; elsewhere deselect the file
     assert os.geteuid() == 0, "a private mount namespace needs root"
@@ -105,7 +97,7 @@ def test_a_full_disk_under_the_trace_loses_rows_not_deliveries(tmp_path: Path) -
     try:
         for process in (contact, node):
             assert process.command({"op": "subscribe", "topic": TOPIC})["ok"]
-        _swarm_up(contact, node, 30)
+        publish_until_delivered(contact, [node], TOPIC, 30)
         before = _publish(contact, 20)
         _wait(lambda: before <= node.deliveries(), 20, "deliveries before the fill")
         _wait(lambda: _segments(trace), 15, "a sealed segment before the fill")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from test_net_stack import NodeProcess, real_stacks, small_cluster
+from test_net_stack import publish_until_delivered, real_stacks, small_cluster
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
 SUSPECT_AFTER = 5.0  # NetConfig's default
@@ -27,17 +27,6 @@ TICK = 0.5
 pytestmark = pytest.mark.xdist_group("net_heartbeat")
 
 
-def _delivered_within(publisher: NodeProcess, subscriber: NodeProcess, seconds: float) -> bool:
-    sent: set[int] = set()
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        sent.add(publisher.command({"op": "publish", "topic": "hb", "payload": "x"})["pub_id"])
-        time.sleep(0.2)
-        if sent & subscriber.deliveries():
-            return True
-    return False
-
-
 def test_a_stopped_peer_is_declared_down_within_suspect_after_and_taken_back(
     tmp_path: Path,
 ) -> None:
@@ -45,7 +34,7 @@ def test_a_stopped_peer_is_declared_down_within_suspect_after_and_taken_back(
     try:
         for node in (contact, peer):
             assert node.command({"op": "subscribe", "topic": "hb"})["ok"]
-        assert _delivered_within(contact, peer, 20), "no delivery before the stop"
+        publish_until_delivered(contact, [peer], "hb", 20, "no delivery before the stop")
         before = contact.mark()
         os.kill(peer.proc.pid, signal.SIGSTOP)
         stopped = time.monotonic()
@@ -73,7 +62,7 @@ def test_a_stopped_peer_is_declared_down_within_suspect_after_and_taken_back(
         ]
         assert silent and "nothing received for" in silent[0]["detail"], silent
         os.kill(peer.proc.pid, signal.SIGCONT)
-        assert _delivered_within(contact, peer, 30), "the continued peer got nothing"
+        publish_until_delivered(contact, [peer], "hb", 30, "the continued peer got nothing")
     finally:
         os.kill(peer.proc.pid, signal.SIGCONT)
         peer.stop()

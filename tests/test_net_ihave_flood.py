@@ -29,7 +29,7 @@ from pubmesh.proto.gossip.hyparview import Join
 from pubmesh.proto.gossip.params import GossipParams
 from pubmesh.proto.gossip.plumtree import IHave
 from test_net_hostile import KEY, handshake
-from test_net_stack import NodeProcess, real_stacks
+from test_net_stack import NodeProcess, publish_until_delivered, real_stacks
 
 pytestmark = [
     pytest.mark.xdist_group("net_ihave_flood"),
@@ -78,12 +78,7 @@ def test_an_ihave_flood_of_invented_ids_costs_bounded_memory(tmp_path: Path) -> 
     insider = socket.create_connection((host, int(port)))
     stop = threading.Event()
     try:
-        deadline = time.monotonic() + 30
-        probes: set[int] = set()
-        while not probes & target.deliveries():
-            assert time.monotonic() < deadline, "the swarm did not form"
-            probes.add(honest.command({"op": "publish", "topic": TOPIC, "payload": "p"})["pub_id"])
-            time.sleep(0.2)
+        publish_until_delivered(honest, [target], TOPIC, 30)
         sealer = handshake(insider, KEY, INSIDER)
         threading.Thread(target=_drain, args=(insider, stop), daemon=True).start()
         # a member of the swarm, as the insider of the report was: Plumtree hears IHAVEs over

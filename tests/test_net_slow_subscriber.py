@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from test_net_stack import NodeProcess, real_stacks
+from test_net_stack import NodeProcess, publish_until_delivered, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
 TOPIC = "burst"
@@ -38,14 +38,7 @@ def test_a_stopped_subscriber_costs_the_fast_one_nothing(tmp_path: Path) -> None
             listen = ["--stack", STACK, "--listen", "127.0.0.1:0"]
             nodes.append(NodeProcess([*listen, *joined], log=tmp_path / f"{name}.log"))
         _, fast, slow = nodes
-        deadline = time.monotonic() + 30
-        probes: set[int] = set()
-        while not (probes & fast.deliveries() and probes & slow.deliveries()):
-            assert time.monotonic() < deadline, "the swarm did not form"
-            probes.add(
-                publisher.command({"op": "publish", "topic": TOPIC, "payload": "p"})["pub_id"]
-            )
-            time.sleep(0.2)
+        publish_until_delivered(publisher, [fast, slow], TOPIC, 30)
 
         mark = publisher.mark()
         burst: set[int] = set()

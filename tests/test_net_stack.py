@@ -451,6 +451,26 @@ class NodeProcess:
             raise AssertionError("node did not stop in time") from None
 
 
+def publish_until_delivered(
+    publisher: NodeProcess,
+    subscribers: Sequence[NodeProcess],
+    topic: str,
+    timeout: float,
+    what: str = "the topic's swarm did not form",
+) -> set[int]:
+    """Publish a probe on ``topic`` every 0.2 s until each subscriber has delivered one (the
+    swarm has formed, or a node is back); the probes' ids. AssertionError ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    probes: set[int] = set()
+    while True:
+        probes.add(publisher.command({"op": "publish", "topic": topic, "payload": "p"})["pub_id"])
+        time.sleep(0.2)
+        if all(probes & subscriber.deliveries() for subscriber in subscribers):
+            return probes
+        assert time.monotonic() < deadline, what
+
+
 def small_cluster(stack: str, peers: int, tmp: Path, **trace: str) -> list[NodeProcess]:
     """A contact (or the skipring supervisor) and ``peers`` nodes joined through it; node 0
     is the contact. Extra keyword ``trace_dirs=1`` gives every node a --trace-dir."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from test_net_stack import NodeProcess, node_env, real_stacks
+from test_net_stack import NodeProcess, node_env, publish_until_delivered, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
 TOPIC = "flood"
@@ -88,12 +88,9 @@ def test_an_unread_stdout_costs_lines_not_the_nodes_peers(tmp_path: Path) -> Non
              "--subscribe", TOPIC],
             log=tmp_path / "late.log",
         )  # fmt: skip
-        deadline = time.monotonic() + 30
-        probes: set[int] = set()
-        while not probes & late.deliveries():
-            probes |= _publish(publisher, 1)
-            assert time.monotonic() < deadline, "a node joining through the stalled one got nothing"
-            time.sleep(0.2)
+        probes = publish_until_delivered(
+            publisher, [late], TOPIC, 30, "a node joining through the stalled one got nothing"
+        )
         assert publisher.mark() > mark
 
         stalled.send_signal(signal.SIGTERM)
