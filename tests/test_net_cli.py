@@ -54,6 +54,13 @@ def test_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
         (["node", "--stack", "nosuch", "--listen", "127.0.0.1:0"], "nosuch", None),
         ([*node, "--listen", "127.0.0.1:0", "--role", "king"], "--role", None),
         ([*node, "--listen", "127.0.0.1:0", "--contact", "127.0.0.1"], "--contact", None),
+        ([*node, "--listen", "127.0.0.1:0", "--stdout-buffer", "10"], "--stdout-buffer", None),
+        ([*node, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1"], "--metrics", None),
+        (
+            [*node, "--listen", "127.0.0.1:0", "--metrics", f"127.0.0.1:{busy_port}"],
+            "--metrics",
+            None,
+        ),
         (["cluster", "--stack", "nosuch"], "nosuch", None),
         (["cluster", "--stack", STACK, "--kill", "2@3"], "--kill", None),
         (["cluster", "--stack", STACK, "--kill", "half"], "--kill", None),

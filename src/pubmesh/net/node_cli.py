@@ -241,7 +241,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--stdout-buffer",
-        type=_buffer_bytes,
+        type=int,
         default=DEFAULT_LIMIT,
         metavar="BYTES",
         help="lines the reader of stdout may fall behind by, in bytes, before delivery, event"
@@ -348,6 +348,8 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
         raise UserError(
             f"--role {args.role!r}: stack {spec.name} has roles {', '.join(sorted(roles))}"
         )
+    if args.stdout_buffer < 4096:
+        raise UserError(f"--stdout-buffer {args.stdout_buffer}: at least 4096 bytes")
     if args.snapshot_interval < 0 or args.stats_interval < 0 or args.leave_linger < 0:
         raise UserError("--snapshot-interval, --stats-interval and --leave-linger must be ≥ 0")
     return NodeOptions(
@@ -761,17 +763,6 @@ class StdinReader:
                 return
             if self.prompt:
                 time.sleep(0.05)  # let the answer print before the next prompt
-
-
-def _buffer_bytes(text: str) -> int:
-    """``--stdout-buffer``: a whole number of bytes, at least 4 KiB."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of bytes, got {text!r}") from None
-    if value < 4096:
-        raise argparse.ArgumentTypeError(f"at least 4096 bytes, got {value}")
-    return value
 
 
 def _read_line(stream: TextIO) -> str:
