@@ -19,7 +19,7 @@ import asyncio
 import os
 import secrets
 
-from pubmesh.api import Node
+from pubmesh.api import Lagged, Node
 
 
 async def main(stack: str, count: int) -> None:
@@ -37,10 +37,15 @@ async def main(stack: str, count: int) -> None:
             await asyncio.sleep(1.0)  # let the overlay form
             print(f"bob's neighbours: {bob.neighbors()}")
 
-            sent = [await alice.publish("news", f"hello #{i} from alice") for i in range(count)]
+            # a receipt per publication: accepted (with its id), or refused with a reason
+            receipts = [await alice.publish("news", f"hello #{i} from alice") for i in range(count)]
+            sent = [r.pub_id for r in receipts if r.accepted]
             received = set()
-            while len(received) < count:
+            while len(received) < len(sent):
                 message = await news.get(timeout=10)
+                if isinstance(message, Lagged):  # bob fell behind: some were dropped for him
+                    print(f"bob missed {message.missed} publications of {message.topic}")
+                    break
                 received.add(message.pub_id)
                 print(
                     f"bob got [{message.topic}] {message.payload.decode()!r} "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pubmesh.api import Node
+from pubmesh.api import Delivery, Lagged, Node
 from pubmesh.errors import UserError
 from pubmesh.net.runtime import QueueStatistics
 from test_net_stack import KEY_TEXT, ROOT, node_env, real_stacks
@@ -33,7 +33,7 @@ def test_subscribe_publish_and_iterate() -> None:
                 if b.neighbors().get("news"):
                     break
                 await asyncio.sleep(0.05)
-            sent = {await a.publish("news", f"item {i}") for i in range(5)}
+            sent = {(await a.publish("news", f"item {i}")).pub_id for i in range(5)}
             got = {(await news.get(timeout=10)).pub_id for _ in range(5)}
             assert got == sent
             seen = []
@@ -68,13 +68,19 @@ def test_a_slow_consumer_drops_its_oldest_deliveries_not_memory() -> None:
                 if node.neighbors().get("t"):
                     break
                 await asyncio.sleep(0.05)
-            ids = [await node.publish("t", b"x") for _ in range(10)]
+            ids = [(await node.publish("t", b"x")).pub_id for _ in range(10)]
             for _ in range(100):
                 if node.statistics().deliveries >= 10:
                     break
                 await asyncio.sleep(0.05)
             assert sub.pending() == 3 and sub.dropped == 7
-            assert [(await sub.get(timeout=1)).pub_id for _ in range(3)] == ids[-3:]
+            # what the queue holds counts in the node's memory budget
+            assert sub.bytes == 3 and node.statistics().memory.used >= 3
+            # the loss is said before what is left (iroh's Lagged), once
+            assert await sub.get(timeout=1) == Lagged("t", 7)
+            kept = [await sub.get(timeout=1) for _ in range(3)]
+            assert [d.pub_id for d in kept if isinstance(d, Delivery)] == ids[-3:]
+            assert sub.bytes == 0
 
     asyncio.run(asyncio.wait_for(main(), 60))
 

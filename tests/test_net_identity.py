@@ -280,7 +280,7 @@ def test_the_python_api_runs_in_identity_mode(tmp_path: Path) -> None:
             sent: set[int] = set()
             got: set[int] = set()
             for _ in range(50):
-                sent.add(await member.publish("news", b"over tls"))
+                sent.add((await member.publish("news", b"over tls")).pub_id)
                 try:
                     got.add((await news.get(timeout=0.2)).pub_id)
                 except TimeoutError:

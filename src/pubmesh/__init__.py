@@ -8,14 +8,17 @@ traces into metrics on Spark.
 
 __version__ = "0.1.0"
 
-__all__ = ["Node", "__version__"]
+__all__ = ["Congestion", "Lagged", "Node", "Receipt", "__version__"]
+
+#: the application API's names (pubmesh.api)
+_API = frozenset({"Congestion", "Lagged", "Node", "Receipt"})
 
 
 def __getattr__(name: str) -> object:
     # `pubmesh.Node` is the application API (pubmesh.api); import it on first use so that the
     # simulator and the analysis do not pay for asyncio networking they do not use.
-    if name == "Node":
-        from pubmesh.api import Node
+    if name in _API:
+        import pubmesh.api
 
-        return Node
+        return getattr(pubmesh.api, name)
     raise AttributeError(f"module 'pubmesh' has no attribute {name!r}")

@@ -24,8 +24,15 @@ are signed and every copy verified unless ``sign`` is False: :mod:`pubmesh.net.s
 :meth:`Node.subscribe` returns a :class:`Subscription`, an async iterator of :class:`Delivery`
 values; each subscription has its own bounded queue (``queue_size``; when the application falls
 that far behind, the oldest deliveries are dropped and counted in ``Subscription.dropped``), so
-a slow consumer cannot exhaust memory. Several subscriptions to one topic each get every
-delivery; the node leaves the topic when the last one is closed.
+a slow consumer cannot exhaust memory, and the next item the iterator yields is a
+:class:`Lagged` saying how many were dropped since the last one (iroh-gossip's ``Lagged``):
+loss is never silent. Several subscriptions to one topic each get every delivery; the node
+leaves the topic when the last one is closed.
+
+:meth:`Node.publish` returns a :class:`Receipt`: accepted, or refused because the node has no
+room (its queues hold its ``memory_budget``, or a slow peer's queue is full). What a publisher
+does then is its :class:`Congestion`: ``BLOCK`` (the default) waits for room, up to
+``timeout``; ``DROP`` is refused at once. The README's flow-control table has the whole rule.
 
 Leaving the ``async with`` block leaves the cluster gracefully (the stack's leave protocol,
 then goodbyes on every connection).
@@ -35,8 +42,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -45,7 +54,14 @@ from pubmesh.errors import UserError
 from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.identity import Identity, load_identity
-from pubmesh.net.runtime import Delivery, NodeRuntime, QueueStatistics, RuntimeStatistics
+from pubmesh.net.runtime import (
+    Congestion,
+    Delivery,
+    NodeRuntime,
+    QueueStatistics,
+    Receipt,
+    RuntimeStatistics,
+)
 from pubmesh.net.security import ClusterKey, as_key
 from pubmesh.net.transport import NetConfig
 from pubmesh.proto.core import Deliver, NodeId
@@ -54,7 +70,19 @@ from pubmesh.stacks.base import get_stack
 if TYPE_CHECKING:
     from pubmesh.net.metrics import MetricsServer
 
-__all__ = ["Delivery", "Node", "Subscription"]
+__all__ = ["Congestion", "Delivery", "Lagged", "Node", "Receipt", "Subscription"]
+
+#: how often a Congestion.BLOCK publication looks for room again (seconds)
+ROOM_POLL = 0.005
+
+
+@dataclass(frozen=True)
+class Lagged:
+    """Yielded by a :class:`Subscription` in place of what it had to drop: ``missed``
+    deliveries of ``topic`` were dropped from its full queue since the last Lagged."""
+
+    topic: str
+    missed: int
 
 
 class Subscription:
@@ -67,29 +95,40 @@ class Subscription:
         self.dropped = 0
         self.closed = False
         self._items: deque[Delivery] = deque()
+        #: payload bytes the queue holds (the node's memory budget counts them)
+        self.bytes = 0
+        #: dropped since the last Lagged was yielded
+        self._unreported = 0
         self._ready = asyncio.Event()
 
     def _put(self, delivery: Delivery) -> None:
         if self.closed:
             return
         if len(self._items) >= self.queue_size:
-            self._items.popleft()
+            self.bytes -= len(self._items.popleft().payload)
             self.dropped += 1
+            self._unreported += 1
         self._items.append(delivery)
+        self.bytes += len(delivery.payload)
         self._ready.set()
 
     def __aiter__(self) -> Subscription:
         return self
 
-    async def __anext__(self) -> Delivery:
+    async def __anext__(self) -> Delivery | Lagged:
         while not self._items:
             if self.closed:
                 raise StopAsyncIteration
             self._ready.clear()
             await self._ready.wait()
-        return self._items.popleft()
+        if self._unreported:
+            missed, self._unreported = self._unreported, 0
+            return Lagged(self.topic, missed)
+        delivery = self._items.popleft()
+        self.bytes -= len(delivery.payload)
+        return delivery
 
-    async def get(self, timeout: float | None = None) -> Delivery:
+    async def get(self, timeout: float | None = None) -> Delivery | Lagged:
         """The next delivery (``TimeoutError`` after ``timeout`` seconds)."""
         async with asyncio.timeout(timeout):
             return await self.__anext__()
@@ -132,9 +171,12 @@ class Node:
         config: NetConfig | None = None,
         queue_size: int = 10_000,
         metrics: str | tuple[str, int] | None = None,
+        congestion: Congestion | str = Congestion.BLOCK,
     ) -> None:
         """``metrics="HOST:PORT"`` serves /metrics (OpenMetrics) and /healthz there while the
-        node runs (:mod:`pubmesh.net.metrics`; port 0: any free one, see :attr:`metrics`)."""
+        node runs (:mod:`pubmesh.net.metrics`; port 0: any free one, see :attr:`metrics`).
+        ``congestion``: what :meth:`publish` does without room, unless it is told otherwise."""
+        self.congestion = _congestion(congestion)
         try:
             spec = get_stack(stack)
         except KeyError as error:
@@ -171,6 +213,7 @@ class Node:
         )
         self._subscriptions: dict[str, list[Subscription]] = {}
         self.runtime.delivery_callbacks.append(self._on_delivery)
+        self.runtime.application_queues.append(self._queued_bytes)
         if isinstance(metrics, str):
             metrics = parse_hostport(metrics, what="metrics", allow_port_zero=True)
         self._metrics_at = metrics
@@ -195,6 +238,9 @@ class Node:
     def metrics(self) -> str | None:
         """``HOST:PORT`` of the /metrics server, once started with ``metrics=``."""
         return self._metrics.address if self._metrics is not None else None
+
+    def _queued_bytes(self) -> int:
+        return sum(s.bytes for subs in self._subscriptions.values() for s in subs)
 
     def _queue_drops(self) -> dict[str, int]:
         dropped = sum(s.dropped for subs in self._subscriptions.values() for s in subs)
@@ -262,14 +308,29 @@ class Node:
         payload: bytes | str,
         *,
         attributes: Mapping[str, Any] | None = None,
-    ) -> int:
-        """Publish on ``topic``; returns the publication id. Raises
+        congestion: Congestion | str | None = None,
+        timeout: float | None = None,
+    ) -> Receipt:
+        """Publish on ``topic``; returns a :class:`Receipt` (``.pub_id`` once accepted).
+        Without room (:meth:`pubmesh.net.runtime.NodeRuntime.room`), ``congestion`` BLOCK
+        (the node's default unless given) waits for it, at most ``timeout`` seconds (None: as
+        long as it takes), DROP is refused at once; a refused receipt says why. Raises
         :class:`pubmesh.net.runtime.PublicationTooLarge` (a ValueError) for a publication
         over :attr:`max_publication` bytes, and PermissionError where an ACL forbids it."""
         data = payload.encode() if isinstance(payload, str) else bytes(payload)
-        pub_id = self.runtime.publish(topic, data, attributes=attributes)
+        mode = self.congestion if congestion is None else _congestion(congestion)
+        runtime = self.runtime
+        started = time.monotonic()
+        if mode is Congestion.BLOCK:
+            size = len(data) + len(topic)
+            while runtime.room(size) is not None and not runtime.closed:
+                if timeout is not None and time.monotonic() - started >= timeout:
+                    break
+                await asyncio.sleep(ROOM_POLL)
+        waited = time.monotonic() - started if mode is Congestion.BLOCK else 0.0
+        receipt = runtime.offer(topic, data, attributes=attributes, waited=waited)
         await asyncio.sleep(0)
-        return pub_id
+        return receipt
 
     @property
     def max_publication(self) -> int:
@@ -310,3 +371,10 @@ class Node:
         return {
             topic: [format_id(n) for n in ids] for topic, ids in self.runtime.neighbors().items()
         }
+
+
+def _congestion(value: Congestion | str) -> Congestion:
+    try:
+        return Congestion(value)
+    except ValueError:
+        raise UserError(f"congestion: {value!r} is not one of block, drop") from None

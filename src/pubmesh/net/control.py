@@ -99,6 +99,11 @@ class ControlError(ValueError):
     field or a field of the wrong type or range. The message says which."""
 
 
+class PublishRefused(ControlError):
+    """A node answered ``publish`` with ``"refused"``: it had no room (pubmesh.net.runtime
+    Receipt); the publication was not made."""
+
+
 def _topic() -> Any:
     return field(metadata={"missing": "{op} needs a topic, e.g. {op} news"})
 
@@ -344,6 +349,9 @@ class CommandFailed(_Event):
     EVENT: ClassVar[str] = "result"
     error: str
     line: str
+    #: ``"no-room"``: a publish refused by flow control (the node's queues at their budget,
+    #: or a slow peer's full): the node is well, the publication was not made
+    refused: str | None = None
 
 
 @dataclass(frozen=True)

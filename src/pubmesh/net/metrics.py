@@ -33,6 +33,12 @@ Metrics (all per node; ``_total`` ones are counters):
 ``pubmesh_frames_{sent,received}_total``   frames on the wire
 ``pubmesh_bytes_{sent,received}_total``    bytes on the wire
 ``pubmesh_trace_rows_lost_total``          trace rows lost to write errors (a full disk)
+``pubmesh_publications_refused_total``     publications refused for want of room (flow
+                                           control: pubmesh.net.runtime.Receipt)
+``pubmesh_slow_peers_total``               peers found slow (queue over half full 2 s)
+``pubmesh_memory_used_bytes``              bytes in the node's queues (peers' and the
+                                           application's) ...
+``pubmesh_memory_budget_bytes``            ... and the budget they are held to
 ``process_*``                              prometheus-client's process collector (resident
                                            memory, CPU seconds, open descriptors)
 ========================================== =================================================
@@ -122,6 +128,19 @@ class NodeCollector:
         yield _counter("pubmesh_bytes_received", "Bytes received.", transport.bytes_received)
         lost = stats.trace.rows_lost if stats.trace is not None else 0
         yield _counter("pubmesh_trace_rows_lost", "Trace rows lost to write errors.", lost)
+        yield _counter(
+            "pubmesh_publications_refused", "Publications refused for want of room.",
+            sum(stats.refused.values()),
+        )  # fmt: skip
+        yield _counter("pubmesh_slow_peers", "Peers found slow.", transport.slow_peers)
+        if stats.memory is not None:
+            for name, value, what in (
+                ("used", stats.memory.used, "Bytes in the node's queues."),
+                ("budget", stats.memory.budget, "The bytes its queues may hold."),
+            ):
+                gauge = GaugeMetricFamily(f"pubmesh_memory_{name}_bytes", what)
+                gauge.add_metric([], value)
+                yield gauge
 
 
 def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:

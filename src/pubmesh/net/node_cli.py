@@ -42,6 +42,7 @@ from pubmesh.errors import UserError
 from pubmesh.net import control
 from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
+from pubmesh.net.control import PublishRefused
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
 from pubmesh.net.runtime import NodeRuntime, PublicationTooLarge
@@ -432,6 +433,8 @@ class NodeProcess:
             trace_messages=options.trace_messages,
             snapshot_interval=options.snapshot_interval,
         )
+        # what stdout holds for its reader counts in the node's memory budget
+        self.runtime.application_queues.append(lambda: self.lines.pending)
         self.stop = asyncio.Event()
         self.leave_on_stop = True
         self.shell = not options.json_mode
@@ -625,8 +628,10 @@ class NodeProcess:
             answer = self.execute(control.parse_line(line))
         except (control.ControlError, PermissionError, PublicationTooLarge) as error:
             # PermissionError: the ACL does not let this node publish or subscribe there;
-            # PublicationTooLarge: over what the cluster's frames carry
-            self.emit(control.CommandFailed(error=str(error), line=line[:200]))
+            # PublicationTooLarge: over what the cluster's frames carry; PublishRefused: no
+            # room now (flow control), the one refusal a publisher may simply retry
+            refused = "no-room" if isinstance(error, PublishRefused) else None
+            self.emit(control.CommandFailed(error=str(error), line=line[:200], refused=refused))
             self.say(f"error: {error}")
             return
         self.emit(answer)
@@ -675,7 +680,10 @@ class NodeProcess:
                 else:
                     payload = (text or "").encode()
                 t = runtime.wall()
-                pub_id = runtime.publish(topic, payload, pub_id=pub_id, attributes=attrs)
+                receipt = runtime.offer(topic, payload, pub_id=pub_id, attributes=attrs)
+                if receipt.pub_id is None:  # flow control: the control channel never blocks
+                    raise PublishRefused(f"publish refused: {receipt.reason}")
+                pub_id = receipt.pub_id
                 self.say(
                     f"published #{pub_id} on {topic}"
                     + (f" with {json.dumps(attrs)}" if attrs is not None else "")

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import json
 import logging
 import secrets
@@ -105,6 +106,33 @@ PUBLICATION_HEADROOM = 64 << 10
 class PublicationTooLarge(ValueError):
     """A publication larger than the cluster's frames can carry (refused at ``publish``: a
     frame over its limit would be refused by the receiving node and cost the link)."""
+
+
+class Congestion(enum.Enum):
+    """What a publication does when the node has no room for it (Zenoh's
+    ``CongestionControl``): ``BLOCK`` waits until there is room, ``DROP`` is refused at once.
+    Either way the publisher is told (:class:`Receipt`); nothing is lost silently."""
+
+    BLOCK = "block"
+    DROP = "drop"
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What became of a publication the application offered (flow control, issue 43).
+
+    ``accepted``: handed to the stack (``pub_id`` is its id); otherwise ``reason`` says why it
+    was refused: the node holds more than its ``memory_budget`` in its queues, or the queue to
+    one peer has no room (a slow peer, which the transport reports and in the end disconnects).
+    ``waited``: seconds a ``Congestion.BLOCK`` publication waited for room."""
+
+    pub_id: int | None
+    accepted: bool
+    reason: str | None = None
+    waited: float = 0.0
+
+    def __bool__(self) -> bool:
+        return self.accepted
 
 
 @dataclass(frozen=True)
@@ -191,6 +219,11 @@ class NodeRuntime:
         #: deliveries per topic (the node's own subscriptions: bounded by what it subscribed)
         self.delivered_by_topic: Counter[str] = Counter()
         self.published = 0
+        #: publications refused for want of room (Receipt), by reason
+        self.refused: Counter[str] = Counter()
+        #: bytes the application's queues hold, each a callable (pubmesh.Node's subscription
+        #: queues, the node process's stdout buffer): counted in the memory budget
+        self.application_queues: list[Callable[[], int]] = []
         self.handler_errors = 0
         self.peer_down_notices = 0
         self._release: set[NodeId] = set()
@@ -352,6 +385,51 @@ class NodeRuntime:
             self.trace.publication(pub_id, topic, self.wall(), len(payload), attributes)
         self.dispatch(Publish(topic, pub_id, payload, attributes))
         return pub_id
+
+    def memory_used(self) -> int:
+        """Bytes the node holds in its queues: every peer's (the transport's) and the
+        application's (:attr:`application_queues`), what ``memory_budget`` bounds."""
+        queued = self.transport.queued_bytes() if self.transport is not None else 0
+        return queued + sum(count() for count in self.application_queues)
+
+    def room(self, size: int) -> str | None:
+        """Why a publication of ``size`` bytes has no room now, or None if it has: the node
+        would go over its ``memory_budget``, or the fullest peer queue could not take a copy
+        (a slow peer: :mod:`pubmesh.net.transport`, flow control)."""
+        config = self.config
+        used = self.memory_used()
+        if used + size > config.memory_budget:
+            return (
+                f"the node holds {used:,} bytes in its queues, its memory budget is "
+                f"{config.memory_budget:,}"
+            )
+        if self.transport is not None:
+            peer, backlog = self.transport.fullest()
+            if peer is not None and backlog + size > config.max_queue_bytes:
+                return (
+                    f"the queue to {format_id(peer)} holds {backlog:,} of "
+                    f"{config.max_queue_bytes:,} bytes (a slow peer)"
+                )
+        return None
+
+    def offer(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        pub_id: int | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        waited: float = 0.0,
+    ) -> Receipt:
+        """:meth:`publish` if there is room (:meth:`room`), else a refused receipt, counted.
+        This is ``Congestion.DROP``; for BLOCK, :meth:`pubmesh.Node.publish` waits for room
+        first (``waited``: how long, for the receipt)."""
+        reason = self.room(len(payload) + len(topic))
+        if reason is not None:
+            self.refused["no-room"] += 1
+            return Receipt(None, False, reason, waited)
+        pub_id = self.publish(topic, payload, pub_id=pub_id, attributes=attributes)
+        return Receipt(pub_id, True, waited=waited)
 
     @property
     def max_publication(self) -> int:
@@ -627,6 +705,18 @@ class NodeRuntime:
     def net_unreachable(self, peer: NodeId, reason: str) -> None:
         self._peer_down(peer, reason)
 
+    def net_slow(self, peer: NodeId, backlog: int, seconds: float) -> None:
+        self._event(
+            "net.slow-peer",
+            {
+                "peer": peer,
+                "address": format_id(peer),
+                "queued": backlog,
+                "seconds": round(seconds, 3),
+                "disconnect_after": self.config.slow_disconnect,
+            },
+        )
+
     def _peer_down(self, peer: NodeId, reason: str) -> None:
         self.peer_down_notices += 1
         self._event("net.peer-down", {"peer": peer, "address": format_id(peer), "reason": reason})
@@ -722,6 +812,8 @@ class NodeRuntime:
             subscriptions=tuple(sorted(node.subscriptions())) if node is not None else (),
             deliveries=self.deliveries,
             published=self.published,
+            refused=dict(self.refused),
+            memory=MemoryStatistics(self.memory_used(), self.config.memory_budget),
             peer_down_notices=self.peer_down_notices,
             handler_errors=self.handler_errors,
             forged=dict(self.forged),
@@ -767,6 +859,14 @@ class TraceStatistics:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryStatistics:
+    """Bytes the node's queues hold (every peer's and the application's), and its budget."""
+
+    used: int
+    budget: int
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimeStatistics:
     """A node process's counters, one frozen shape (trio's ``RunStatistics``): what the node
     shell's ``stats``, the control protocol's ``bye`` line and :meth:`pubmesh.Node.statistics`
@@ -784,6 +884,10 @@ class RuntimeStatistics:
     peer_down_notices: int
     handler_errors: int
     transport: TransportStatistics
+    #: publications refused for want of room, by reason (Receipt)
+    refused: Mapping[str, int] = field(default_factory=dict)
+    #: bytes in the node's queues against its budget
+    memory: MemoryStatistics | None = None
     #: signed publications: copies refused, by reason (pubmesh.net.signing)
     forged: Mapping[str, int] = field(default_factory=dict)
     #: payload messages not sent because their signature was no longer kept
@@ -809,6 +913,8 @@ class RuntimeStatistics:
             "subscriptions": list(self.subscriptions),
             "deliveries": self.deliveries,
             "published": self.published,
+            "refused": dict(self.refused),
+            "memory": None if self.memory is None else asdict(self.memory),
             "peer_down_notices": self.peer_down_notices,
             "handler_errors": self.handler_errors,
             "forged": dict(self.forged),

@@ -45,6 +45,14 @@ is dropped, counted and reported (``net_dropped``). Received bytes are parsed an
 they arrive (no receive queue): a peer that sends faster than the node can handle is slowed by
 TCP flow control. A frame longer than ``max_frame`` is refused from its length prefix alone.
 
+Flow control. A peer that reads slower than it is sent to shows as a queue that stays over half
+of ``max_queue_bytes``: after ``slow_after`` (2 s) the owner hears ``net_slow`` once (a
+``net.slow-peer`` event), after ``slow_disconnect`` (10 s) the connection is closed as
+``slow-peer`` and the protocol hears of a lost peer, as NATS disconnects a slow consumer: its
+copies were being dropped anyway, and publishers that wait for room should not wait on it for
+ever. What a publisher is told (a receipt, waiting or refusal against the node's
+``memory_budget``) is :class:`pubmesh.net.runtime.Receipt`'s.
+
 No door a stranger can hold shut. A connection someone opened to us is *unproven* until its
 handshake proves the cluster key; until then the id it claims is only a claim (logged and traced
 as ``claimed``, never as the peer). Unproven connections are limited in time and number, as
@@ -141,6 +149,16 @@ class NetConfig:
     #: A connection that has received nothing (not even a PING) for this long is lost: its
     #: peer is hung (stopped, swapping, its loop blocked) or cut off (module docstring).
     suspect_after: float = 5.0
+    #: A connection whose queue (:meth:`Connection.backlog`) has stayed over half of
+    #: ``max_queue_bytes`` this long is a slow peer: reported once (``net_slow``) ...
+    slow_after: float = 2.0
+    #: ... and this long, disconnected (``slow-peer``), as NATS cuts a slow consumer: frames
+    #: to it were being dropped at its full queue, and every publisher that waits for room
+    #: (Congestion.BLOCK) was waiting for it (module docstring, flow control)
+    slow_disconnect: float = 10.0
+    #: Bytes the node may hold in its queues (every peer's, and the application's)
+    #: before a publication is refused or made to wait (pubmesh.net.runtime.Receipt)
+    memory_budget: int = 64 << 20
     goodbye_timeout: float = 5.0
     max_connections: int = 1024
     #: Accepted connections whose handshake is not complete, in all and from one IP address;
@@ -170,6 +188,9 @@ class TransportOwner(Protocol):
     def net_unreachable(self, peer: NodeId, reason: str) -> None: ...
 
     def net_rejected(self, peer: NodeId | None, remote: str, reason: str, detail: str) -> None: ...
+
+    def net_slow(self, peer: NodeId, backlog: int, seconds: float) -> None:
+        """``peer``'s queue has held over half of ``max_queue_bytes`` for ``seconds``."""
 
     def net_monitored(self) -> set[NodeId]: ...
 
@@ -209,6 +230,9 @@ class Connection(asyncio.Protocol):
         self.last_active = self.started = hub.loop.time()
         #: the last frame received (PINGs included) and sent: the heartbeat's clocks
         self.last_heard = self.last_sent = self.started
+        #: since when the queue has held over half of max_queue_bytes (None: it has not)
+        self.behind_since: float | None = None
+        self.reported_slow = False
         self._nonce = b""
         self._peer_nonce = b""
         self._script = b""
@@ -1121,8 +1145,47 @@ class Transport:
                     f"nothing received for {silent:.1f} s (suspect_after {config.suspect_after:g}"
                     " s): the peer is hung or cut off",
                 )
-            elif now - conn.last_sent >= config.ping_interval:
+                continue
+            if now - conn.last_sent >= config.ping_interval:
                 conn.send_frame(TAG_CONTROL, _PING, 0.0)
+            self._check_pace(conn, now)
+
+    def _check_pace(self, conn: Connection, now: float) -> None:
+        """A peer that reads slower than it is sent to: its queue stays over half full. Said
+        once after ``slow_after``, disconnected after ``slow_disconnect`` (module docstring,
+        flow control); a queue that drains below half starts the count over."""
+        config = self.config
+        backlog = conn.backlog()
+        if 2 * backlog <= config.max_queue_bytes:
+            conn.behind_since, conn.reported_slow = None, False
+            return
+        if conn.behind_since is None:
+            conn.behind_since = now
+        behind = now - conn.behind_since
+        if behind > config.slow_disconnect:
+            conn.reject(
+                "slow-peer",
+                f"its queue held over half of {config.max_queue_bytes:,} bytes for "
+                f"{behind:.1f} s (slow_disconnect {config.slow_disconnect:g} s): it reads "
+                "slower than it is sent to",
+            )
+        elif behind > config.slow_after and not conn.reported_slow and conn.peer is not None:
+            conn.reported_slow = True
+            self.counters["slow_peers"] += 1
+            self.owner.net_slow(conn.peer, backlog, behind)
+
+    def queued_bytes(self) -> int:
+        """Bytes waiting in every peer's queue (connections' and dials' both)."""
+        queued = sum(conn.backlog() for conn in self.connections)
+        return queued + sum(peer.pending_bytes for peer in self.peers.values())
+
+    def fullest(self) -> tuple[NodeId | None, int]:
+        """The open connection with the most bytes waiting, and how many."""
+        peer, most = None, 0
+        for conn in self.connections:
+            if conn.state is State.OPEN and (backlog := conn.backlog()) > most:
+                peer, most = conn.peer, backlog
+        return peer, most
 
     # ------------------------------------------------------------------ statistics
     def statistics(self) -> TransportStatistics:
@@ -1134,6 +1197,7 @@ class Transport:
             bytes_received=c["bytes_received"],
             connections_opened=c["connections_opened"],
             connections_lost=c["connections_lost"],
+            slow_peers=c["slow_peers"],
             dials_ok=c["dials_ok"],
             dials_failed=c["dials_failed"],
             unreachable=c["unreachable"],
@@ -1154,6 +1218,8 @@ class TransportStatistics:
     bytes_sent: int = 0
     bytes_received: int = 0
     connections_opened: int = 0
+    #: peers found slow: their queue over half full for slow_after (flow control)
+    slow_peers: int = 0
     connections_lost: int = 0
     dials_ok: int = 0
     dials_failed: int = 0

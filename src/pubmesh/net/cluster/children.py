@@ -212,6 +212,8 @@ class Child:
         if isinstance(result, answer):
             return result
         if isinstance(result, control.CommandFailed):
+            if result.refused is not None:
+                raise control.PublishRefused(f"node {self.index}: {result.error}")
             raise control.ControlError(
                 f"node {self.index} refused {control.encode(command)}: {result.error}"
             )

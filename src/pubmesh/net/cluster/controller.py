@@ -256,6 +256,9 @@ class Cluster:
         self.overlay_up_at: float | None = None
         self.open_subscriptions: dict[tuple[int, str], float] = {}
         self.publications_done = 0
+        #: publications a node refused for want of room (flow control), with the first reason
+        self.publications_refused = 0
+        self.first_refusal: str | None = None
         self.id_map: dict[int, int] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.summary: dict[str, Any] = {
@@ -581,6 +584,10 @@ class Cluster:
             result = await child.request(command, control.Published)
         except ConnectionError:
             return
+        except control.PublishRefused as refusal:
+            self.publications_refused += 1
+            self.first_refusal = self.first_refusal or str(refusal)
+            return
         self.publications_done += 1
         self.records.publications.append(
             (
@@ -779,6 +786,8 @@ class Cluster:
             "seed": run.seed,
             "duration": end,
             "publications": len(self.records.publications),
+            "publications_refused": self.publications_refused,
+            "first_refusal": self.first_refusal,
             "deliveries": counts["deliveries"],
             "messages": counts["messages"],
             "killed": sorted(c.index for c in self.children if c.state is ChildState.KILLED),
