@@ -54,6 +54,7 @@ from pubmesh.proto.gossip.hyparview import (
 )
 from pubmesh.proto.gossip.params import GossipParams
 from pubmesh.proto.gossip.plumtree import (
+    ID_BYTES,
     Broadcast,
     BroadcastOutput,
     Delivered,
@@ -1277,6 +1278,29 @@ def test_cache_stays_bounded_under_a_long_stream_with_one_eviction_timer(seed: i
         peak = max(peak, len(tree.received))
     assert peak <= (p.id_retention + p.evict_slack) * 10 + 1
     assert len(tree.payloads) <= (p.payload_retention + p.evict_slack) * 10 + 1
+
+
+def test_cache_is_bounded_in_bytes_oldest_first_and_the_bytes_are_counted() -> None:
+    """``cache_bytes`` (issue 43; not in the paper): an insider publishing fast cannot grow a
+    swarm's cache past it. The oldest payloads go first, before their retention, and stop
+    answering GRAFTs; their ids stay (duplicates are still recognised); held_bytes says what
+    is left, payloads and ids."""
+    tree = pt(eager=(1,), lazy=(3,), cache_bytes=1000, payload_retention=30.0)
+    for i in range(25):
+        tree.handle(Receive(1, Gossip(topic=T, pub_id=i, round=0, payload=b"p" * 100)), i / 10)
+        assert tree.payload_bytes == sum(map(len, tree.payloads.values())) <= 1000
+    assert sorted(tree.payloads) == list(range(15, 25)) and tree.cache_evicted_early == 15
+    assert len(tree.received) == 25
+    assert tree.held_bytes() == 1000 + ID_BYTES * 25
+    old, kept = (Graft(topic=T, pub_id=n, round=1, request=True) for n in (3, 24))
+    assert not sends(tree.handle(Receive(3, old), 3.0), Gossip)
+    assert sends(tree.handle(Receive(3, kept), 3.0), Gossip)
+    # one payload over the bound on its own is kept until its retention (it must be relayed)
+    tree.handle(Receive(1, Gossip(topic=T, pub_id=99, round=0, payload=b"q" * 5000)), 3.0)
+    assert list(tree.payloads) == [99] and tree.payload_bytes == 5000
+    # retention's eviction counts the bytes out too
+    tree.handle(TimerFired(EvictCache()), 40.0)
+    assert tree.payloads == {} and tree.payload_bytes == 0
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ import pytest
 
 from pubmesh.net import codec
 from pubmesh.net.address import node_id
+from pubmesh.net.transport import NetConfig
 from pubmesh.proto.gossip.hyparview import Join
 from pubmesh.proto.gossip.params import GossipParams
 from pubmesh.proto.gossip.plumtree import IHave
@@ -94,6 +95,7 @@ def test_an_ihave_flood_of_invented_ids_costs_bounded_memory(tmp_path: Path) -> 
         sent_bytes = 0
         during: set[int] = set()
         peak = before
+        used = 0  # the most the target counted against its memory budget
         flood_started = time.monotonic()
         for frame in range(FRAMES):
             ids = tuple((rng.getrandbits(63), 0) for _ in range(PER_FRAME))
@@ -105,6 +107,8 @@ def test_an_ihave_flood_of_invented_ids_costs_bounded_memory(tmp_path: Path) -> 
                     honest.command({"op": "publish", "topic": TOPIC, "payload": "d"})["pub_id"]
                 )
                 peak = max(peak, _rss(target.proc.pid))
+                memory = target.command({"op": "stats"})["stats"]["memory"]
+                used = max(used, memory["used"])
         deadline = time.monotonic() + 20
         while not during <= target.deliveries():
             assert time.monotonic() < deadline, "the target stopped delivering under the flood"
@@ -117,15 +121,21 @@ def test_an_ihave_flood_of_invented_ids_costs_bounded_memory(tmp_path: Path) -> 
         counters = stats["protocol"]["counters"]
         grown = peak - before
         params = GossipParams()
+        budget = stats["memory"]["budget"]
+        assert budget == NetConfig().memory_budget
         limit = params.max_announced
         print(
             f"IHAVE flood: {sent_bytes / 1e6:.1f} MB of invented ids; the target grew by "
             f"{grown / 2**20:.1f} MiB at peak, ignored {counters['ihave_over_limit']:,} "
-            f"announcements, held {counters['missing_ids']} missing ids at the end"
+            f"announcements, held {counters['missing_ids']} missing ids at the end; "
+            f"its budget counted {used / 2**20:.2f} MiB at most of {budget / 2**20:.0f} MiB"
         )
         assert sent_bytes >= 2_500_000
         assert grown < 16 * 2**20, f"the target grew by {grown / 2**20:.1f} MiB"
         assert counters["missing_ids"] <= limit, counters
+        # what the node counts against its budget stayed under it, and counts the ids' state
+        assert 0 < used <= budget, (used, budget)
+        assert stats["memory"]["used"] >= counters["held_bytes"] > 0, (stats["memory"], counters)
         # a neighbour's slot frees when its announcement's GRAFT goes out, ihave_timeout1 after
         # it came: over the flood at most limit per ihave_timeout1, beyond the first limit
         accepted = FRAMES * PER_FRAME - counters["ihave_over_limit"]

@@ -387,10 +387,12 @@ class NodeRuntime:
         return pub_id
 
     def memory_used(self) -> int:
-        """Bytes the node holds in its queues: every peer's (the transport's) and the
-        application's (:attr:`application_queues`), what ``memory_budget`` bounds."""
+        """Bytes the node holds: every peer's queue (the transport's), the stack's caches
+        (:meth:`~pubmesh.proto.core.StackNode.held_bytes`) and the application's queues
+        (:attr:`application_queues`), what ``memory_budget`` bounds."""
         queued = self.transport.queued_bytes() if self.transport is not None else 0
-        return queued + sum(count() for count in self.application_queues)
+        held = self.node.held_bytes() if self.node is not None else 0
+        return queued + held + sum(count() for count in self.application_queues)
 
     def room(self, size: int) -> str | None:
         """Why a publication of ``size`` bytes has no room now, or None if it has: the node
@@ -400,7 +402,7 @@ class NodeRuntime:
         used = self.memory_used()
         if used + size > config.memory_budget:
             return (
-                f"the node holds {used:,} bytes in its queues, its memory budget is "
+                f"the node holds {used:,} bytes in its queues and caches, its memory budget is "
                 f"{config.memory_budget:,}"
             )
         if self.transport is not None:

@@ -495,6 +495,12 @@ class StackNode(abc.ABC):
         same shape for every stack."""
         return NodeStatistics(role=self.ctx.role, topics=tuple(sorted(self.subscriptions())))
 
+    def held_bytes(self) -> int:
+        """Bytes of payloads and per-message state the node holds (caches kept to answer
+        repairs, announcements awaited), as the stack estimates them: the network runtime
+        counts them in the node's memory budget. Called per publication: keep it cheap."""
+        return 0
+
 
 @dataclass(frozen=True, slots=True)
 class NodeStatistics:

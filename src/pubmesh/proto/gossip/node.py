@@ -432,6 +432,9 @@ class GossipNode(StackNode):
     def subscriptions(self) -> Iterable[str]:
         return sorted(t for t, s in self.swarms.items() if s.delivering)
 
+    def held_bytes(self) -> int:
+        return sum(swarm.broadcast.held_bytes() for swarm in self.swarms.values())
+
     def statistics(self) -> NodeStatistics:
         received: dict[str, int] = {}
         for swarm in self.swarms.values():
@@ -453,5 +456,9 @@ class GossipNode(StackNode):
                 "cached_payloads": sum(len(s.broadcast.payloads) for s in self.swarms.values()),
                 "missing_ids": sum(len(s.broadcast.missing) for s in self.swarms.values()),
                 "ihave_over_limit": sum(s.broadcast.ihave_over_limit for s in self.swarms.values()),
+                "cache_evicted_early": sum(
+                    s.broadcast.cache_evicted_early for s in self.swarms.values()
+                ),
+                "held_bytes": self.held_bytes(),
             },
         )

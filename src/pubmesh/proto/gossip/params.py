@@ -48,6 +48,11 @@ class GossipParams:
     #: costs (issue 43). An honest neighbour holds at most the ids it announced within
     #: ihave_timeout1 that the tree has not brought yet
     max_announced: int = 1024
+    #: Plumtree: bytes of payloads a swarm's cache holds at most, to answer GRAFTs (beyond it
+    #: the oldest are dropped before payload_retention; counted as cache_evicted_early). Not
+    #: in the paper either: a cache bounded only by time grows with an insider's publication
+    #: rate (issue 43); the node's memory budget (pubmesh.net) counts what it holds
+    cache_bytes: int = 16 << 20
     #: Plumtree's tree optimization (§3.8) on or off, and its hop threshold
     optimization: bool = True
     optimization_threshold: int = 10
@@ -114,6 +119,8 @@ class GossipParams:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.cache_bytes < 1:
+            raise ValueError(f"cache_bytes must be ≥ 1, got {self.cache_bytes}")
         if self.max_announced < 1:
             raise ValueError(f"max_announced must be ≥ 1, got {self.max_announced}")
         if self.tree not in TREES:
