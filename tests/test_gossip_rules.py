@@ -870,6 +870,28 @@ def test_graft_without_request_or_unknown_id_only_makes_eager() -> None:
     assert tree.eager == [1, 3, 4] and tree.lazy == []
 
 
+def test_grafts_for_ids_not_held_are_bounded_per_neighbour_and_second() -> None:
+    """``max_unknown_grafts`` (issue 43; not in the paper): past the bound in one second, a
+    neighbour's requests for ids not held are ignored, link unchanged; requests for held ids
+    are always answered; the next second starts the count over, per neighbour."""
+    tree = pt(eager=(1,), lazy=(3, 4), max_unknown_grafts=2)
+    tree.handle(Broadcast(7, b"x"), 0.0)
+
+    def ask(peer: int, pub_id: int, now: float) -> list[BroadcastOutput]:
+        return tree.handle(Receive(peer, Graft(topic=T, pub_id=pub_id, round=0, request=True)), now)
+
+    assert ask(3, 90, 0.0) == [] and ask(3, 91, 0.1) == []  # within the bound: made eager
+    tree.handle(Receive(3, Prune(topic=T)), 0.2)
+    assert 3 in tree.lazy
+    assert ask(3, 92, 0.3) == [] and 3 in tree.lazy  # the third in this second: ignored
+    assert tree.graft_over_limit == 1
+    assert sends(ask(3, 7, 0.4), Gossip) and 3 in tree.eager  # held: answered regardless
+    assert ask(4, 93, 0.5) == [] and 4 in tree.eager  # another neighbour, its own count
+    tree.handle(Receive(3, Prune(topic=T)), 0.6)
+    assert ask(3, 94, 1.1) == [] and 3 in tree.eager  # a new second
+    assert tree.graft_over_limit == 1
+
+
 def test_optimization_grafts_announcer_and_prunes_parent_ihave_after() -> None:
     tree = pt(eager=(1,), lazy=(3,), optimization_threshold=3)
     tree.handle(

@@ -124,6 +124,11 @@ def test_a_stopped_peer_makes_publishers_wait_or_refuse_and_is_then_cut(tmp_path
         assert cuts[0][0] <= cut_at, "the blocked publication went out before the cut"
         assert blocked.waited >= cuts[0][0] - block_from, (blocked, cuts, block_from)
         assert publisher.statistics().transport.slow_peers == 1
+        print(
+            f"flow control: {accepted} publications of {CHUNK} bytes accepted, then refused; "
+            f"slow {slow_events[0][0] - full_at:.2f} s and cut {cuts[0][0] - full_at:.2f} s "
+            f"after; BLOCK waited {blocked.waited:.2f} s"
+        )
 
     asyncio.run(asyncio.wait_for(main(), 120))
 

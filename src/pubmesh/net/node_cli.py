@@ -47,6 +47,7 @@ from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
 from pubmesh.net.runtime import NodeRuntime, PublicationTooLarge
 from pubmesh.net.security import ClusterKey, load_key
+from pubmesh.net.transport import NetConfig, net_config
 from pubmesh.proto.core import Deliver, NodeId
 from pubmesh.stacks.base import StackSpec, get_stack
 from pubmesh.workload import workload_payload
@@ -201,6 +202,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "scenario files)",
     )
     parser.add_argument(
+        "--net",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a transport setting (repeatable), e.g. --net memory_budget=33554432 (bytes the "
+        "node's queues and caches may hold before its publishers are refused), --net "
+        "max_queue_bytes=... (per peer), --net slow_disconnect=5 (seconds a slow peer is "
+        "kept), --net suspect_after=3 (seconds of silence that lose a peer); README, flow "
+        "control",
+    )
+    parser.add_argument(
         "--subscribe", action="append", default=[], metavar="TOPIC", help="subscribe on start"
     )
     parser.add_argument("--seed", type=int, help="seed of the node's random stream")
@@ -289,6 +301,8 @@ class NodeOptions:
     metrics: tuple[str, int] | None = None
     control: bool = False
     leave_linger: float = 2.0
+    #: ``--net``: the transport's limits and timings
+    config: NetConfig = field(default_factory=NetConfig)
 
 
 def resolve_stack(name: str) -> StackSpec:
@@ -344,6 +358,7 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
                     f"(the ACL {args.acl})"
                 )
     params = stack_params(spec, args.set)
+    config = net_config(args.net)
     roles = {"peer", *spec.infrastructure(64, params).values()}
     if args.role not in roles:
         raise UserError(
@@ -377,6 +392,7 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
         stdout_buffer=args.stdout_buffer,
         control=bool(args.control),
         leave_linger=args.leave_linger,
+        config=config,
     )
 
 
@@ -432,6 +448,7 @@ class NodeProcess:
             trace_dir=options.trace_dir,
             trace_messages=options.trace_messages,
             snapshot_interval=options.snapshot_interval,
+            config=options.config,
         )
         # what stdout holds for its reader counts in the node's memory budget
         self.runtime.application_queues.append(lambda: self.lines.pending)

@@ -80,7 +80,7 @@ import socket
 import ssl
 import struct
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, cast
 
@@ -167,6 +167,42 @@ class NetConfig:
     max_handshakes_per_source: int = 16
     #: Period of connection maintenance (dial monitored peers, close idle connections).
     tick: float = 0.5
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            if getattr(self, item.name) <= 0:
+                raise ValueError(f"{item.name} must be > 0, got {getattr(self, item.name)}")
+        for low, high in (("ping_interval", "suspect_after"), ("slow_after", "slow_disconnect")):
+            if getattr(self, low) >= getattr(self, high):
+                raise ValueError(f"{low} must be less than {high}")
+        if self.max_queue_bytes > self.memory_budget:
+            raise ValueError("max_queue_bytes must not exceed memory_budget")
+
+
+def net_config(settings: Sequence[str], *, where: str = "--net") -> NetConfig:
+    """A :class:`NetConfig` from ``NAME=VALUE`` settings (``pubmesh node --net``), checked:
+    a :class:`~pubmesh.errors.UserError` names the setting at fault and what it accepts."""
+    from pubmesh.errors import UserError
+
+    defaults = NetConfig()
+    names = sorted(item.name for item in fields(NetConfig))
+    values: dict[str, Any] = {}
+    for setting in settings:
+        name, sep, text = (part.strip() for part in setting.partition("="))
+        if not sep or name not in names:
+            raise UserError(
+                f"{where} {setting!r}: write NAME=VALUE, NAME one of {', '.join(names)}"
+            )
+        kind = type(getattr(defaults, name))
+        try:
+            values[name] = kind(text.replace("_", ""))
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise UserError(f"{where} {name}={text!r}: {name} must be {what}") from None
+    try:
+        return NetConfig(**values)
+    except ValueError as error:
+        raise UserError(f"{where}: {error}") from None
 
 
 class TransportOwner(Protocol):

@@ -412,6 +412,8 @@ class Cluster:
             command += ["--metrics", f"{host}:0"]
         for setting in self.config.param_args:
             command += ["--set", setting]
+        for setting in self.config.net_args:
+            command += ["--net", setting]
         return command
 
     def _issue_identities(self) -> None:

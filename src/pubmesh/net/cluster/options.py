@@ -28,6 +28,7 @@ from typing import Any
 from pubmesh import tomlio
 from pubmesh.errors import ScenarioError, UserError
 from pubmesh.net.security import KEY_ENV, ClusterKey, load_key
+from pubmesh.net.transport import net_config
 from pubmesh.net.workload import WorkloadPlan, plan
 from pubmesh.sim.scenario import Scenario, _apply_override, parse_scenario
 from pubmesh.stacks.base import get_stack
@@ -142,6 +143,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--set stack.gossip.fanout=3 (repeatable)",
     )
     parser.add_argument(
+        "--net",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a transport setting for every node (repeatable; pubmesh node --net), e.g. "
+        "--net memory_budget=33554432 or --net suspect_after=3",
+    )
+    parser.add_argument(
         "--snapshot-interval",
         type=float,
         default=None,
@@ -213,6 +222,8 @@ class ClusterConfig:
     trace_messages: bool = True
     #: stack parameters as --set arguments for the node processes
     param_args: tuple[str, ...] = ()
+    #: transport settings as --net arguments for the node processes
+    net_args: tuple[str, ...] = ()
     #: ``--netns K``: namespaces the nodes are placed in (0: all on 127.0.0.1)
     netns: int = 0
     #: ``--metrics``: every node serves /metrics; the scrape configuration is written
@@ -413,6 +424,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     )
     if snapshot < 0 or args.wait_overlay < 0:
         raise UserError("--snapshot-interval and --wait-overlay must be ≥ 0")
+    net_config(args.net)  # refused here, in one line, before any node starts
     return ClusterConfig(
         scenario=scenario,
         plan=workload_plan,
@@ -425,6 +437,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         snapshot_interval=snapshot,
         trace_messages=not args.no_message_trace,
         param_args=stack_param_args(scenario),
+        net_args=tuple(args.net),
         netns=args.netns,
         metrics=args.metrics,
         identity=identity,

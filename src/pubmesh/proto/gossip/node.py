@@ -456,6 +456,7 @@ class GossipNode(StackNode):
                 "cached_payloads": sum(len(s.broadcast.payloads) for s in self.swarms.values()),
                 "missing_ids": sum(len(s.broadcast.missing) for s in self.swarms.values()),
                 "ihave_over_limit": sum(s.broadcast.ihave_over_limit for s in self.swarms.values()),
+                "graft_over_limit": sum(s.broadcast.graft_over_limit for s in self.swarms.values()),
                 "cache_evicted_early": sum(
                     s.broadcast.cache_evicted_early for s in self.swarms.values()
                 ),

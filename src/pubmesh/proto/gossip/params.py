@@ -53,6 +53,11 @@ class GossipParams:
     #: in the paper either: a cache bounded only by time grows with an insider's publication
     #: rate (issue 43); the node's memory budget (pubmesh.net) counts what it holds
     cache_bytes: int = 16 << 20
+    #: Plumtree: GRAFT requests for ids this node does not hold (never had, or evicted)
+    #: answered per neighbour and second, at most; beyond it they are ignored, link and all,
+    #: and counted as graft_over_limit. Not in the paper: an honest neighbour asks only for ids
+    #: it was told of, so such requests are rare but for an insider's (issue 43)
+    max_unknown_grafts: int = 100
     #: Plumtree's tree optimization (§3.8) on or off, and its hop threshold
     optimization: bool = True
     optimization_threshold: int = 10
@@ -119,6 +124,8 @@ class GossipParams:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_unknown_grafts < 1:
+            raise ValueError(f"max_unknown_grafts must be ≥ 1, got {self.max_unknown_grafts}")
         if self.cache_bytes < 1:
             raise ValueError(f"cache_bytes must be ≥ 1, got {self.cache_bytes}")
         if self.max_announced < 1:

@@ -64,7 +64,9 @@ state for the last ``id_retention`` seconds of traffic, not for its whole life. 
 evicting everything due within ``evict_slack`` of it, so a busy swarm costs one timer per
 ``evict_slack`` seconds, not one per message. The payloads are bounded in bytes too
 (``cache_bytes`` per swarm; not in the paper): past it the oldest go first, before their
-retention, so an insider publishing fast cannot grow the cache without limit; the network
+retention, so an insider publishing fast cannot grow the cache without limit, and a
+neighbour's GRAFT requests for ids the node does not hold are answered (by making the link
+eager) at most ``max_unknown_grafts`` a second, the rest ignored; the network
 runtime counts what the caches hold (:meth:`Plumtree.held_bytes`) in the node's memory budget.
 """
 
@@ -213,6 +215,8 @@ class Plumtree:
         "eager",
         "first_from",
         "graft_generation",
+        "graft_over_limit",
+        "graft_window",
         "ihave_over_limit",
         "lazy",
         "lazy_queue",
@@ -248,6 +252,10 @@ class Plumtree:
         #: announcements were ignored past that bound
         self.announced: dict[NodeId, int] = {}
         self.ihave_over_limit = 0
+        #: per neighbour: when its current second of GRAFT requests for ids not held began,
+        #: and how many came in it (max_unknown_grafts); requests ignored past the bound
+        self.graft_window: dict[NodeId, tuple[float, int]] = {}
+        self.graft_over_limit = 0
         #: the generation of the graft timer running for an id
         self.graft_generation: dict[PubId, int] = {}
         #: batched announcements per lazy peer (non-empty: a FlushIHave is pending)
@@ -353,8 +361,20 @@ class Plumtree:
         _add(self.eager, peer)
         _discard(self.lazy, peer)
 
+    def _unknown_graft_allowed(self, peer: NodeId, now: float) -> bool:
+        """Count a GRAFT request from ``peer`` for an id not held: within
+        ``max_unknown_grafts`` in the current second of its window?"""
+        window = self.graft_window.get(peer)
+        if window is None or now - window[0] >= 1.0:
+            self.graft_window[peer] = (now, 1)
+            return True
+        count = window[1] + 1
+        self.graft_window[peer] = (window[0], count)
+        return count <= self.p.max_unknown_grafts
+
     def _neighbor_down(self, peer: NodeId) -> None:
         """NeighborDown(q): drop q from both sets and its announcements."""
+        self.graft_window.pop(peer, None)
         _discard(self.eager, peer)
         _discard(self.lazy, peer)
         self.lazy_queue.pop(peer, None)
@@ -445,9 +465,13 @@ class Plumtree:
                 self._sync_tree(now, out)
             case Graft(pub_id=pub_id, round=rnd, request=request):
                 # "GRAFT(id, round) from s: s becomes eager; if id was received, send it
-                # GOSSIP(m, id, round)." (Not once its payload has left the cache.)
-                self._neighbor_up(src, now)
+                # GOSSIP(m, id, round)." (Not once its payload has left the cache, and a
+                # neighbour's requests for ids not held are bounded: module docstring.)
                 payload = self.payloads.get(pub_id)
+                if request and payload is None and not self._unknown_graft_allowed(src, now):
+                    self.graft_over_limit += 1
+                    return
+                self._neighbor_up(src, now)
                 if request and payload is not None:
                     out.append(
                         Send(
