@@ -1325,6 +1325,32 @@ def test_cache_is_bounded_in_bytes_oldest_first_and_the_bytes_are_counted() -> N
     assert tree.payloads == {} and tree.payload_bytes == 0
 
 
+def test_the_caches_of_all_a_nodes_swarms_share_one_bound() -> None:
+    """``cache_bytes`` is per node: the adding swarm drops its own oldest first, then the
+    other swarms' oldest; the node's caches never hold more than the bound or the one payload
+    just added; a swarm left takes its bytes with it."""
+    n = node(5, cache_bytes=1000)
+    n.handle(Start((0,)), 0.0)
+    for topic in (T, "u"):
+        n.handle(Subscribe(topic), 0.0)
+        n.handle(Receive(0, ContactReply(topic=topic, member=NONE)), 0.1)
+    t, u = n.swarms[T].broadcast, n.swarms["u"].broadcast
+    for i in range(8):
+        n.handle(Publish(T, i, b"t" * 100), 0.2)
+    for i in range(5):
+        n.handle(Publish("u", 100 + i, b"u" * 100), 0.3)
+    assert (t.payload_bytes, u.payload_bytes) == (800, 200)  # u made room from its own
+    assert sorted(u.payloads) == [103, 104] and u.cache_evicted_early == 3
+    n.handle(Publish("u", 200, b"U" * 1500), 0.4)  # over the bound on its own
+    assert list(u.payloads) == [200] and t.payloads == {}  # t's oldest went too
+    assert t.payload_bytes + u.payload_bytes == 1500
+    assert n.held_bytes() == 1500 + ID_BYTES * (len(t.received) + len(u.received))
+    n.handle(Publish(T, 9, b"t" * 100), 0.5)  # t adds: u's payload goes, the bound holds
+    assert (t.payload_bytes, u.payload_bytes) == (100, 0)
+    n.handle(Unsubscribe(T), 0.6)
+    assert u.budget is not None and u.budget.used == 0 and t.budget is None
+
+
 @pytest.mark.parametrize(
     "bad", [{"prune_guard": -0.5}, {"fanout": 0}, {"announce_every": -1}, {"prwl": 9}]
 )

@@ -87,6 +87,7 @@ from pubmesh.proto.gossip.plumtree import (
     Broadcast,
     BroadcastInput,
     BroadcastOutput,
+    CacheBudget,
     Delivered,
     Gossip,
     Graft,
@@ -141,7 +142,16 @@ class Swarm:
 class GossipNode(StackNode):
     """A gossip node: a set of topic swarms, plus the swarm directory if it is the contact."""
 
-    __slots__ = ("_directory", "contact", "delivered", "epochs", "left", "params", "swarms")
+    __slots__ = (
+        "_cache",
+        "_directory",
+        "contact",
+        "delivered",
+        "epochs",
+        "left",
+        "params",
+        "swarms",
+    )
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
@@ -149,6 +159,9 @@ class GossipNode(StackNode):
         self.contact: NodeId = NONE
         self.swarms: dict[str, Swarm] = {}
         self._directory: SwarmDirectory | None = None
+        #: the payload bytes all swarms cache, shared from the second swarm on (a node of one
+        #: swarm, most of a 10^6-node run, carries none)
+        self._cache: CacheBudget | None = None
         self.epochs = 0
         self.delivered = 0
         self.left = False
@@ -235,9 +248,14 @@ class GossipNode(StackNode):
         self.epochs += 1
         directory = self.directory if self.contact == self.node_id else None
         membership = HyParView(self.node_id, topic, self.params, self.rng, directory)
-        swarm = Swarm(
-            membership, Plumtree(self.node_id, topic, self.params), delivering, self.epochs
-        )
+        broadcast = Plumtree(self.node_id, topic, self.params)
+        if self.swarms:  # the swarms' caches share one bound (pubmesh.proto.gossip.plumtree)
+            if self._cache is None:
+                self._cache = CacheBudget(self.params.cache_bytes)
+                for other in self.swarms.values():
+                    self._cache.join(other.broadcast)
+            self._cache.join(broadcast)
+        swarm = Swarm(membership, broadcast, delivering, self.epochs)
         self.swarms[topic] = swarm
         self._membership(swarm, JoinSwarm(self.contact), now, out)
         return swarm
@@ -245,6 +263,8 @@ class GossipNode(StackNode):
     def _drop(self, topic: str, now: float, out: list[Output]) -> None:
         swarm = self.swarms.pop(topic, None)
         if swarm is not None:
+            if self._cache is not None:  # its cache goes with it
+                self._cache.leave(swarm.broadcast)
             self._membership(swarm, LeaveSwarm(), now, out)
 
     def _publish(self, publish: Publish, now: float, out: list[Output]) -> None:
@@ -385,6 +405,12 @@ class GossipNode(StackNode):
         self._broadcast_out(swarm, swarm.broadcast.receive(src, msg, now), out)
 
     def _broadcast_out(self, swarm: Swarm, items: list[BroadcastOutput], out: list[Output]) -> None:
+        if self._cache is not None and swarm.broadcast.over_budget():
+            # the swarm that added could not make room from its own cache: the others' oldest
+            # go (pubmesh.proto.gossip.plumtree, the byte bound)
+            for other in self.swarms.values():
+                if other is not swarm:
+                    other.broadcast.shrink_cache()
         for item in items:
             cls = type(item)
             if cls is Send:

@@ -48,8 +48,9 @@ class GossipParams:
     #: costs (issue 43). An honest neighbour holds at most the ids it announced within
     #: ihave_timeout1 that the tree has not brought yet
     max_announced: int = 1024
-    #: Plumtree: bytes of payloads a swarm's cache holds at most, to answer GRAFTs (beyond it
-    #: the oldest are dropped before payload_retention; counted as cache_evicted_early). Not
+    #: Plumtree: bytes of payloads a node's caches (all its swarms') hold at most, to answer
+    #: GRAFTs (beyond it the adding swarm's oldest are dropped before payload_retention;
+    #: counted as cache_evicted_early). Not
     #: in the paper either: a cache bounded only by time grows with an insider's publication
     #: rate (issue 43); the node's memory budget (pubmesh.net) counts what it holds
     cache_bytes: int = 16 << 20

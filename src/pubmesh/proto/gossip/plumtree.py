@@ -63,11 +63,13 @@ state for the last ``id_retention`` seconds of traffic, not for its whole life. 
 ``EvictCache`` timer runs while the cache is non-empty, set for the earliest expiry and
 evicting everything due within ``evict_slack`` of it, so a busy swarm costs one timer per
 ``evict_slack`` seconds, not one per message. The payloads are bounded in bytes too
-(``cache_bytes`` per swarm; not in the paper): past it the oldest go first, before their
-retention, so an insider publishing fast cannot grow the cache without limit, and a
-neighbour's GRAFT requests for ids the node does not hold are answered (by making the link
-eager) at most ``max_unknown_grafts`` a second, the rest ignored; the network
-runtime counts what the caches hold (:meth:`Plumtree.held_bytes`) in the node's memory budget.
+(``cache_bytes`` per node, over all its swarms: :class:`CacheBudget`; not in the paper): past
+it the adding swarm's oldest go first, then the other swarms' oldest, before their retention
+(so the node's caches hold at most ``cache_bytes`` plus the payload just added), so an insider
+publishing fast, on one topic or many, cannot grow the caches without limit; and a neighbour's
+GRAFT requests for ids the node does not hold are answered (by making the link eager) at most
+``max_unknown_grafts`` a second, the rest ignored; the network runtime counts what the caches
+hold (:meth:`Plumtree.held_bytes`) in the node's memory budget.
 """
 
 from __future__ import annotations
@@ -202,6 +204,27 @@ BroadcastInput = Receive | TimerFired | NeighborUp | NeighborDown | Broadcast
 BroadcastOutput = Output | Delivered
 
 
+class CacheBudget:
+    """The payload bytes all of a node's swarms cache, and the most they may (``cache_bytes``):
+    shared by the node's Plumtree instances once it has more than one swarm. It names none of
+    them (no reference cycle): the node shrinks the other swarms' caches when one swarm's own
+    could not bring the total under the limit (:meth:`Plumtree.over_budget`)."""
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def join(self, member: Plumtree) -> None:
+        member.budget = self
+        self.used += member.payload_bytes
+
+    def leave(self, member: Plumtree) -> None:
+        self.used -= member.payload_bytes
+        member.budget = None
+
+
 class Plumtree:
     """The broadcast state machine of one node in one topic swarm."""
 
@@ -210,6 +233,7 @@ class Plumtree:
         "_payload_seen",
         "_seen",
         "announced",
+        "budget",
         "cache_evicted_early",
         "counters",
         "eager",
@@ -243,8 +267,10 @@ class Plumtree:
         self.received: dict[PubId, tuple[int, NodeId]] = {}
         #: payloads of received messages still within payload_retention, to answer GRAFTs
         self.payloads: dict[PubId, bytes] = {}
-        #: their bytes (at most p.cache_bytes), and how many left before payload_retention
+        #: their bytes, and how many left before payload_retention; ``budget``: the node's
+        #: shared count when it has several swarms (None: this swarm's bytes are the node's)
         self.payload_bytes = 0
+        self.budget: CacheBudget | None = None
         self.cache_evicted_early = 0
         #: announcements of messages not received yet: id -> [(announcer, round)]
         self.missing: dict[PubId, list[tuple[NodeId, int]]] = {}
@@ -627,25 +653,44 @@ class Plumtree:
         self.received[pub_id] = (rnd, parent)
         old = self.payloads.get(pub_id)
         if old is not None:
-            self.payload_bytes -= len(old)
+            self._count(-len(old))
         self.payloads[pub_id] = payload
-        self.payload_bytes += len(payload)
+        self._count(len(payload))
         if self._payload_seen is None:
             self._payload_seen = []
         self._payload_seen.append((now, pub_id))
-        if self.payload_bytes > self.p.cache_bytes:
-            self._shrink_cache()
+        if self._cached() > self.p.cache_bytes:
+            self._shrink_cache(keep=1)
 
-    def _shrink_cache(self) -> None:
-        """The oldest payloads out until the cache holds ``cache_bytes`` (module docstring);
-        the newest one stays, whatever its size."""
+    def over_budget(self) -> bool:
+        """The node's caches hold more than ``cache_bytes`` (this swarm's own eviction could
+        not help: the node shrinks its other swarms', :meth:`shrink_cache`)."""
+        return self.budget is not None and self.budget.used > self.p.cache_bytes
+
+    def shrink_cache(self) -> None:
+        """Drop this swarm's oldest payloads while the node's caches are over the bound."""
+        self._shrink_cache(keep=0)
+
+    def _count(self, change: int) -> None:
+        self.payload_bytes += change
+        if self.budget is not None:
+            self.budget.used += change
+
+    def _cached(self) -> int:
+        """Payload bytes the node's caches hold (all its swarms', once it has several)."""
+        return self.budget.used if self.budget is not None else self.payload_bytes
+
+    def _shrink_cache(self, keep: int) -> None:
+        """This swarm's oldest payloads out until the node's caches hold ``cache_bytes``
+        (module docstring), keeping its ``keep`` newest whatever their size."""
         seen = self._payload_seen
-        assert seen is not None
+        if seen is None:
+            return
         done = 0
-        while self.payload_bytes > self.p.cache_bytes and done < len(seen) - 1:
+        while self._cached() > self.p.cache_bytes and done < len(seen) - keep:
             gone = self.payloads.pop(seen[done][1], None)
             if gone is not None:
-                self.payload_bytes -= len(gone)
+                self._count(-len(gone))
                 self.cache_evicted_early += 1
             done += 1
         del seen[:done]
@@ -675,7 +720,7 @@ class Plumtree:
             while done < len(seen) and seen[done][0] <= payload_cut:
                 kept = self.payloads.pop(seen[done][1], None)
                 if kept is not None:
-                    self.payload_bytes -= len(kept)
+                    self._count(-len(kept))
                 done += 1
             del seen[:done]
         id_cut = now + self.p.evict_slack - self.p.id_retention
