@@ -240,10 +240,13 @@ async def handshake(link: Link, key: security.ClusterKey) -> tuple[security.Seal
     nonce = security.new_nonce()
     link.transport.write(security.hello(link.me, nonce))
     frame = await asyncio.wait_for(link.frames.get(), 10)
-    acceptor, their_nonce, proof = security.parse_challenge(frame[4:])
+    acceptor, their_nonce = security.parse_challenge(frame[4:])
     script = security.transcript(nonce, their_nonce, link.me, acceptor)
-    security.verify(key.proof(security.ACCEPTOR_LABEL, script), proof, "node")
+    # the dialer proves first; the acceptor's proof comes in its CONFIRM
     link.transport.write(security.proof_frame(key.proof(security.DIALER_LABEL, script)))
+    confirm = await asyncio.wait_for(link.frames.get(), 10)
+    proof = security.parse_confirm(confirm[4:])
+    security.verify(key.proof(security.ACCEPTOR_LABEL, script), proof, "node")
     send_key, _receive_key = security.session_keys(key, script)
     return security.Sealer(send_key), acceptor
 
