@@ -651,15 +651,23 @@ class Plumtree:
         if pub_id not in self.missing:
             self._note_seen(pub_id, now, out)
         self.received[pub_id] = (rnd, parent)
-        old = self.payloads.get(pub_id)
+        payloads = self.payloads
+        size = len(payload)
+        old = payloads.get(pub_id)
         if old is not None:
-            self._count(-len(old))
-        self.payloads[pub_id] = payload
-        self._count(len(payload))
+            size -= len(old)
+        payloads[pub_id] = payload
         if self._payload_seen is None:
             self._payload_seen = []
         self._payload_seen.append((now, pub_id))
-        if self._cached() > self.p.cache_bytes:
+        # the byte bound, inline (a call per received message is a forwarding node's cost)
+        self.payload_bytes += size
+        budget = self.budget
+        if budget is not None:
+            budget.used += size
+            if budget.used > self.p.cache_bytes:
+                self._shrink_cache(keep=1)
+        elif self.payload_bytes > self.p.cache_bytes:
             self._shrink_cache(keep=1)
 
     def over_budget(self) -> bool:
