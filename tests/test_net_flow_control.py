@@ -29,7 +29,7 @@ import pytest
 
 from pubmesh.api import Congestion, Node, Receipt
 from pubmesh.net.transport import NetConfig
-from test_net_stack import KEY_TEXT, NodeProcess, real_stacks
+from test_net_stack import KEY_TEXT, NodeProcess, publish_until_delivered, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
 TOPIC = "flow"
@@ -140,13 +140,7 @@ def test_the_control_channel_answers_a_publish_without_room_refused(tmp_path: Pa
     first = _subscriber(None, tmp_path / "publisher.log")
     second = _subscriber(first.address, tmp_path / "stopped.log")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            probe = first.command({"op": "publish", "topic": TOPIC, "payload": "p"})
-            time.sleep(0.2)
-            if probe["pub_id"] in second.deliveries():
-                break
-            assert time.monotonic() < deadline, "the peer never delivered a probe"
+        publish_until_delivered(first, [second], TOPIC, 30)
         os.kill(second.proc.pid, signal.SIGSTOP)
         answers = []
         for _ in range(2000):  # 128 MB of workload payloads: more than buffers and queue

@@ -322,8 +322,7 @@ class Node:
         runtime = self.runtime
         started = time.monotonic()
         if mode is Congestion.BLOCK:
-            size = len(data) + len(topic)
-            while runtime.room(size) is not None and not runtime.closed:
+            while runtime.room(topic, data) is not None and not runtime.closed:
                 if timeout is not None and time.monotonic() - started >= timeout:
                     break
                 await asyncio.sleep(ROOM_POLL)

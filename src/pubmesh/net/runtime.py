@@ -390,28 +390,31 @@ class NodeRuntime:
         """Bytes the node holds: every peer's queue (the transport's), the stack's caches
         (:meth:`~pubmesh.proto.core.StackNode.held_bytes`) and the application's queues
         (:attr:`application_queues`), what ``memory_budget`` bounds."""
-        queued = self.transport.queued_bytes() if self.transport is not None else 0
-        held = self.node.held_bytes() if self.node is not None else 0
-        return queued + held + sum(count() for count in self.application_queues)
+        return self._memory()[0]
 
-    def room(self, size: int) -> str | None:
-        """Why a publication of ``size`` bytes has no room now, or None if it has: the node
-        would go over its ``memory_budget``, or the fullest peer queue could not take a copy
-        (a slow peer: :mod:`pubmesh.net.transport`, flow control)."""
+    def _memory(self) -> tuple[int, NodeId | None, int]:
+        """:meth:`memory_used`, and the fullest peer queue's peer and bytes (one walk)."""
+        queued, peer, most = (0, None, 0) if self.transport is None else self.transport.queues()
+        held = self.node.held_bytes() if self.node is not None else 0
+        return queued + held + sum(count() for count in self.application_queues), peer, most
+
+    def room(self, topic: str, payload: bytes) -> str | None:
+        """Why a publication of ``payload`` on ``topic`` has no room now, or None if it has:
+        the node would go over its ``memory_budget``, or the fullest peer queue could not take
+        a copy (a slow peer: :mod:`pubmesh.net.transport`, flow control)."""
         config = self.config
-        used = self.memory_used()
+        size = len(payload) + len(topic.encode())
+        used, peer, backlog = self._memory()
         if used + size > config.memory_budget:
             return (
                 f"the node holds {used:,} bytes in its queues and caches, its memory budget is "
                 f"{config.memory_budget:,}"
             )
-        if self.transport is not None:
-            peer, backlog = self.transport.fullest()
-            if peer is not None and backlog + size > config.max_queue_bytes:
-                return (
-                    f"the queue to {format_id(peer)} holds {backlog:,} of "
-                    f"{config.max_queue_bytes:,} bytes (a slow peer)"
-                )
+        if peer is not None and backlog + size > config.max_queue_bytes:
+            return (
+                f"the queue to {format_id(peer)} holds {backlog:,} of "
+                f"{config.max_queue_bytes:,} bytes (a slow peer)"
+            )
         return None
 
     def offer(
@@ -426,7 +429,7 @@ class NodeRuntime:
         """:meth:`publish` if there is room (:meth:`room`), else a refused receipt, counted.
         This is ``Congestion.DROP``; for BLOCK, :meth:`pubmesh.Node.publish` waits for room
         first (``waited``: how long, for the receipt)."""
-        reason = self.room(len(payload) + len(topic))
+        reason = self.room(topic, payload)
         if reason is not None:
             self.refused["no-room"] += 1
             return Receipt(None, False, reason, waited)

@@ -1210,18 +1210,17 @@ class Transport:
             self.counters["slow_peers"] += 1
             self.owner.net_slow(conn.peer, backlog, behind)
 
-    def queued_bytes(self) -> int:
-        """Bytes waiting in every peer's queue (connections' and dials' both)."""
-        queued = sum(conn.backlog() for conn in self.connections)
-        return queued + sum(peer.pending_bytes for peer in self.peers.values())
-
-    def fullest(self) -> tuple[NodeId | None, int]:
-        """The open connection with the most bytes waiting, and how many."""
-        peer, most = None, 0
+    def queues(self) -> tuple[int, NodeId | None, int]:
+        """In one walk: the bytes waiting in every peer's queue (connections' and dials'
+        both), and the open connection with the most bytes waiting, and how many."""
+        queued, peer, most = 0, None, 0
         for conn in self.connections:
-            if conn.state is State.OPEN and (backlog := conn.backlog()) > most:
+            backlog = conn.backlog()
+            queued += backlog
+            if backlog > most and conn.state is State.OPEN:
                 peer, most = conn.peer, backlog
-        return peer, most
+        queued += sum(pending.pending_bytes for pending in self.peers.values())
+        return queued, peer, most
 
     # ------------------------------------------------------------------ statistics
     def statistics(self) -> TransportStatistics:

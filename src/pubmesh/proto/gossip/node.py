@@ -405,7 +405,8 @@ class GossipNode(StackNode):
         self._broadcast_out(swarm, swarm.broadcast.receive(src, msg, now), out)
 
     def _broadcast_out(self, swarm: Swarm, items: list[BroadcastOutput], out: list[Output]) -> None:
-        if self._cache is not None and swarm.broadcast.over_budget():
+        cache = self._cache
+        if cache is not None and cache.used > cache.limit:
             # the swarm that added could not make room from its own cache: the others' oldest
             # go (pubmesh.proto.gossip.plumtree, the byte bound)
             for other in self.swarms.values():

@@ -208,7 +208,7 @@ class CacheBudget:
     """The payload bytes all of a node's swarms cache, and the most they may (``cache_bytes``):
     shared by the node's Plumtree instances once it has more than one swarm. It names none of
     them (no reference cycle): the node shrinks the other swarms' caches when one swarm's own
-    could not bring the total under the limit (:meth:`Plumtree.over_budget`)."""
+    could not bring the total under ``limit`` (:meth:`Plumtree.shrink_cache`)."""
 
     __slots__ = ("limit", "used")
 
@@ -669,11 +669,6 @@ class Plumtree:
                 self._shrink_cache(keep=1)
         elif self.payload_bytes > self.p.cache_bytes:
             self._shrink_cache(keep=1)
-
-    def over_budget(self) -> bool:
-        """The node's caches hold more than ``cache_bytes`` (this swarm's own eviction could
-        not help: the node shrinks its other swarms', :meth:`shrink_cache`)."""
-        return self.budget is not None and self.budget.used > self.p.cache_bytes
 
     def shrink_cache(self) -> None:
         """Drop this swarm's oldest payloads while the node's caches are over the bound."""
