@@ -17,6 +17,8 @@ jitter 0.1, T = 0.5 s; a round is one T).
   received Connect are filed for reversal) at n = 32 from a warm group, 1 and 10% of the
   subscribers at once: each leaver stops within 50 + 5n rounds with no relay pointing at it,
   the oracle holding at every snapshot, and the stayers are legitimate again.
+* C8 (ours): small steady groups (about eight members) under jittered latency lose no
+  member to a sink pair or to a reference in transit (test_c8_…).
 * C7: after C6's run, 100 publications reach every member (reliability 1.0), in ≤ 2 hops for
   ≥ 95% of the deliveries, the spec says; measured, 63% within 2 hops and 99% within 4, which
   is what the test holds (test_c7_…). Every member is within 2 hops of the publisher in the
@@ -311,3 +313,71 @@ def test_d2g_leavers_stop_and_the_rest_stays_connected(share: float) -> None:
         print(
             f"d2g leave {share:.0%} seed {seed}: stopped within {max(stopped.values()):.0f} rounds"
         )
+
+
+#: twelve nodes, three topics of about eight members each, subscribing within a second, then
+#: 40 publications at 20/s: small groups, where d2g's digraph is sparsest (the scenario of
+#: tests/test_net_cluster.py's twelve-process test), with jittered latency
+JITTERED = """
+[run]
+stack = "d2g"
+nodes = 12
+seed = {seed}
+duration = 8.0
+start_spread = 1.0
+[network]
+latency = {{ dist = "lognormal", median = 0.002, sigma = 1.0 }}
+[workload]
+topics = 3
+subscriptions_per_node = 2
+subscribe_at = 0.2
+publications = 40
+publish_start = 2.5
+publish_rate = 20.0
+payload_size = 64
+"""
+
+
+def deliveries_of(
+    run_dir: Path,
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]], dict[int, float]]:
+    """(expected, delivered, publish time by pub_id) of a run: expected are the (publication,
+    subscriber) pairs of members subscribed when it was published."""
+    read = lambda name: pq.read_table(run_dir / name).to_pylist()  # noqa: E731
+    members: dict[str, list[tuple[int, float]]] = {}
+    for row in read("subscriptions"):
+        members.setdefault(row["topic"], []).append((row["node"], row["t_start"]))
+    pubs = read("publications")
+    expected = {
+        (pub["pub_id"], node)
+        for pub in pubs
+        for node, since in members[pub["topic"]]
+        if since <= pub["t"]
+    }
+    delivered = {(row["pub_id"], row["node"]) for row in read("deliveries")}
+    return expected, delivered, {pub["pub_id"]: pub["t"] for pub in pubs}
+
+
+@pytest.mark.parametrize("seed", [4, 39, 63, 81])
+def test_c8_small_groups_under_jitter_lose_no_member_to_a_sink_pair(
+    seed: int, tmp_path: Path
+) -> None:
+    """C8 (ours): every subscriber of a small steady group gets every publication.
+
+    With spec §4's in-link repair alone these four seeds (of 0..99) lost 16, 1, 18 and 22
+    deliveries: at 4, 63 and 81 two members pointed only at each other for up to 1.3 s, a
+    sink component that floods from outside miss and no rule of the spec breaks up; at 39 a
+    member's only counted holder held nothing but a reference to it in transit.
+    D2GNode._in_repair mends both (ours); bench/bench_d2g_jitter.py measures the 100 seeds
+    and a wider jitter, where single missed publications remain (BENCHMARKS.md)."""
+    from pubmesh.sim.runner import run_scenario
+    from pubmesh.sim.scenario import parse_scenario
+
+    run_scenario(parse_scenario(JITTERED.format(seed=seed)), tmp_path)
+    expected, delivered, _ = deliveries_of(tmp_path)
+    missing = sorted(expected - delivered)
+    assert len({pub_id for pub_id, _ in expected}) == 40 and len(expected) > 200, len(expected)
+    assert not missing, (
+        f"{len(missing)} of {len(expected)} deliveries missing {missing[:8]}; seed {seed}; "
+        f"replay: the JITTERED scenario of {__file__} with seed = {seed}, pubmesh sim"
+    )

@@ -228,8 +228,9 @@ class D2GNode(CliqueNode):
                 self._send(relay, self._ask(instance, instance.in_), now, out)
                 instance.n[rid] = relay  # back to the tail: N grows
         repair = self.d2g.repair_in and not self.d2g.literal
-        if repair and not self._pointed_at(instance) and instance.n:
-            self._send(self._random(instance), self._connect(instance), now, out)
+        target = self._in_repair(instance) if repair else None
+        if target is not None:
+            self._send(target, self._connect(instance), now, out)
         for rid in sorted(instance.d):
             relay = instance.d[rid]
             if not relay.incoming:
@@ -242,20 +243,52 @@ class D2GNode(CliqueNode):
         just went (a Release, an Adopt or a Probe answer): a member nobody points at misses
         every publication until the repair, and waiting for its Timeout leaves it out for
         T/2 on average (ours; spec §4 runs the repair in Timeout only). A crash of the last
-        live holder (PeerDown) starts it too: see :meth:`_pointed_at`."""
+        live holder (PeerDown) starts it too: see :meth:`_holders`."""
         super()._apply(outcome, now, out)
         if self.d2g.literal or not self.d2g.repair_in:
             return
         for instance in self.instances.values():
-            if self._pointed_at(instance) or not instance.n or instance.leaving:
+            if instance.leaving:
+                continue
+            target = self._in_repair(instance)
+            if target is None:
                 continue
             if now - self.repaired.get(instance.key, -1e18) < self.d2g.timeout / 4:
                 continue
             self.repaired[instance.key] = now
-            self._send(self._random(instance), self._connect(instance), now, out)
+            self._send(target, self._connect(instance), now, out)
 
-    def _pointed_at(self, instance: Instance) -> bool:
-        """Whether a live process points at our ``in`` (repair_in's test, spec §4 [R]).
+    def _in_repair(self, instance: Instance) -> Relay | None:
+        """The out-relay repair_in sends ``Connect(in)`` along, or None when none is due.
+
+        Spec §4 [R] repairs a member nothing points at: a random relay of N. We also repair a
+        member that only one process points at, one its own N points at too, through a relay
+        of N to another sink (when N has one). Two members that point only at each other
+        while nobody else points at either are a sink component, which every flood from
+        outside misses and no rule of the spec breaks up: each of them is pointed at, so the
+        spec's repair never fires, and neither can be introduced to anyone else (an
+        introducer hands out a relay of its N, and only the other one holds one). The same
+        test covers a member whose last relay pointing at it just went while the sink of one
+        of its own relays still counts as a holder for the AskForIntro(in) we sent it (a
+        reference in transit, until its Release is back). Found by the simulator at jittered
+        latency (tests/test_d2g_figures.py, C8) and on a 12-process cluster under load, two
+        members out for 1.1 s (ours). A Connect too many is harmless: the twin it makes is
+        dropped at a later dequeue, and the degree figures of C6 do not move."""
+        if not instance.n:
+            return None
+        holders = self._holders(instance)
+        if not holders:
+            return self._random(instance)
+        if len(holders) > 1 or not any(r.sink in holders for r in instance.n.values()):
+            return None
+        others = [rid for rid in sorted(instance.n) if instance.n[rid].sink not in holders]
+        if not others:
+            return None
+        return instance.n[others[self.rng.randrange(len(others))]]
+
+    def _holders(self, instance: Instance) -> set[NodeId]:
+        """The live processes that hold a reference to our ``in`` (repair_in's test, spec §4
+        [R]), as the relay layer counts them: relays and references in transit alike.
 
         The relay layer keeps a crashed holder's count for ``grace`` after PeerDown (a
         reference counted towards it may be on its way to another process, whose Adopt moves
@@ -264,10 +297,9 @@ class D2GNode(CliqueNode):
         a dead holder still counted saw itself pointed at and missed every publication until
         someone happened to connect to it: seen on a 12-process cluster with 3 SIGKILLed, one
         survivor out for 1-4 s (ours). The counts stay as they are; only the repair's
-        decision ignores holders reported down. A Connect too many is harmless: the twin it
-        makes is dropped at a later dequeue."""
+        decision ignores holders reported down."""
         down = self.layer.down
-        return any(count for holder, count in instance.in_.holders.items() if holder not in down)
+        return {h for h, count in instance.in_.holders.items() if count and h not in down}
 
     def _probe_more(self, instance: Instance, now: float, outcome: Outcome) -> None:
         """repair_in reads ``in.incoming``: its holders are probed every in_probe_every T."""
