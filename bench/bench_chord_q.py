@@ -1,5 +1,5 @@
-"""Chord's quiet predicate Q over more seeds and sizes than the test suite affords (specs/chord.md
-§11 test 1).
+"""Chord's quiet predicate Q over more seeds and sizes than the test suite affords
+(docs/protocols/chord.md §11 test 1).
 
 tests/test_chord_rules.py checks Q on warm overlays of N ∈ {1, 2, 8, 100, 1000} (even and
 hashed keys, seed 1) and after joins of up to 20 nodes; at N = 1,000 the warm start costs

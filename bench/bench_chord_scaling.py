@@ -1,4 +1,5 @@
-"""Chord filter-update cost and tree depth against N (specs/chord.md §6 "Cost", §11.5, §11.7).
+"""Chord filter-update cost and tree depth against N (docs/protocols/chord.md §6 "Cost", §11.5,
+§11.7).
 
 For each N: a warm overlay (hashed keys, every node on one of three topics), then three fresh
 subscriptions at random nodes, one at a time; for each, the FilterUpdate messages of its wave

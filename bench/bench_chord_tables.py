@@ -1,6 +1,6 @@
 """Chord routing tables on workload W1: conjunctions per edge for the three routing modes.
 
-specs/chord.md §11.8 gives, for W1 at N = 1,000 (3 subscriptions a node), the subscription
+docs/protocols/chord.md §11.8 gives, for W1 at N = 1,000 (3 subscriptions a node), the subscription
 conjunctions per edge filter, mean/max: simple 323/1584, covering 141/514, covering + perfect
 merge 58/172. This builds the W1 overlay warm (every edge filter at its fixpoint, exactly what
 the protocol's filter waves converge to) for each mode and counts, on every edge, the
@@ -27,7 +27,7 @@ from pubmesh.sim.engine import Simulation
 from pubmesh.sim.scenario import load_scenario
 
 W1 = Path(__file__).resolve().parent.parent / "scenarios" / "chord_w1.toml"
-#: specs/chord.md §11.8, N = 1,000: (mean, max) subscription conjunctions per edge
+#: docs/protocols/chord.md §11.8, N = 1,000: (mean, max) subscription conjunctions per edge
 SPEC = {"simple": (323, 1584), "covering": (141, 514), "merging": (58, 172)}
 
 

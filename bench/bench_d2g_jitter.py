@@ -1,8 +1,8 @@
 """Benchmark: d2g's flood in small steady groups under jittered latency (tests/test_d2g_figures.py
-C8 at more seeds and a wider jitter).
+C9 at more seeds and a wider jitter).
 
 Twelve nodes, three topics of about eight members, 40 publications at 20/s once subscribed
-(the JITTERED scenario of the C8 test), one simulation per seed and latency; printed per
+(the JITTERED scenario of the C9 test), one simulation per seed and latency; printed per
 latency: the seeds that lost a delivery, the missing (publication, subscriber) pairs against
 those expected, and the longest stretch a member missed.
 

@@ -2,7 +2,8 @@
 
 Issue 16 item 3. One process is the node under test; this process plays its two neighbours:
 
-* **S**, the source: after the handshake it sends Gossip frames (papers/004's GOSSIP, 100-byte
+* **S**, the source: after the handshake it sends Gossip frames (Henriques & Pamplona's GOSSIP,
+  100-byte
   payloads, each a new publication) as fast as the window allows;
 * **D**, the sink: it counts the Gossip frames the node forwards to it.
 

@@ -71,8 +71,8 @@ REDIS_TLS = "redis-server + redis-py, TLS"
 REDIS_TLS_PORT = 6391
 #: ... and p99 under this at half that peak
 GOAL_P99 = 0.100
-#: Gossip parameters of the run: the report's (papers/004 §4) except IHAVE batching, which the
-#: Plumtree paper allows and which turns one announcement frame per message and lazy peer into
+#: Gossip parameters of the run: the report's (Henriques & Pamplona §4) except IHAVE batching, which
+#: the Plumtree paper allows and which turns one announcement frame per message and lazy peer into
 #: one per 50 ms and lazy peer.
 GOSSIP_SETTINGS = ["stack.gossip.ihave_batch_interval=0.05"]
 

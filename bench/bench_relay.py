@@ -1,4 +1,5 @@
-"""Benchmarks (issue 13) for the ``clique`` and ``d2g`` stacks (papers/002; specs/relay.md §9).
+"""Benchmarks (issue 13) for the ``clique`` and ``d2g`` stacks (Scheideler's lecture;
+docs/protocols/relay.md §9).
 
 * **Clique convergence against n**, through the analysis pipeline: for each corruption kind of
   spec §6 and n in --sizes, one simulation per seed (a subprocess of ``pubmesh sim``) of

@@ -2,15 +2,15 @@
 (the tests' own computation; the Spark pipeline computes reliability, duplicates and order
 violations the same way and a cross-check test compares them).
 
-What specs/brokertree.md §11 asserts: reliability over (publication, subscriber) pairs, with a
-content-based expected set (same topic, a matching filter, subscribed at the publish time and
-alive to the end); duplicates; order violations per (subscriber, publisher); *wrong*
-deliveries (a Deliver whose publication does not match the node's subscription); and the
-protocol's own events: ``late`` (the safety net dropped a copy), ``stalled`` (a copy that
-would break legitimacy), ``tagged``, ``sub_confirmed`` (with ``partial``) and ``recovered``.
-:func:`guarantee` splits the expected and missing pairs by the δ guarantee (within: every
-2δ + 1 window of the pair's tree path has at most δ crashed brokers), and
-:func:`stuck_sessions` finds the sessions still stalled when the run ends.
+What docs/protocols/brokertree.md §11 asserts: reliability over (publication, subscriber) pairs,
+with a content-based expected set (same topic, a matching filter, subscribed at the publish time and
+alive to the end); duplicates; order violations per (subscriber, publisher); *wrong* deliveries (a
+Deliver whose publication does not match the node's subscription); and the protocol's own events:
+``late`` (the safety net dropped a copy), ``stalled`` (a copy that would break legitimacy),
+``tagged``, ``sub_confirmed`` (with ``partial``) and ``recovered``. :func:`guarantee` splits the
+expected and missing pairs by the δ guarantee (within: every 2δ + 1 window of the pair's tree path
+has at most δ crashed brokers), and :func:`stuck_sessions` finds the sessions still stalled when the
+run ends.
 """
 
 from __future__ import annotations

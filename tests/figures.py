@@ -68,7 +68,7 @@ def _matches(filter_json: str | None, attributes_json: str | None) -> bool:
 def publication_figures(sim: Simulation, run_dir: Path | None = None) -> list[PubFigures]:
     """Per publication: expected = subscribers of its topic alive at the end of the run that
     were subscribed at its publish time and, for a content subscription, whose filter matches
-    the publication's attributes (DESIGN.md 'reliability')."""
+    the publication's attributes (docs/design.md 'reliability')."""
     pubs = pq.read_table(run_dir / "publications").to_pylist() if run_dir else []
     subs = pq.read_table(run_dir / "subscriptions").to_pylist() if run_dir else []
     payload: Counter[int] = Counter()

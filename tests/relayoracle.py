@@ -1,4 +1,4 @@
-"""The relay-graph oracle of specs/relay.md §2.4, over a :class:`PoolCluster`.
+"""The relay-graph oracle of docs/protocols/relay.md §2.4, over a :class:`PoolCluster`.
 
 It rebuilds, per topic, the relay graph G = (R ∪ P, E_L ∪ E_M) from every node's relay table
 (E_L: a process holds its relays, an OUT relay points at its next, an IN relay at its owner)

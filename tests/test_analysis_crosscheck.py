@@ -23,7 +23,7 @@ RUNS = [
 
 
 def duckdb_run_metrics(run_dir: Path) -> dict[str, Any]:
-    """The run metrics of DESIGN.md, written again from the definitions as DuckDB SQL."""
+    """The run metrics of docs/design.md, written again from the definitions as DuckDB SQL."""
     db = duckdb.connect()
     for table in ("runs", "nodes", "subscriptions", "publications", "deliveries", "messages",
                   "snapshots", "checks", "events"):  # fmt: skip

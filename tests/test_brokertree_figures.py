@@ -1,4 +1,5 @@
-"""The brokertree stack's claims in simulation (specs/brokertree.md §11; papers/001 §2-§8).
+"""The brokertree stack's claims in simulation (docs/protocols/brokertree.md §11; Kazemzadeh &
+Jacobsen §2-§8).
 
 Runs of scenarios/brokertree_base.toml (the spec's base scenario: 86 nodes, 20 brokers, δ = 3,
 2,640 content subscriptions, publications at 20/s from 30 s) cut to 600 publications and 75 s
@@ -156,8 +157,8 @@ def test_false_suspicions_lose_nothing(seed: int, crashes: int, tmp_path: Path) 
 @pytest.mark.parametrize("case", ["delta+1", "2delta+2", "17%"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_more_than_delta_failures_stay_safe(seed: int, case: str, tmp_path: Path) -> None:
-    """(b): beyond δ, liveness may go but safety never does (papers/001 §3.4: illegitimate
-    copies stall rather than risk a duplicate)."""
+    """(b): beyond δ, liveness may go but safety never does (Kazemzadeh & Jacobsen §3.4:
+    illegitimate copies stall rather than risk a duplicate)."""
     if case == "delta+1":
         victims = _victims("adjacent", seed, DELTA + 1)
     elif case == "2delta+2":
@@ -236,7 +237,7 @@ SRDS_CUT = (
 def test_every_pair_within_the_guarantee_is_delivered_and_no_stall_is_left(
     tmp_path: Path,
 ) -> None:
-    """δ-fault tolerance (papers/001 §5.2, §5.7.1) at the SRDS'11 setup cut to 200 nodes,
+    """δ-fault tolerance (Kazemzadeh & Jacobsen §5.2, §5.7.1) at the SRDS'11 setup cut to 200 nodes,
     seed 3, default parameters: every pair whose tree path has at most δ crashed brokers in
     each 2δ + 1 window is delivered, though the run has pairs beyond the guarantee and
     sessions that stalled at their illegitimate copies; no session is still stalled at the

@@ -1,6 +1,6 @@
 """The loss classification of pubmesh.proto.brokertree.guarantee: a (publication, subscriber)
 pair is within the δ guarantee iff every 2δ + 1 window of its publisher→subscriber tree path
-holds at most δ crashed nodes (papers/001 §5.2 Def. 2, §5.7.1)."""
+holds at most δ crashed nodes (Kazemzadeh & Jacobsen §5.2 Def. 2, §5.7.1)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Model-based test of the brokertree stack: Hypothesis drives a small broker tree
-(specs/brokertree.md; the stack's module essay in src/pubmesh/proto/brokertree/node.py).
+(docs/protocols/brokertree.md; the stack's module essay in src/pubmesh/proto/brokertree/node.py).
 
 The cluster is a :class:`pubmesh.sim.testing.PoolCluster` (non-FIFO: any message in flight may
 be delivered next, the node's sessions resequence, spec §2 "Links") of B brokers (ids

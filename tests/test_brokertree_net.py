@@ -1,11 +1,11 @@
-"""brokertree over TCP (specs/brokertree.md; issue 12): real processes, real sockets.
+"""brokertree over TCP (docs/protocols/brokertree.md; issue 12): real processes, real sockets.
 
 A cluster of 18 processes (6 brokers, δ = 2, 12 clients) publishes 200 content-free
 publications at 40/s; at 3 s two brokers (= δ) are SIGKILLed (``--kill FRACTION@T:broker``).
 The kernel resets their sockets, the survivors' runtimes report the peers down at once, and
 the brokers next to them bypass them. Every publication reaches every subscriber exactly once
 and in its publisher's order, including those in flight when the brokers died (they are held
-and resent, papers/001 §4.3).
+and resent, Kazemzadeh & Jacobsen §4.3).
 """
 
 from __future__ import annotations

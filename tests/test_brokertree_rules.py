@@ -1,5 +1,6 @@
-"""The brokertree node's rules, one example each (papers/001; specs/brokertree.md §4-§9), on
-small clusters over :class:`PoolCluster`, where the test decides what the network does.
+"""The brokertree node's rules, one example each (Kazemzadeh & Jacobsen;
+docs/protocols/brokertree.md §4-§9), on small clusters over :class:`PoolCluster`, where the test
+decides what the network does.
 
 The tree of most tests is the chain3 layout with 8 brokers and δ = 1 (spec §2):
 
@@ -106,8 +107,8 @@ def test_the_chain_tree_is_the_one_drawn_in_the_module_doc() -> None:
 def test_every_matching_subscriber_gets_every_publication_once_in_order(
     seed: int, ack: str
 ) -> None:
-    """papers/001 §2.2: publications follow the from paths of matching tuples; a subscriber
-    gets exactly the matching ones, each once, in its publisher's order, over reordering
+    """Kazemzadeh & Jacobsen §2.2: publications follow the from paths of matching tuples; a
+    subscriber gets exactly the matching ones, each once, in its publisher's order, over reordering
     links (the sessions resequence)."""
     params = BrokerTreeParams(brokers=8, delta=2, topology_seed=seed, ack=ack)
     cluster, rec = _cluster(seed, params, n=24, fifo=False)
@@ -141,7 +142,7 @@ def test_every_matching_subscriber_gets_every_publication_once_in_order(
 
 
 def test_dack_replaces_the_per_message_confirmations_of_publications() -> None:
-    """papers/001 §8: with dack, publications are never confirmed one by one; depth acks
+    """Kazemzadeh & Jacobsen §8: with dack, publications are never confirmed one by one; depth acks
     purge them instead, with fewer messages than the Confs they replace."""
     counts: dict[str, dict[str, int]] = {}
     for ack in ("conf", "dack"):
@@ -169,8 +170,8 @@ def test_dack_replaces_the_per_message_confirmations_of_publications() -> None:
 # ------------------------------------------------------------------------------ failures
 @pytest.mark.parametrize("seed", SEEDS)
 def test_delta_adjacent_crashes_are_bypassed(seed: int) -> None:
-    """papers/001 §3.2-3.3, spec §4: with broker 1 down (δ = 1), its neighbours reach each
-    other and its clients directly; every later publication arrives once, in order."""
+    """Kazemzadeh & Jacobsen §3.2-3.3, spec §4: with broker 1 down (δ = 1), its neighbours reach
+    each other and its clients directly; every later publication arrives once, in order."""
     cluster, rec = _cluster(seed)
     why = _replay("adjacent_crashes", seed)
     subscribers = [18, 11, 12, 9, 8]
@@ -225,16 +226,16 @@ def test_two_false_suspicions_and_delta_minus_one_crashes_lose_nothing(seed: int
         for k in range(4):
             mine = [i for i in got if i % 4 == k]
             assert mine == sorted(mine), (c, publishers[k], why)
-        # 11's broker 4 crashed for good: it gets nothing after the crash (papers/001 §13: a
-        # client reconnects only to a failed broker's neighbours within δ + 1 = 2 hops, and
+        # 11's broker 4 crashed for good: it gets nothing after the crash (Kazemzadeh & Jacobsen
+        # §13: a client reconnects only to a failed broker's neighbours within δ + 1 = 2 hops, and
         # 4's only neighbour 0 is one, so 11 does too)
         assert sorted(got) == list(range(40)), (c, got, why)
     assert not rec.kinds("brokertree.stalled") and not rec.kinds("brokertree.late"), why
 
 
 def test_more_than_delta_failures_stall_rather_than_duplicate() -> None:
-    """papers/001 §3.4, §5.5: with δ = 1, brokers 0 and 1 down make a copy from 2's side to
-    3 skip two nodes of three: it is not sent (head-of-line stall, spec §4) and no subscriber
+    """Kazemzadeh & Jacobsen §3.4, §5.5: with δ = 1, brokers 0 and 1 down make a copy from 2's side
+    to 3 skip two nodes of three: it is not sent (head-of-line stall, spec §4) and no subscriber
     ever gets a publication twice or out of order."""
     cluster, rec = _cluster(2)
     for c in (18, 11):
@@ -254,7 +255,7 @@ def test_more_than_delta_failures_stall_rather_than_duplicate() -> None:
 
 # ----------------------------------------------------------------- partial confirmation
 def test_a_subscription_past_a_large_fragment_is_confirmed_partially_then_recovered() -> None:
-    """papers/001 §3.5 case 2, §4.2.2, Lemma 3: 18 subscribes while 0 and 1 (δ + 1 = 2
+    """Kazemzadeh & Jacobsen §3.5 case 2, §4.2.2, Lemma 3: 18 subscribes while 0 and 1 (δ + 1 = 2
     adjacent) are down. Broker 3 has no active connection towards 1: a large fragment
     ⟨⟨0, 1⟩⟩ with lead 3. The confirmation is partial and carries π = ⟨3, seq, (0, 1)⟩,
     which 3 keeps. Once 0 and 1 are back, 3 reaches the fragment, sends it the tuples, and π
@@ -286,7 +287,7 @@ def test_a_subscription_past_a_large_fragment_is_confirmed_partially_then_recove
 
 
 def test_a_publication_tagged_with_a_partial_subscriptions_pi_is_reported() -> None:
-    """spec §6.6, papers/001 §7: at a subscriber whose subscription is partial with π, a
+    """spec §6.6, Kazemzadeh & Jacobsen §7: at a subscriber whose subscription is partial with π, a
     publication tagged π is delivered and reported (``brokertree.tagged``: earlier matches
     may be missing); the first tagged π̄ clears π, and later ones are plain deliveries."""
     cluster, rec = _cluster(1)
@@ -333,8 +334,8 @@ def test_a_publication_tagged_with_a_partial_subscriptions_pi_is_reported() -> N
 # ---------------------------------------------------------------- recovery and leaving
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_restarted_broker_gets_its_table_back(seed: int) -> None:
-    """papers/001 §4.2, spec §7: broker 1 restarts with fresh state; its neighbours knew the
-    old incarnation, say so, and send it their whole tables; its table then equals 0's."""
+    """Kazemzadeh & Jacobsen §4.2, spec §7: broker 1 restarts with fresh state; its neighbours knew
+    the old incarnation, say so, and send it their whole tables; its table then equals 0's."""
     cluster, rec = _cluster(seed)
     why = _replay("restarted_broker", seed)
     for i, c in enumerate(cluster.peers):
@@ -424,14 +425,14 @@ def test_a_restarted_client_starts_over() -> None:
 def test_a_stalled_session_waits_or_gives_up_after_stall_timeout(
     timeout: float | None, past: str
 ) -> None:
-    """spec §4: a session stalls at a copy that would break legitimacy and passes nothing
-    until it is re-activated; with stall_timeout (ours; None: the default, 5 s) the nodes it
-    bypasses are presumed gone after that long, and it gives such copies up (papers/001 §5.5
-    never propagates one) or, with past_stall = "forward" (ours, beyond the paper), sends them
-    all the same. Here δ = 1, and brokers 1 and 3 are gone for good: 12's publications reach
-    0 past 1 (one ⊥), and 0's copy to 18 past 3 would carry two ⊥ in three entries. Without a
-    timeout 0's session with 18 never moves again; with one, it skips them all, or forwards
-    them and 18 gets each once, in order. Nobody gets a duplicate or a reordering."""
+    """spec §4: a session stalls at a copy that would break legitimacy and passes nothing until it
+    is re-activated; with stall_timeout (ours; None: the default, 5 s) the nodes it bypasses are
+    presumed gone after that long, and it gives such copies up (Kazemzadeh & Jacobsen §5.5 never
+    propagates one) or, with past_stall = "forward" (ours, beyond the paper), sends them all the
+    same. Here δ = 1, and brokers 1 and 3 are gone for good: 12's publications reach 0 past 1 (one
+    ⊥), and 0's copy to 18 past 3 would carry two ⊥ in three entries. Without a timeout 0's session
+    with 18 never moves again; with one, it skips them all, or forwards them and 18 gets each once,
+    in order. Nobody gets a duplicate or a reordering."""
     fields = dict(CHAIN.__dict__, past_stall=past)
     if timeout is not None:
         fields["stall_timeout"] = timeout
@@ -466,7 +467,7 @@ def test_a_stalled_session_waits_or_gives_up_after_stall_timeout(
 
 
 def test_a_peer_suspected_on_silence_is_probed_again_at_once() -> None:
-    """papers/001 fn. 2: the detector may err; §4.1: the lead probes a failed node every
+    """Kazemzadeh & Jacobsen fn. 2: the detector may err; §4.1: the lead probes a failed node every
     probe_period. A peer suspected on silence (or a late frame, or a reset) is dialed again
     at once (ours): a live one answers within a round trip and is active again before its
     bypass could add up with others to more than δ ⊥ in a window (spec §11 (a): no stall

@@ -1,4 +1,5 @@
-"""Sequence vectors (papers/001 §2.2, §5.2–§5.4, Fig. 5; specs/brokertree.md §5, §6.3–§6.4).
+"""Sequence vectors (Kazemzadeh & Jacobsen §2.2, §5.2–§5.4, Fig. 5; docs/protocols/brokertree.md §5,
+§6.3–§6.4).
 
 The legitimacy check is compared with Definition 2 itself on random propagations over a
 chain, and Fig. 5's detector with Lemma 1: every copy of a message that travels a legitimate
@@ -30,7 +31,7 @@ def _replay(test: str, seed: int) -> str:
 
 
 def _def2(prop: list[int], delta: int) -> bool:
-    """papers/001 §5.2 Definition 2: every window of 2δ + 1 has at least δ + 1 ones."""
+    """Kazemzadeh & Jacobsen §5.2 Definition 2: every window of 2δ + 1 has at least δ + 1 ones."""
     w = 2 * delta + 1
     return all(sum(prop[i : i + w]) >= delta + 1 for i in range(len(prop) - w + 1))
 

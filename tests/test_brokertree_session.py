@@ -1,5 +1,5 @@
-"""brokertree's sessions: FIFO and loss-free over links that reorder (specs/brokertree.md §2
-"Links", "Failure detector", §12.1; papers/001 §5.1, §9).
+"""brokertree's sessions: FIFO and loss-free over links that reorder (docs/protocols/brokertree.md
+§2 "Links", "Failure detector", §12.1; Kazemzadeh & Jacobsen §5.1, §9).
 
 Every test drives real :class:`Sessions` objects through a pool of frames in flight that a
 seeded random stream delivers in any order (the simulator's non-FIFO links at their worst).

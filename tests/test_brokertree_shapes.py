@@ -1,4 +1,5 @@
-"""The shapes of papers/001's Figs. 14-17 as assertions (specs/brokertree.md §11 (d)-(g)).
+"""The shapes of Kazemzadeh & Jacobsen's Figs. 14-17 as assertions (docs/protocols/brokertree.md §11
+(d)-(g)).
 
 The paper's figures are measurements of a deployment; the spec turns each into a shape with a
 tolerance, measured here on simulated runs:

@@ -1,5 +1,6 @@
-"""brokertree's subscription table and recipient sets (papers/001 §2.2, §3.5; specs/brokertree.md
-§5, §6.1), on hand-built maps where the answer can be read off the drawing.
+"""brokertree's subscription table and recipient sets (Kazemzadeh & Jacobsen §2.2, §3.5;
+docs/protocols/brokertree.md §5, §6.1), on hand-built maps where the answer can be read off the
+drawing.
 
     δ = 1, the map of broker 0 (radius δ + 1 = 2):
 

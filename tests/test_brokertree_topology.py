@@ -1,4 +1,5 @@
-"""The brokertree generator and topology maps (specs/brokertree.md §2–§3; papers/001 §2.2).
+"""The brokertree generator and topology maps (docs/protocols/brokertree.md §2–§3; Kazemzadeh &
+Jacobsen §2.2).
 
 The spec's [D3] figures are generator statistics from its authors' scripts: with max_degree 4,
 20 brokers + 66 clients give a broker degree of 5.2 on average and a mean map (δ = 3) of 42
@@ -75,8 +76,8 @@ def test_the_generator_reproduces_the_spec_statistics() -> None:
 
 
 def test_chain3_has_the_papers_core() -> None:
-    """Spec §2, papers/001 §10 (Figs. 14/15): three core brokers in a line, core_fanout edge
-    nodes each, so the middle core broker has degree 2 + 9 = 11 ("an average node degree of
+    """Spec §2, Kazemzadeh & Jacobsen §10 (Figs. 14/15): three core brokers in a line, core_fanout
+    edge nodes each, so the middle core broker has degree 2 + 9 = 11 ("an average node degree of
     11"); clients beyond the edge slots attach to non-core brokers."""
     params = BrokerTreeParams(brokers=12, layout="chain3", topology_seed=3)
     tree = build_tree(params, 86)
@@ -102,8 +103,8 @@ def test_a_clients_place_does_not_depend_on_the_run_size() -> None:
 
 
 def test_maps_reach_delta_plus_one_with_tree_paths() -> None:
-    """Spec §3, papers/001 §2.2: the map holds exactly the nodes within δ + 1 hops, and the
-    topology path to each is the tree path (consecutive nodes adjacent, ending at the node)."""
+    """Spec §3, Kazemzadeh & Jacobsen §2.2: the map holds exactly the nodes within δ + 1 hops, and
+    the topology path to each is the tree path (consecutive nodes adjacent, ending at the node)."""
     params = BrokerTreeParams(brokers=40, delta=2, topology_seed=5)
     tree = build_tree(params, 100)
     for owner in range(0, 100, 7):

@@ -1,5 +1,5 @@
-"""Recovery figures of the chord stack (specs/chord.md §11 test 9(b); papers/003 §5), measured
-on simulated runs of scenarios/chord_fail.toml scaled to 64 nodes, 5 seeds each.
+"""Recovery figures of the chord stack (docs/protocols/chord.md §11 test 9(b); Terpstra et al. §5),
+measured on simulated runs of scenarios/chord_fail.toml scaled to 64 nodes, 5 seeds each.
 
 A random 10% or 50% of the nodes crash at once (L = 2⌈log₂N⌉ = 12 successors, what
 surviving half the nodes failing needs, spec §8). Survivors detect each dead peer after

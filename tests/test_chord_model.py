@@ -1,4 +1,5 @@
-"""Model-based test of the chord stack: Hypothesis drives a small Chord ring (specs/chord.md).
+"""Model-based test of the chord stack: Hypothesis drives a small Chord ring
+(docs/protocols/chord.md).
 
 The cluster is a :class:`pubmesh.sim.testing.PoolCluster` of chord nodes (default
 :class:`~pubmesh.proto.chord.params.ChordParams`: merging routing, auto L) with node 0 as the

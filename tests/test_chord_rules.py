@@ -1,4 +1,4 @@
-"""The chord stack's rules (papers/003; specs/chord.md), one or more tests per rule.
+"""The chord stack's rules (Terpstra et al.; docs/protocols/chord.md), one or more tests per rule.
 
 Clusters run on :class:`pubmesh.sim.testing.PoolCluster` (a pool of messages the test drives).
 Overlays are built either by protocol joins through contact 0, or warm (the legitimate
@@ -135,7 +135,7 @@ def test_the_spec_example_tree_from_3_sends_seven_messages_in_range_order() -> N
     """Spec §3 "Tree from 3": 3→35 [35,3), 3→22 [22,35), 3→10 [10,17), 3→17 [17,22);
     35→41 [41,52), 35→52 [52,3); 52→60 [60,3): 7 messages, depth 3 = ⌈log₂8⌉.
 
-    The spec lists 35→41 before 35→52, but its own rule (papers/003 §4.3: edges "in
+    The spec lists 35→41 before 35→52, but its own rule (Terpstra et al. §4.3: edges "in
     decreasing range size") sends 35→52 first: |[52,3)| = 15 > |[41,52)| = 11. We follow
     the rule."""
     scale = 1 << 58
@@ -209,7 +209,7 @@ def _publish_everywhere(cluster: PoolCluster, topic_of: Any, roots: list[NodeId]
 
 @pytest.mark.parametrize("n", [2, 8, 16, 50, 100])
 def test_even_keys_deliver_to_everyone_once_within_log2_n_hops(n: int) -> None:
-    """papers/003 §4.3 and spec §11.5: with evenly spaced keys every root's tree reaches
+    """Terpstra et al. §4.3 and spec §11.5: with evenly spaced keys every root's tree reaches
     every node exactly once, in at most ⌈log₂N⌉ hops."""
     cluster = _cluster(n, 1, ChordParams(even_keys=n))
     for node in cluster.peers:
@@ -243,7 +243,7 @@ def test_hashed_keys_depth_stays_within_two_of_log2_n(seed: int) -> None:
 
 
 # ------------------------------------------------------------------------------- degree
-#: specs/chord.md §11.6 at N = 1,000: out-degree mean log₂N + 0.3 and max; in-degree max
+#: docs/protocols/chord.md §11.6 at N = 1,000: out-degree mean log₂N + 0.3 and max; in-degree max
 SPEC_DEGREE_1000 = {"out_mean": 10.3, "out_max": 15, "in_max": 57}
 
 
@@ -251,7 +251,7 @@ SPEC_DEGREE_1000 = {"out_mean": 10.3, "out_max": 15, "in_max": 57}
 def test_degrees_at_1000_nodes_are_the_specs(seed: int) -> None:
     """Spec §11.6 [D]: at N = 1,000 with hashed keys the out-degree (distinct fingers) has
     mean log₂N + 0.3 = 10.3 and max ≤ 15; the in-degree has the same mean (every edge has
-    two ends) and a max near 57 (papers/003's "O(log N) entering" holds on average only).
+    two ends) and a max near 57 (Terpstra et al.'s "O(log N) entering" holds on average only).
     Five id sets stand for five seeds; the maxima swing by ±20% between them (49–68 in-degree
     for seeds 1–5), the means by ±0.05."""
     from pubmesh.proto.chord.keys import hashed_key

@@ -1,6 +1,6 @@
-"""specs/relay.md §9's claims for the ``clique`` stack (papers/002 §9.2, Build-Clique), measured
-on simulated runs of ``scenarios/clique_corrupted.toml`` (latency U(2, 20) ms, non-FIFO, timer
-jitter 0.1, T = 0.25 s; a round is one T).
+"""docs/protocols/relay.md §9's claims for the ``clique`` stack (Scheideler's lecture §9.2,
+Build-Clique), measured on simulated runs of ``scenarios/clique_corrupted.toml`` (latency U(2, 20)
+ms, non-FIFO, timer jitter 0.1, T = 0.25 s; a round is one T).
 
 * C1: from every corruption kind of spec §6 with n junk messages, the group is a legitimate
   clique within 6·n ln n + 50 rounds and at every later snapshot (every 5T), and the relay-graph
@@ -12,7 +12,8 @@ jitter 0.1, T = 0.25 s; a round is one T).
 * C2: a legitimate clique (``[init] overlay = "warm"``) stays legitimate for 200 rounds with
   D = ∅, at (5 − 6/n) ± 0.3 messages per member per round; n ∈ {8, 16, 32} (make test:
   n = 32 on five seeds, ``C2_CASES``).
-* C3: papers/002 Theorem 9.5, one join into a legitimate clique at n ∈ {16, 32}: the rounds
+* C3: Scheideler's lecture Theorem 9.5, one join into a legitimate clique at n ∈ {16, 32}: the
+  rounds
   until the joiner is known by all (T_known) and until it knows all (T_knows), against n ln n
   (each mean over the seeds within [1.5, 2.5]; each within the theorem's bound
   4(n + 1)H_{n−1} in ≥ 95% of runs), and with ``feedback`` (spec §3.5) knows-all at
@@ -21,7 +22,7 @@ jitter 0.1, T = 0.25 s; a round is one T).
   ``random_graph``, for 1, 10% and 50% of the subscribers leaving at once: each leaver stops
   within 50 + 5n rounds with no relay anywhere pointing at it, the oracle holds at every
   snapshot (the stayers' relay graph weakly connected), and the stayers end a clique.
-* C5: Search (papers/002 §9.2) on ``line`` at n = 64, one search per round between random
+* C5: Search (Scheideler's lecture §9.2) on ``line`` at n = 64, one search per round between random
   members for the first 200 rounds of convergence: the success rate (mean over the seeds)
   grows with d ∈ {0, 1, 2, 3, 5}; once legitimate, n searches all succeed in one hop. make
   test runs it at n = 16 over the first 40 rounds (``C5_CASES``).
@@ -202,7 +203,7 @@ C2_CASES = [
 
 @pytest.mark.parametrize(("n", "seeds"), C2_CASES)
 def test_c2_closure_and_work_in_a_legitimate_clique(n: int, seeds: Sequence[int]) -> None:
-    """C2 (papers/002 Theorem 9.4, closure): legitimate at every snapshot for 200 rounds,
+    """C2 (Scheideler's lecture Theorem 9.4, closure): legitimate at every snapshot for 200 rounds,
     D = ∅ throughout, and (5 − 6/n) ± 0.3 messages per member per round (AskForIntro 1,
     Introduce 2, Release 2; only 2 when w ∈ {in, u})."""
     for seed in seeds:

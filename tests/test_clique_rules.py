@@ -1,5 +1,6 @@
-"""The clique stack (papers/002 ch. 9, Build-Clique; specs/relay.md) and its relay layer, one
-rule per test, over :class:`PoolCluster` with non-FIFO delivery where order matters.
+"""The clique stack (Scheideler's lecture ch. 9, Build-Clique; docs/protocols/relay.md) and its
+relay layer, one rule per test, over :class:`PoolCluster` with non-FIFO delivery where order
+matters.
 
 Node 0 is the contact (spec §7); every other node subscribes to one topic and joins through
 it. A failure names the seed and the command that replays it.
@@ -107,7 +108,7 @@ def test_a_legitimate_clique_floods_in_one_hop_with_n_minus_one_messages() -> No
 # ----------------------------------------------------------------------------- Leave (C4)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_leaver_stops_with_nothing_pointing_at_it_and_the_rest_is_a_clique(seed: int) -> None:
-    """papers/002 Leave with the spec's anchor phase: the leaver stops, no relay of the
+    """Scheideler's lecture Leave with the spec's anchor phase: the leaver stops, no relay of the
     others points at it, and the stayers are a clique again."""
     cluster, _ = _clique(10, seed)
     why = _replay("leaver_stops", seed)

@@ -1,4 +1,4 @@
-"""Content filters (pubmesh.proto.content): specs/chord.md §4 rules, properties, and a
+"""Content filters (pubmesh.proto.content): docs/protocols/chord.md §4 rules, properties, and a
 cross-check against the analysis matcher on a real Spark session."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""specs/relay.md §9 C6 and C7 for the ``d2g`` stack (papers/002 §9.3, Build-D2G), measured on
-simulated runs of ``scenarios/d2g_corrupted.toml`` (latency U(2, 20) ms, non-FIFO, timer
-jitter 0.1, T = 0.5 s; a round is one T).
+"""docs/protocols/relay.md §9 C6 and C7 for the ``d2g`` stack (Scheideler's lecture §9.3,
+Build-D2G), measured on simulated runs of ``scenarios/d2g_corrupted.toml`` (latency U(2, 20) ms,
+non-FIFO, timer jitter 0.1, T = 0.5 s; a round is one T).
 
 * C6: from ``random_graph`` at n ∈ {16, 64} over ``SEEDS``, run 40√n + 300 rounds; over the
   snapshots (every 5T) after a burn-in of 300 rounds: the mean out-degree m against
@@ -17,8 +17,8 @@ jitter 0.1, T = 0.5 s; a round is one T).
   received Connect are filed for reversal) at n = 32 from a warm group, 1 and 10% of the
   subscribers at once: each leaver stops within 50 + 5n rounds with no relay pointing at it,
   the oracle holding at every snapshot, and the stayers are legitimate again.
-* C8 (ours): small steady groups (about eight members) under jittered latency lose no
-  member to a sink pair or to a reference in transit (test_c8_…).
+* C9 (ours): small steady groups (about eight members) under jittered latency lose no
+  member to a sink pair or to a reference in transit (test_c9_…).
 * C7: after C6's run, 100 publications reach every member (reliability 1.0), in ≤ 2 hops for
   ≥ 95% of the deliveries, the spec says; measured, 63% within 2 hops and 99% within 4, which
   is what the test holds (test_c7_…). Every member is within 2 hops of the publisher in the
@@ -359,10 +359,10 @@ def deliveries_of(
 
 
 @pytest.mark.parametrize("seed", [4, 39, 63, 81])
-def test_c8_small_groups_under_jitter_lose_no_member_to_a_sink_pair(
+def test_c9_small_groups_under_jitter_lose_no_member_to_a_sink_pair(
     seed: int, tmp_path: Path
 ) -> None:
-    """C8 (ours): every subscriber of a small steady group gets every publication.
+    """C9 (ours): every subscriber of a small steady group gets every publication.
 
     With spec §4's in-link repair alone these four seeds (of 0..99) lost 16, 1, 18 and 22
     deliveries: at 4, 63 and 81 two members pointed only at each other for up to 1.3 s, a

@@ -1,5 +1,5 @@
 """`pubmesh demo` (the job behind `make demo`) runs end to end: every stack × 0/10/50/85%
-failed as Spark tasks, one Spark analysis, `report.html` and the papers/004-shaped table.
+failed as Spark tasks, one Spark analysis, `report.html` and the Henriques & Pamplona-shaped table.
 
 "Every stack" is every stack whose spec names a demo scenario, the test suite's tiny stack
 (tests/tinystack) included: the demo learns of it from its spec alone."""
@@ -39,13 +39,14 @@ def test_demo_quick_runs_every_stack_and_prints_the_papers_tables(tmp_path: Path
     tasks = json.loads((tmp_path / "tasks.json").read_text())
     assert len(tasks) == 4 * len(stacks) and all(t["ok"] for t in tasks), tasks
     report = (tmp_path / "report.html").read_text()
-    assert "papers/004 Tables 1-3" in report and "<figure class='chart'" not in report
+    assert "Tables 1-3 of Henriques & Pamplona" in report and "<figure class='chart'" not in report
     # as a reader opens it: headless Chromium, offline, every chart drawn, no JavaScript error;
     # the comparison comes first: a sentence naming a stack, then the interactive charts
     shown = assert_renders(tmp_path / "report.html", tmp_path / "demo.png", min_charts=5)
-    assert "papers/004 Tables 1-3" in shown.text
+    assert "Tables 1-3 of Henriques & Pamplona" in shown.text
     text = " ".join(shown.text.split())
-    assert text.index("Which stack delivers what") < text.index("papers/004 Tables 1-3")
+    table = text.index("Tables 1-3 of Henriques & Pamplona")
+    assert text.index("Which stack delivers what") < table
     assert "With 50% of the nodes failed," in text and "delivered" in text
     charts = {str(c["label"]) for c in shown.charts if c["kind"] == "svg"}
     compared = {c for c in charts if c.startswith("compare-")}
@@ -65,7 +66,7 @@ def test_demo_quick_runs_every_stack_and_prints_the_papers_tables(tmp_path: Path
         assert report.count(f'"name":"{run["run_id"]}"') >= 3, run["run_id"]
     by_point = {(r["scenario"], r["faults_0_fraction"]): r for r in summary["comparison"]}
     gossip_clean = next(v for k, v in by_point.items() if "paper004" in k[0] and k[1] == "0.0")
-    # papers/004 Table 1: no failures, every expected delivery made
+    # Henriques & Pamplona Table 1: no failures, every expected delivery made
     assert gossip_clean["reliability_mean"] == 1.0
     # the table's figures are the traces': eager = payload (Gossip) messages of the
     # no-failure gossip run, straight from its Parquet partition

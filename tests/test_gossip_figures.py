@@ -117,7 +117,7 @@ def test_mass_crash_repairs_within_two_shuffle_periods(
     figures = sorted(publication_figures(sim, run_dir), key=lambda f: f.t)
     hint = replay(CRASH, seed, *sets)
     survivors = len(sim.alive)
-    # the contact (node 0) runs the experiment and is spared, as in papers/004 §3.1
+    # the contact (node 0) runs the experiment and is spared, as in Henriques & Pamplona §3.1
     assert survivors == 1000 - round(fraction * 999), hint
     first = figures[0]
     late = [f for f in figures if f.t >= crash_at + 2 * shuffle]

@@ -1,4 +1,4 @@
-"""Example tests for the gossip stack's rules, one or more per rule of ../shared/specs/gossip.md.
+"""Example tests for the gossip stack's rules, one or more per rule of docs/protocols/gossip.md.
 
 Each test drives a protocol object directly through its handler (``GossipNode.handle(event,
 now)``, or ``HyParView.handle`` and ``Plumtree.handle``, the same shape one layer down) from a state

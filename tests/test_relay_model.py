@@ -1,5 +1,5 @@
-"""Model-based tests of the ``clique`` and ``d2g`` stacks (specs/relay.md §9: "Hypothesis state
-machines over small groups (≤ 8) with random delivery order, junk and crashes, checking the
+"""Model-based tests of the ``clique`` and ``d2g`` stacks (docs/protocols/relay.md §9: "Hypothesis
+state machines over small groups (≤ 8) with random delivery order, junk and crashes, checking the
 oracle's invariants after every step and convergence after quiesce").
 
 The cluster is a :class:`pubmesh.sim.testing.PoolCluster` with non-FIFO delivery: node 0 is
@@ -17,13 +17,13 @@ flight. The rules interleave, in any order Hypothesis picks:
 * crash a node other than the contact (its relays die with it: PeerDown);
 * run 2 fault-free seconds.
 
-After every step the oracle (tests/relayoracle.py) must find no holder count below the truth
-(E_L ∪ E_M), and, until the first crash, every topic's relay graph weakly connected (a crash
-may cut it: papers/002 Theorem 9.3 converges from weakly connected states, and crashes are not
-in the slides). At the end (``teardown``): if the relay graph is weakly connected, the group is
-legitimate within the spec's bound (clique: 6·n ln n + 50 rounds; d2g: 40√n + 300), and a
-publication from a member then reaches every other member exactly once. Every failure names
-the cluster seed and the start; Hypothesis prints the steps.
+After every step the oracle (tests/relayoracle.py) must find no holder count below the truth (E_L ∪
+E_M), and, until the first crash, every topic's relay graph weakly connected (a crash may cut it:
+Scheideler's lecture Theorem 9.3 converges from weakly connected states, and crashes are not in the
+slides). At the end (``teardown``): if the relay graph is weakly connected, the group is legitimate
+within the spec's bound (clique: 6·n ln n + 50 rounds; d2g: 40√n + 300), and a publication from a
+member then reaches every other member exactly once. Every failure names the cluster seed and the
+start; Hypothesis prints the steps.
 """
 
 from __future__ import annotations

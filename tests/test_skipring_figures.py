@@ -40,7 +40,7 @@ CLAIMS = "scenarios/skipring_paper_claims.toml"
 SEEDS = [1, 2, 3, 4, 5]
 #: The corrupted-state runs use 250 subscribers instead of the scenario's 1,000: 8 kinds x 5
 #: seeds at 1,000 take about 18 CPU minutes, at 250 about 2. The claims tested here do not
-#: depend on n: papers/000 §3 and §5 prove convergence from *any* initial state for every n,
+#: depend on n: Feldmann et al. §3 and §5 prove convergence from *any* initial state for every n,
 #: and §4.2 publication convergence for every n. The supervisor's Timeout runs 4x slower
 #: (40 ms instead of 10 ms), so that a round-robin sweep still takes 10 s and the scenario's
 #: time bounds (legitimate from t = 25 s, two sweeps after the corruption) keep their meaning.
@@ -147,9 +147,9 @@ def diameter(adjacency: dict[int, set[int]]) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("n", tiered([64, 256], [1024]))
 def test_paper_claims(n: int, tmp_path: Path) -> None:
-    """Every claim on every seed, except the configuration-request rate: papers/000 §3.2.1
+    """Every claim on every seed, except the configuration-request rate: Feldmann et al. §3.2.1
     bounds its *expectation* (fewer than 3/4 requests per timeout interval for the whole ring,
-    specs/skipring.md §5), so that bound is checked on the mean over all seeds' intervals
+    docs/protocols/skipring.md §5), so that bound is checked on the mean over all seeds' intervals
     (250), not on each 50-interval sample, whose count is Poisson-like (sd ≈ 0.12 per
     interval: measured 0.60-1.10 over seeds 1-8 at n = 64, every request from action (ii))."""
     requests = 0
@@ -174,7 +174,7 @@ def _paper_claims_one_seed(n: int, seed: int, tmp_path: Path) -> int:
     legit = [t for t in (15.0, 20.0, 25.0, 30.0, 35.0) if values[t]]
     assert legit == [15.0, 20.0, 25.0, 30.0, 35.0], f"n={n}: {values}; {hint}"
 
-    # SR(n): degree and diameter (papers/000 §2.2)
+    # SR(n): degree and diameter (Feldmann et al. §2.2)
     adjacency = graph(run_dir, 35.0)
     assert len(adjacency) == n, hint
     degrees = [len(v) for v in adjacency.values()]

@@ -1,4 +1,4 @@
-"""Convergence and closure of BuildSR under random non-FIFO schedules (papers/000 §5).
+"""Convergence and closure of BuildSR under random non-FIFO schedules (Feldmann et al. §5).
 
 Hypothesis draws a corrupted initial state (every kind of :mod:`pubmesh.proto.skipring.
 corruption`, n ≤ 64 subscribers, one or two topics, junk messages in flight) and a schedule

@@ -1,4 +1,5 @@
-"""Examples of every rule of the skipring stack (papers/000; specs/skipring.md), one at a time.
+"""Examples of every rule of the skipring stack (Feldmann et al.; docs/protocols/skipring.md), one
+at a time.
 
 Labels and SR(n) (§2.1), the local shortcut computation (§3.2.2), the Patricia trie and
 CheckTrie's three cases (§4.2), the supervisor's subscribe, unsubscribe, configuration request,
@@ -431,7 +432,7 @@ def test_timeout_configures_round_robin_after_repairs() -> None:
         sup._timeout(out := [])
         got.extend((s.dst, s.message) for s in sends(out))
         assert not db.is_corrupted()  # the orphan l(7) is deleted before the first pick
-    # Timeout (spec §4, papers/000 Algorithm 3): next := (next + 1) mod n, then configure
+    # Timeout (spec §4, Feldmann et al. Algorithm 3): next := (next + 1) mod n, then configure
     # DB[l(next)]. next starts at 0, so the first pick is l(1) (node 2) and the walk goes up
     # the label indices, wrapping to l(0) (node 1): one subscriber per Timeout, each once a
     # round, the same order in the second round as in the first.

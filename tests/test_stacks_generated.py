@@ -185,7 +185,7 @@ def _contract_output(out: object) -> bool:
 @given(events=st.lists(st.tuples(st.integers(0, 5), _hostile_inputs()), min_size=1, max_size=30))
 def test_every_handler_survives_hostile_input(stack: str, events: list[tuple[int, Input]]) -> None:
     """Junk from the network and odd commands never make a node raise: each is ignored or
-    handled, and what comes out is the contract's outputs only (DESIGN.md "Invariants")."""
+    handled, and what comes out is the contract's outputs only (docs/design.md "Invariants")."""
     cluster = PoolCluster(get_stack(stack), 6, seed=3)
     for node in cluster.peers:
         cluster.command(node, Subscribe("t0"))

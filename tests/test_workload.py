@@ -653,7 +653,7 @@ def test_cli_bad_attribute_and_filter_keys_one_line_exit_2(
 
 
 # ------------------------------------------------------------------------------------------
-# Filter patterns and log-uniform integers (specs/chord.md §11's workloads W1–W4)
+# Filter patterns and log-uniform integers (docs/protocols/chord.md §11's workloads W1–W4)
 # ------------------------------------------------------------------------------------------
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

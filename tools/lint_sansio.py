@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The sans-IO rule (DESIGN.md "Layers", STYLE.md convention 2), enforced.
+"""The sans-IO rule (docs/design.md "Layers", STYLE.md convention 2), enforced.
 
 Code under src/pubmesh/proto/ and src/pubmesh/stacks/ must not do I/O, read clocks or use
 module-level randomness: it imports none of the modules below, calls no I/O builtins, and uses
@@ -7,7 +7,7 @@ module-level randomness: it imports none of the modules below, calls no I/O buil
 allowed, for type hints and for building a node's stream; ``random.random()`` and friends are
 not). Prints one line per violation and exits 1 if there is any.
 
-It also enforces the layer direction of DESIGN.md ("``proto/`` imports nothing above it"):
+It also enforces the layer direction of docs/design.md ("``proto/`` imports nothing above it"):
 a module under ``src/pubmesh/proto/`` imports no ``pubmesh`` package but ``pubmesh.proto``
 (not ``pubmesh.stacks``, ``sim``, ``net``, ``trace``, ``analysis``, ``workload``, the CLI or the
 API), so the protocols stay runnable under any runtime and a stack's folder is self-contained.

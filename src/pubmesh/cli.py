@@ -1,4 +1,4 @@
-"""The ``pubmesh`` command. Subcommands map one-to-one onto the layers of DESIGN.md."""
+"""The ``pubmesh`` command. Subcommands map one-to-one onto the layers of docs/design.md."""
 
 from __future__ import annotations
 

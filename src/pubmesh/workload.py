@@ -64,9 +64,9 @@ What the rules are
 * Unsubscriptions: ``unsubscribe_fraction`` of the workload nodes that hold a subscription at
   ``unsubscribe_at`` each drop one of their subscriptions.
 * Fault fractions (crash, leave) pick among the live workload nodes that have not left, other
-  than the contact nodes (the contacts run the experiment, papers/004 §3.1); with ``role``,
-  among the live nodes of that role that have not left, infrastructure included (brokertree
-  crashes brokers so); a recover fraction picks among the crashed nodes.
+  than the contact nodes (the contacts run the experiment, Henriques & Pamplona §3.1); with
+  ``role``, among the live nodes of that role that have not left, infrastructure included
+  (brokertree crashes brokers so); a recover fraction picks among the crashed nodes.
 * Named nodes (``nodes = [...]``): **the simulator's rule, for both runtimes.** Named nodes may
   be any node, contacts and infrastructure included; the fault acts on those of them it can act
   on at that instant (crash: live nodes, left ones included; leave: live nodes that have not
@@ -106,12 +106,12 @@ categorical constraints only matches the share nearest the target that the value
 (each added value brings the mass closer to the target). A log-scale attribute's range lies
 between two quantiles of its distribution, so it too matches the target share.
 
-Numeric attributes may be log-uniform (``scale = "log"``: ``exp(U(ln min, ln max))``) and
-rounded down (``integer = true``); values stay floats. With ``patterns`` (specs/chord.md §11's
-W1–W4, :class:`pubmesh.sim.scenario.FilterPattern`) a filter is instead one pattern drawn by
-weight, then per named attribute in name order: ``"eq"`` a value drawn by the attribute's own
-popularity, ``"top"`` rank 0, ``"own"`` rank ``node mod values``, ``"lt"``/``"le"``/``"gt"``/
-``"ge"`` a threshold drawn like the attribute's values; the filter stream makes every draw.
+Numeric attributes may be log-uniform (``scale = "log"``: ``exp(U(ln min, ln max))``) and rounded
+down (``integer = true``); values stay floats. With ``patterns`` (docs/protocols/chord.md §11's
+W1–W4, :class:`pubmesh.sim.scenario.FilterPattern`) a filter is instead one pattern drawn by weight,
+then per named attribute in name order: ``"eq"`` a value drawn by the attribute's own popularity,
+``"top"`` rank 0, ``"own"`` rank ``node mod values``, ``"lt"``/``"le"``/``"gt"``/ ``"ge"`` a
+threshold drawn like the attribute's values; the filter stream makes every draw.
 """
 
 from __future__ import annotations

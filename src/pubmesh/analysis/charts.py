@@ -31,7 +31,7 @@ STACK_COLOURS = {
     "tiny": "#999999",
 }
 EXTRA_COLOURS = ["#F0E442", "#000000", "#8C564B", "#7F7F7F", "#BCBD22", "#17BECF"]
-#: message roles (papers/004 Tables 2-3 in kind): payload, repair (lazy), maintenance
+#: message roles (Henriques & Pamplona Tables 2-3 in kind): payload, repair (lazy), maintenance
 ROLE_COLOURS = {"payload": "#4477AA", "repair": "#EE6677", "maintenance": "#BBBBBB"}
 FAULT_COLOUR = "crimson"
 #: lines that are not stacks (a sweep's other parameters): Paul Tol's "muted", no pale yellow

@@ -124,7 +124,7 @@ def register(sub: Any) -> None:
         help="turn run traces into metrics, a summary and an HTML report (PySpark)",
         description=(
             "Analyse one or many run directories (pubmesh sim, cluster) or sweep datasets with\n"
-            "PySpark. Metrics as DESIGN.md names them: per publication (expected, delivered,\n"
+            "PySpark. Metrics as docs/design.md names them: per publication (expected, delivered,\n"
             "reliability, duplicates, latency p50/p95/p99/max, hops, LDH, RMR), per node\n"
             "(messages by type and layer, control overhead, load, deliveries) and per run\n"
             "(reliability, history_reliability, order_violations, load max/mean/Gini, degree,\n"
@@ -190,9 +190,10 @@ def register(sub: Any) -> None:
         description=(
             "The main job behind `make demo`: every stack this build has × failed fraction\n"
             "0, 0.1, 0.5, 0.85 × 3 seeds, simulated as Spark tasks and analysed on Spark, then\n"
-            "OUT/report.html and a table in the shape of papers/004's Tables 1-3 (sent,\n"
-            "received, reliability; eager vs lazy messages; membership messages) with latency,\n"
-            "RMR and LDH. Gossip runs papers/004 §4 (17 nodes, 50 topics, 680 publications).\n"
+            "OUT/report.html and a table in the shape of Tables 1-3 of Henriques & Pamplona's\n"
+            "report (sent, received, reliability; eager vs lazy messages; membership messages)\n"
+            "with latency, RMR and LDH. Gossip runs that report's §4 (17 nodes, 50 topics, 680\n"
+            "publications); docs/protocols/gossip.md cites it.\n"
             "About 2-4 minutes on 2 cores; --quick (one seed) about one minute."
         ),
         epilog="examples:\n  pubmesh demo\n  pubmesh demo --quick --out /tmp/demo\n",

@@ -198,7 +198,7 @@ def section(sweep: Any, paper_rows: list[dict[str, Any]]) -> Section:
         html_table(shown, HEADLINE_COLUMNS, first="stack"),
         "<p class='note'>control msgs / delivery: repair and maintenance messages (the stack's "
         "spec gives each message its role) per delivered publication; RMR and LDH as in "
-        "papers/004 §4; latency from publish to first delivery."
+        "Henriques & Pamplona §4; latency from publish to first delivery."
         + (
             ""
             if sweep.static

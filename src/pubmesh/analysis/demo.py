@@ -1,12 +1,11 @@
 """``pubmesh demo`` (``make demo``): the default experiment, as a sweep, and its report.
 
-Every stack this build has × failed fraction 0, 0.1, 0.5, 0.85 × 3 seeds (``--quick``: one
-seed). Each stack runs the demo scenario its spec names (``StackSpec.demo_scenario``), whose
-first fault crashes a fraction of the nodes before publishing starts; gossip runs papers/004 §4
-(17 nodes, 50 topics, 680 publications). The grid is written to ``OUT/grid.toml``
-(``pubmesh sweep OUT/grid.toml`` reruns it), simulated as Spark tasks and analysed in one Spark
-job. The printed table has the
-shape of papers/004's Tables 1-3, totals over seeds:
+Every stack this build has × failed fraction 0, 0.1, 0.5, 0.85 × 3 seeds (``--quick``: one seed).
+Each stack runs the demo scenario its spec names (``StackSpec.demo_scenario``), whose first fault
+crashes a fraction of the nodes before publishing starts; gossip runs Henriques & Pamplona §4 (17
+nodes, 50 topics, 680 publications). The grid is written to ``OUT/grid.toml`` (``pubmesh sweep
+OUT/grid.toml`` reruns it), simulated as Spark tasks and analysed in one Spark job. The printed
+table has the shape of Henriques & Pamplona's Tables 1-3, totals over seeds:
 
 * Table 1: publications expected at subscribers, received, reliability;
 * Table 2: eager (payload) messages against lazy messages (the *repair* role of the stack's
@@ -159,7 +158,7 @@ def paper_table(spark: Any, sweep: SweepResult) -> list[dict[str, Any]]:
 
 def print_paper_table(rows: list[dict[str, Any]], seeds: list[int], console: Console) -> None:
     table = Table(
-        title="papers/004 Tables 1-3 in shape: every stack × failed nodes, "
+        title="Tables 1-3 of Henriques & Pamplona in shape: every stack × failed nodes, "
         f"totals over seeds {', '.join(map(str, seeds))}"
     )
     for column in (
@@ -239,7 +238,10 @@ def run_demo(
         out / "report.html",
         [
             compare.section(sweep, rows),
-            ("papers/004 Tables 1-3 in shape (totals over seeds)", paper_table_html(rows)),
+            (
+                "Tables 1-3 of Henriques & Pamplona in shape (totals over seeds)",
+                paper_table_html(rows),
+            ),
         ],
     )
     summary_path = out / "summary.json"

@@ -1,9 +1,9 @@
-"""The metrics of DESIGN.md, as pure ``DataFrame -> DataFrame`` functions over trace v1.
+"""The metrics of docs/design.md, as pure ``DataFrame -> DataFrame`` functions over trace v1.
 
 Every function here takes Spark DataFrames with the trace v1 columns (see
 :mod:`pubmesh.trace.schema`) and returns a DataFrame; none collects to the driver, none loops
 in Python over rows, so the same code runs on a laptop in local mode and on a cluster over
-millions of rows. The names are DESIGN.md's, one name each, everywhere:
+millions of rows. The names are docs/design.md's, one name each, everywhere:
 
 ``reliability``
     delivered expected (subscriber, publication) pairs ÷ expected pairs. A pair is *expected*
@@ -12,7 +12,7 @@ millions of rows. The names are DESIGN.md's, one name each, everywhere:
     observation window (``runs.duration``). This is an interval question and is answered with
     interval joins (:func:`expected_pairs`): subscription intervals [t_start, t_end) and life
     intervals [up, next event) built with a window function over the ``nodes`` table.
-``history_reliability`` (skipring's full-history guarantee, papers/000 §4)
+``history_reliability`` (skipring's full-history guarantee, Feldmann et al. §4)
     every publication ever issued on a topic counts for every subscriber subscribed and alive
     at the end, whenever it joined.
 ``duplicates``, ``order_violations``
@@ -33,7 +33,7 @@ millions of rows. The names are DESIGN.md's, one name each, everywhere:
     the run's mean RMR and LDH over its later half of publications (the last ⌈n/2⌉ by publish
     time, then id): a tree-building protocol's figures once its first broadcasts have shaped
     the tree (Plumtree §4 reports the steady state; the first broadcast floods).
-``false_positives`` (papers/003 §2.1; specs/chord.md §11.10)
+``false_positives`` (Terpstra et al. §2.1; docs/protocols/chord.md §11.10)
     payload messages received by a node that neither delivers the publication nor forwards it
     (sends no payload message for it), per publication, and per run as ``false_positive_rate``
     = their sum ÷ payload messages received. What content routing's filters let through
@@ -778,7 +778,7 @@ def overlay_final(overlay: DataFrame) -> DataFrame:
 def edge_filters(snapshots: DataFrame) -> DataFrame:
     """(run_id, filter_conjunctions_mean, filter_conjunctions_max): the routing-table size of
     a content-based stack at each run's last snapshot, over every edge of every node whose
-    snapshot state has ``filters`` (subscription conjunctions per out-edge; papers/003 §2.1
+    snapshot state has ``filters`` (subscription conjunctions per out-edge; Terpstra et al. §2.1
     compares the routing modes on it). Runs without such snapshots have no row."""
     sizes = snapshots.select(
         "run_id",
@@ -817,7 +817,7 @@ def convergence_time(checks: DataFrame) -> DataFrame:
 def supervisor_messages(events: DataFrame) -> DataFrame:
     """(run_id, supervisor_messages_per_subscribe, supervisor_messages_per_unsubscribe): the
     mean of ``detail.messages`` over the supervisor's ``supervisor.subscribe`` and
-    ``supervisor.unsubscribe`` trace events (papers/000 §3.1: 1 and 2)."""
+    ``supervisor.unsubscribe`` trace events (Feldmann et al. §3.1: 1 and 2)."""
     sent = F.get_json_object("detail", "$.messages").cast("double")
     return (
         events.where(F.col("kind").isin("supervisor.subscribe", "supervisor.unsubscribe"))
@@ -833,9 +833,10 @@ def supervisor_messages(events: DataFrame) -> DataFrame:
     )
 
 
-#: protocol events counted per run (brokertree's, papers/001; specs/brokertree.md §11): copies
-#: held back because they would break legitimacy, publications tagged as delivered through an
-#: overlap while a subscription was partial, and copies the per-publisher safety net dropped
+#: protocol events counted per run (brokertree's, Kazemzadeh & Jacobsen;
+#: docs/protocols/brokertree.md §11): copies held back because they would break legitimacy,
+#: publications tagged as delivered through an overlap while a subscription was partial, and copies
+#: the per-publisher safety net dropped
 EVENT_COUNTS = (
     ("stalls", "brokertree.stalled"),
     ("tagged", "brokertree.tagged"),
@@ -865,8 +866,8 @@ def config_requests(
     """(run_id, config_requests): ConfigurationRequest messages sent at or after convergence,
     per topic (one BuildSR instance each) per timeout interval from convergence to the end.
 
-    papers/000 §3.2.1 and specs/skipring.md §5: with p(k) = 4^-k the whole ring of a topic
-    sends fewer than 3/4 requests per timeout interval in expectation, whatever n; the claim
+    Feldmann et al. §3.2.1 and docs/protocols/skipring.md §5: with p(k) = 4^-k the whole ring of a
+    topic sends fewer than 3/4 requests per timeout interval in expectation, whatever n; the claim
     is per ring, so this is not divided by the number of subscribers. ``timeout_intervals`` is
     (run_id, timeout_interval), read from each run's scenario."""
     full = trace.messages.where(F.col("type") == "ConfigurationRequest").select(
@@ -936,7 +937,7 @@ def per_run(
     history: DataFrame,
     config: DataFrame,
 ) -> DataFrame:
-    """One row per run with every run-level metric of DESIGN.md, from the outputs of
+    """One row per run with every run-level metric of docs/design.md, from the outputs of
     :func:`per_publication`, :func:`per_node`, :func:`overlay_over_time`,
     :func:`first_deliveries`, :func:`message_totals`, :func:`convergence_time`,
     :func:`history_reliability` and :func:`config_requests` (each computed once)."""

@@ -280,7 +280,7 @@ def write_report(
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{STYLE}</style>{script}</head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p class='note'>pubmesh {__version__}. Metric names and definitions: DESIGN.md "
+        f"<p class='note'>pubmesh {__version__}. Metric names and definitions: docs/design.md "
         "(reliability counts a (subscriber, publication) pair when the subscription and the "
         "subscriber's life cover the publish time to the end of the run).</p>",
     ]

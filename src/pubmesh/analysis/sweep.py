@@ -2,7 +2,7 @@
 
 A grid file is TOML::
 
-    # papers/004 §4.2: reliability against the share of failed nodes
+    # Henriques & Pamplona §4.2: reliability against the share of failed nodes
     base = "../scenarios/paper004_fail50.toml"   # relative to this file
     seeds = [1, 2, 3]                           # or a count: seeds = 3 means 1, 2, 3
     [grid]                                      # every combination is one grid point

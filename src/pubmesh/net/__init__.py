@@ -1,7 +1,7 @@
 """pubmesh.net: the protocols of :mod:`pubmesh.proto` over real TCP, one node per process.
 
 The same stack objects the simulator drives run here unchanged; this package only adds
-sockets, clocks and timers (DESIGN.md, Layers). From the bottom up:
+sockets, clocks and timers (docs/design.md, Layers). From the bottom up:
 
 =================  ==========================================================================
 module             what it does

@@ -37,7 +37,7 @@ against the declared type of the field it lands in.** msgpack only ever produces
 (no pickle, no eval, no object construction beyond the dataclass being decoded); a value of the
 wrong type, an array of the wrong length, an unknown nested tag, an extension type, a map key
 that is not a string: :class:`CodecError` with a ``reason`` the runtime traces before it drops
-the connection (DESIGN.md, Invariants).
+the connection (docs/design.md, Invariants).
 
 Encoding trusts the local protocol (its values are already of the declared types) and costs one
 ``msgpack.packb`` per message; nested messages and frozensets go through msgpack's ``default``

@@ -1,6 +1,6 @@
 """``pubmesh node``: one node in its own process, with a shell on a terminal.
 
-On a terminal the node opens the shell of papers/004 §3.1 (help, subscribe, unsubscribe,
+On a terminal the node opens the shell of Henriques & Pamplona §3.1 (help, subscribe, unsubscribe,
 publish, neighbors, stats, quit) and prints deliveries as they arrive. On a content-based stack
 (chord) ``subscribe`` takes a content filter and ``publish`` attributes, as JSON objects ending
 the line (``subscribe quotes {"price": {"lt": 100}}``, ``publish quotes tick {"price": 99}``);
@@ -70,7 +70,7 @@ DESCRIPTION = """\
 Run one pubmesh node in this process, speaking TCP to the other nodes of its cluster.
 
 The node listens on HOST:PORT, which is also its id (ip << 16 | port), and joins the
-cluster through --contact (the contact node of papers/004, or the skipring supervisor).
+cluster through --contact (the contact node of Henriques & Pamplona, or the skipring supervisor).
 brokertree computes its broker tree from the list of brokers: every node, broker or client,
 names every broker with --contact, in the same order (a broker names itself too), and
 clients are placed on brokers by their address.

@@ -302,10 +302,10 @@ class PeerDown:
 @dataclass(frozen=True, slots=True)
 class Start:
     """The node boots. ``contacts`` are the cluster's well-known nodes (the contact node of
-    papers/004 §3.1, or the supervisor of papers/000), in order of preference. ``wall`` is the
-    wall-clock time of the boot in seconds, from a runtime whose ``now`` restarts with the
-    process (TCP), so that a stack numbering its incarnations (brokertree's epochs) can tell a
-    restarted process from its predecessor; None in the simulator, whose ``now`` is the run's
+    Henriques & Pamplona §3.1, or the supervisor of Feldmann et al.), in order of preference.
+    ``wall`` is the wall-clock time of the boot in seconds, from a runtime whose ``now`` restarts
+    with the process (TCP), so that a stack numbering its incarnations (brokertree's epochs) can
+    tell a restarted process from its predecessor; None in the simulator, whose ``now`` is the run's
     one clock."""
 
     contacts: tuple[NodeId, ...] = ()

@@ -56,19 +56,17 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
     usual. For runs about what happens *on* an overlay (a broadcast over 10^6 nodes) rather
     than about building it.
 ``[[faults]]`` (any number, each a table)
-    ``at`` (seconds) and ``kind``:
-    ``crash`` / ``leave`` (``fraction`` of live workload nodes other than the stack's contact
-    nodes, which run the experiment as in papers/004 §3.1, or ``nodes = [ids]``, which may name
-    any node; a leave runs the stack's leave protocol; with ``role = "broker"`` (any role of
-    the stack, "peer" for workload nodes) the fraction is of the live nodes of that role,
-    infrastructure included), ``recover`` (``fraction`` of crashed
-    nodes or ``nodes``; they restart with fresh state and resubscribe). Named nodes that the
-    fault cannot act on at that time (not started, already down, already left) are skipped,
-    and the trace lists the nodes it did act on. ``partition``
-    (``fraction`` of live nodes split off, or ``parts = k`` random sets, or
-    ``groups = [[ids], ...]``), ``heal``, ``churn``
-    (``rate`` events per second until ``until``; each event is a join of a new node with
-    probability ``join_fraction``, else a crash, or a graceful leave if ``graceful = true``).
+    ``at`` (seconds) and ``kind``: ``crash`` / ``leave`` (``fraction`` of live workload nodes other
+    than the stack's contact nodes, which run the experiment as in Henriques & Pamplona §3.1, or
+    ``nodes = [ids]``, which may name any node; a leave runs the stack's leave protocol; with ``role
+    = "broker"`` (any role of the stack, "peer" for workload nodes) the fraction is of the live
+    nodes of that role, infrastructure included), ``recover`` (``fraction`` of crashed nodes or
+    ``nodes``; they restart with fresh state and resubscribe). Named nodes that the fault cannot act
+    on at that time (not started, already down, already left) are skipped, and the trace lists the
+    nodes it did act on. ``partition`` (``fraction`` of live nodes split off, or ``parts = k``
+    random sets, or ``groups = [[ids], ...]``), ``heal``, ``churn`` (``rate`` events per second
+    until ``until``; each event is a join of a new node with probability ``join_fraction``, else a
+    crash, or a graceful leave if ``graceful = true``).
 ``[trace]``
     ``messages`` ("full": one row per message; "counts": per-node per-second counters for very
     large runs), ``snapshot_interval`` (seconds between overlay snapshots; 0 = none).
@@ -142,7 +140,7 @@ class NetworkSection:
 class AttributeSpec:
     """One attribute of ``[workload.attributes]``: categorical (``values``, ``zipf``) or
     numeric (``min``, ``max``; ``scale = "log"`` draws log-uniformly, ``integer = true`` rounds
-    down, e.g. specs/chord.md §11's W1 volume ⌊10^U(0,6)⌋ is ``{ min = 1, max = 1e6,
+    down, e.g. docs/protocols/chord.md §11's W1 volume ⌊10^U(0,6)⌋ is ``{ min = 1, max = 1e6,
     scale = "log", integer = true }``)."""
 
     values: int | None = None
@@ -185,7 +183,7 @@ NUMERIC_OPS = ("lt", "le", "gt", "ge")
 @dataclass(frozen=True)
 class FilterPattern:
     """One entry of ``[[workload.filters.patterns]]``: a filter shape drawn with probability
-    ``weight`` ÷ (sum of weights), one constraint per named attribute (specs/chord.md §11's
+    ``weight`` ÷ (sum of weights), one constraint per named attribute (docs/protocols/chord.md §11's
     workloads). For a categorical attribute ``"eq"`` is one value drawn by the attribute's own
     popularity, ``"top"`` the most popular value (every subscriber alike, W4), ``"own"`` the
     value of rank ``node mod values`` (a value per node, W3); for a numeric attribute

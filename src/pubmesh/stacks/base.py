@@ -1,14 +1,14 @@
 """One pub/sub interface for every stack.
 
 A *stack* composes protocols from :mod:`pubmesh.proto` into a node that speaks the pub/sub
-interface of DESIGN.md: ``Subscribe(topic | filter)``, ``Unsubscribe``, ``Publish(topic |
+interface of docs/design.md: ``Subscribe(topic | filter)``, ``Unsubscribe``, ``Publish(topic |
 attributes, payload)``, and ``Deliver`` outputs coming out. A runtime drives a node exactly as
 it drives a single protocol (:mod:`pubmesh.proto.core`): ``node.handle(event, now)``.
 
-A stack is described to the runtimes by a :class:`StackSpec`: its name, its parameter
-dataclass (the ``[stack.<name>]`` table of a scenario), a factory for nodes, which node ids play
-an infrastructure role (the supervisor of papers/000, brokers of papers/001), and optional
-hooks for corrupted initial states and a legitimacy predicate (self-stabilizing stacks).
+A stack is described to the runtimes by a :class:`StackSpec`: its name, its parameter dataclass (the
+``[stack.<name>]`` table of a scenario), a factory for nodes, which node ids play an infrastructure
+role (the supervisor of Feldmann et al., brokers of Kazemzadeh & Jacobsen), and optional hooks for
+corrupted initial states and a legitimacy predicate (self-stabilizing stacks).
 """
 
 from __future__ import annotations

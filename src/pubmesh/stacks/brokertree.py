@@ -1,6 +1,6 @@
 """The ``brokertree`` stack's spec: δ-fault-tolerant content-based publish/subscribe over a
-broker tree with exactly-once, per-publisher in-order delivery (papers/001, Kazemzadeh &
-Jacobsen), built to specs/brokertree.md. The protocol lives in :mod:`pubmesh.proto.brokertree`.
+broker tree with exactly-once, per-publisher in-order delivery (Kazemzadeh & Jacobsen), built
+to docs/protocols/brokertree.md. The protocol lives in :mod:`pubmesh.proto.brokertree`.
 
 Brokers are nodes 0 … B−1 (``[stack.brokertree] brokers``, or a fifth of the nodes): the
 stack's infrastructure, and the well-known nodes every node is started with, from which each
@@ -38,8 +38,9 @@ SPEC = register(
         demo_scenario="brokertree_demo.toml",
         extra_metrics=("stalls", "tagged", "safety_drops"),
         description=(
-            "δ-fault-tolerant content-based broker tree (papers/001): topology maps to δ+1 "
-            "hops, bypass of failed brokers, sequence vectors, exactly-once in-order delivery"
+            "δ-fault-tolerant content-based broker tree (Kazemzadeh & Jacobsen): topology maps "
+            "to δ+1 hops, bypass of failed brokers, sequence vectors, exactly-once in-order "
+            "delivery"
         ),
         repair_layers=(),
     )

@@ -1,6 +1,6 @@
 """The ``chord`` stack's spec: content-based publish/subscribe over a Chord-shaped overlay with
-per-publisher binomial trees and filter covering/merging (papers/003, Terpstra et al., DEBS
-2003), built to specs/chord.md. The protocol lives in :mod:`pubmesh.proto.chord`."""
+per-publisher binomial trees and filter covering/merging (Terpstra et al., DEBS
+2003), built to docs/protocols/chord.md. The protocol lives in :mod:`pubmesh.proto.chord`."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ SPEC = register(
             "filter_conjunctions_max",
         ),
         description=(
-            "content-based pub/sub over a Chord ring (papers/003): binomial trees per publisher "
-            "with range fields, filter covering and merging, successor-list repair"
+            "content-based pub/sub over a Chord ring (Terpstra et al.): binomial trees per "
+            "publisher with range fields, filter covering and merging, successor-list repair"
         ),
         repair_layers=("filter",),
     )

@@ -1,5 +1,5 @@
 """The ``clique`` stack's spec: topic groups as self-stabilizing cliques in the relay model
-(papers/002, Scheideler's lecture chapter 9, Build-Clique), built to specs/relay.md. The
+(Scheideler's lecture chapter 9, Build-Clique), built to docs/protocols/relay.md. The
 protocol lives in :mod:`pubmesh.proto.clique` over :mod:`pubmesh.proto.relay`."""
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ SPEC = register(
         demo_scenario="clique_demo.toml",
         extra_metrics=("convergence_time",),
         description=(
-            "self-stabilizing topic cliques in the relay model (papers/002): Build-Clique with "
-            "safe introductions, delegation, Leave with an anchor; flooding in one hop"
+            "self-stabilizing topic cliques in the relay model (Scheideler's lecture): "
+            "Build-Clique with safe introductions, delegation, Leave with an anchor; flooding "
+            "in one hop"
         ),
         repair_layers=("relay",),
         non_overlay_layers=(),

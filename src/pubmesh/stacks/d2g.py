@@ -1,6 +1,7 @@
 """The ``d2g`` stack's spec: topic groups as self-stabilizing random digraphs of diameter about
-2 in the relay model (papers/002 §9.3, Build-D2G), built to specs/relay.md. The protocol lives
-in :mod:`pubmesh.proto.d2g` on the clique's machinery and :mod:`pubmesh.proto.relay`."""
+2 in the relay model (Scheideler's lecture §9.3, Build-D2G), built to docs/protocols/relay.md
+(docs/protocols/d2g.md is the stack's page). The protocol lives in :mod:`pubmesh.proto.d2g` on
+the clique's machinery and :mod:`pubmesh.proto.relay`."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ SPEC = register(
         extra_metrics=("convergence_time",),
         description=(
             "self-stabilizing topic digraphs of diameter about 2 in the relay model "
-            "(papers/002 §9.3): Build-D2G with the FIFO neighbour queue, twins, the in-link "
-            "repair and the in-degree cap; flooding in at most 2 hops for nearly all pairs"
+            "(Scheideler's lecture §9.3): Build-D2G with the FIFO neighbour queue, twins, the "
+            "in-link repair and the in-degree cap; flooding in at most 2 hops for nearly all "
+            "pairs"
         ),
         repair_layers=("relay",),
         non_overlay_layers=(),

@@ -1,4 +1,4 @@
-"""The ``gossip`` stack's spec: HyParView + Plumtree per topic swarm (papers/004).
+"""The ``gossip`` stack's spec: HyParView + Plumtree per topic swarm (docs/protocols/gossip.md).
 
 The protocols and the node live in :mod:`pubmesh.proto.gossip`; this is what the runtimes, the
 analysis and the demo learn about the stack.
@@ -16,7 +16,10 @@ SPEC = register(
         params_type=GossipParams,
         create=GossipNode,
         contacts=lambda n, params: (0,),
-        description="HyParView membership + Plumtree broadcast per topic swarm (papers/004)",
+        description=(
+            "HyParView membership + Plumtree broadcast per topic swarm (Leitão, Pereira, "
+            "Rodrigues, DSN 2007 and SRDS 2007)"
+        ),
         demo_scenario="paper004_fail50.toml",
         repair_layers=("broadcast",),
         warm_start=warm_start,

@@ -1,6 +1,6 @@
 """The ``skipring`` stack's spec: the self-stabilizing supervised skip ring publish/subscribe
-system of papers/000 (Feldmann, Kolb, Scheideler, Strothmann, IPDPS 2018), built to
-specs/skipring.md. The protocols and the node live in :mod:`pubmesh.proto.skipring`.
+system of Feldmann, Kolb, Scheideler, Strothmann (IPDPS 2018), built to
+docs/protocols/skipring.md. The protocols and the node live in :mod:`pubmesh.proto.skipring`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ SPEC = register(
         is_legitimate=is_legitimate,
         warm_start=warm_start,
         description=(
-            "self-stabilizing supervised skip ring per topic (papers/000): supervisor database, "
-            "BuildRing with label checks, shortcuts, Patricia-trie anti-entropy and flooding"
+            "self-stabilizing supervised skip ring per topic (Feldmann et al.): supervisor "
+            "database, BuildRing with label checks, shortcuts, Patricia-trie anti-entropy and "
+            "flooding"
         ),
         demo_scenario="skipring_demo.toml",
         repair_layers=("publish",),

@@ -1,4 +1,5 @@
-"""The check-out queue (papers/001 §9 "message queue manager"; specs/brokertree.md §4, §12.2).
+"""The check-out queue (Kazemzadeh & Jacobsen §9 "message queue manager";
+docs/protocols/brokertree.md §4, §12.2).
 
 Every publication, subscription and unsubscription a node forwards goes through one FIFO queue.
 Each active connection has a *pointer* that moves along the queue and checks out the entries
@@ -38,7 +39,7 @@ class Entry:
     senders: set[NodeId] = field(default_factory=set)
     #: peers sent a copy whose Conf is awaited (spec §4 rule CF)
     out: set[NodeId] = field(default_factory=set)
-    #: partition information gathered from partial confirmations (papers/001 §3.5)
+    #: partition information gathered from partial confirmations (Kazemzadeh & Jacobsen §3.5)
     parinfo: set[ParInfoT] = field(default_factory=set)
     #: links that stalled at this entry (reported once each)
     stalled: set[NodeId] = field(default_factory=set)

@@ -1,15 +1,15 @@
 """Which lost (publication, subscriber) pairs the δ-fault-tolerance guarantee covers.
 
-Kazemzadeh & Jacobsen, *Highly Available Distributed Publish/Subscribe Systems* (papers/001)
-§3.4 and §5.2 (Definition 2): a propagation is *legitimate* iff every 2δ + 1 consecutive nodes
-of its path hold at least δ + 1 that forwarded it; §5.7.1: "in order to violate the legitimacy
+Kazemzadeh & Jacobsen, *Highly Available Distributed Publish/Subscribe Systems* (Kazemzadeh &
+Jacobsen) §3.4 and §5.2 (Definition 2): a propagation is *legitimate* iff every 2δ + 1 consecutive
+nodes of its path hold at least δ + 1 that forwarded it; §5.7.1: "in order to violate the legitimacy
 property, these failures must be within" a chain of 2δ + 1. So a pair whose tree path from the
-publisher to the subscriber has at most δ crashed brokers in every window of 2δ + 1
-consecutive nodes can always be reached by a legitimate copy (no more than δ adjacent nodes
-skipped, every bypass within the δ + 1 hops of a topology map) and must be delivered; a pair
-with a window holding more than δ crashed ones is *beyond* the guarantee: its copies would be
-illegitimate (or, with δ + 1 adjacent crashes, have no path at all) and the paper trades their
-liveness for safety (§5.5: "nodes stop to propagate messages if they become illegitimate").
+publisher to the subscriber has at most δ crashed brokers in every window of 2δ + 1 consecutive
+nodes can always be reached by a legitimate copy (no more than δ adjacent nodes skipped, every
+bypass within the δ + 1 hops of a topology map) and must be delivered; a pair with a window holding
+more than δ crashed ones is *beyond* the guarantee: its copies would be illegitimate (or, with δ + 1
+adjacent crashes, have no path at all) and the paper trades their liveness for safety (§5.5: "nodes
+stop to propagate messages if they become illegitimate").
 
 Pure functions over the run's tree (:func:`~.topology.build_tree`), its crash set and the
 pairs: the tests and the SRDS'11 benchmark use them to split the expected-but-missing pairs.
@@ -30,7 +30,7 @@ Pair = tuple[int, NodeId]
 
 def window_within(path: Sequence[NodeId], crashed: Collection[NodeId], delta: int) -> bool:
     """True iff every window of min(2δ + 1, len(path)) consecutive nodes of ``path`` holds at
-    most δ crashed nodes (papers/001 §5.2 Definition 2, read on the crash set)."""
+    most δ crashed nodes (Kazemzadeh & Jacobsen §5.2 Definition 2, read on the crash set)."""
     width = min(2 * delta + 1, len(path))
     if width == 0:
         return True
@@ -46,9 +46,9 @@ def window_within(path: Sequence[NodeId], crashed: Collection[NodeId], delta: in
 
 
 def cut_off(path: Sequence[NodeId], crashed: Collection[NodeId], delta: int) -> bool:
-    """True iff ``path`` has δ + 1 adjacent crashed nodes: no copy can cross them at all, since
-    a bypass reaches at most δ + 1 hops, the radius of a topology map (papers/001 §2.2, §3.3;
-    a large fragment, §3.2), legitimate or not."""
+    """True iff ``path`` has δ + 1 adjacent crashed nodes: no copy can cross them at all, since a
+    bypass reaches at most δ + 1 hops, the radius of a topology map (Kazemzadeh & Jacobsen §2.2,
+    §3.3; a large fragment, §3.2), legitimate or not."""
     run = 0
     for node in path:
         run = run + 1 if node in crashed else 0

@@ -1,11 +1,11 @@
-"""Wire messages of the brokertree stack (specs/brokertree.md §10; tags 400–499).
+"""Wire messages of the brokertree stack (docs/protocols/brokertree.md §10; tags 400–499).
 
 Every frame carries its session id and frame number, ``sid`` and ``n`` (spec §2 "Links"): the
-simulator's links are not FIFO, and the protocol needs FIFO, loss-free sessions (papers/001
-§5.1(ii), §9: TCP), so :mod:`pubmesh.proto.brokertree.session` numbers the frames of each
-direction of a session and releases them in order. The fields are declared on each class
-rather than inherited, so every message stays one flat frozen dataclass for the codec, the
-trace and the compiled build.
+simulator's links are not FIFO, and the protocol needs FIFO, loss-free sessions (Kazemzadeh &
+Jacobsen §5.1(ii), §9: TCP), so :mod:`pubmesh.proto.brokertree.session` numbers the frames of each
+direction of a session and releases them in order. The fields are declared on each class rather than
+inherited, so every message stays one flat frozen dataclass for the codec, the trace and the
+compiled build.
 
 Layer "brokertree.ctl" (no payload) for all but ``Pub`` (spec §10).
 """
@@ -88,7 +88,8 @@ VectEntry = tuple[int, SeqT | None]
 Vect = tuple[VectEntry, ...]
 #: a message's identity: its source and the source's sequence number for it
 OriginT = tuple[int, SeqT]
-#: partition information ⟨lead, seq, lFrag, recovered⟩ (papers/001 §3.5; π̄ when recovered)
+#: partition information ⟨lead, seq, lFrag, recovered⟩ (Kazemzadeh & Jacobsen §3.5; π̄ when
+#: recovered)
 ParInfoT = tuple[int, SeqT, tuple[int, ...], bool]
 #: a subscription tuple in a summary: origin, topic, filter (canonical JSON text), the vect as
 #: stored by the sender, and the sender's own sequence number for it (spec §7.2)
@@ -178,7 +179,7 @@ register_message(Unsub, 407, layer=CTL)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Conf(Message):
     """Confirmation of the messages ``keys`` (their origins) [P §2.2] (spec §4 rule CF),
-    batched per session and event (spec §12.5). ``parinfo`` makes it partial (papers/001
+    batched per session and event (spec §12.5). ``parinfo`` makes it partial (Kazemzadeh & Jacobsen
     §3.5 case 2): the large fragments that kept the subscriptions from propagating fully. A
     node keeps π while its lead is within 2δ + 1 hops [P §3.5]; the spec (§5) adds a hop
     count because the lead may lie outside the map, but every node here knows the whole tree
@@ -235,11 +236,11 @@ QUEUED = (Pub, Sub, Unsub)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopoSummary(Message):
     """Part of the receiver's topology map (spec §3, §10): ``edges`` (client, broker) of the
-    subscriber clients within δ + 1 hops of it. A broker tells each client that connects to
-    it, and each time a new subscriber appears, so that a publisher client can route to the
-    subscribers around its broker when that broker fails (papers/001 §13: a client connects
-    to the failed broker's farther neighbours, "which may include both brokers and other
-    clients"). Brokers compute the tree themselves (:mod:`.view`) and need none."""
+    subscriber clients within δ + 1 hops of it. A broker tells each client that connects to it, and
+    each time a new subscriber appears, so that a publisher client can route to the subscribers
+    around its broker when that broker fails (Kazemzadeh & Jacobsen §13: a client connects to the
+    failed broker's farther neighbours, "which may include both brokers and other clients"). Brokers
+    compute the tree themselves (:mod:`.view`) and need none."""
 
     sid: int
     n: int

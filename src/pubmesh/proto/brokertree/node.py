@@ -1,65 +1,62 @@
 """The brokertree node: δ-fault-tolerant content-based publish/subscribe over a broker tree
-with exactly-once, per-publisher in-order delivery (papers/001, Kazemzadeh & Jacobsen,
-*Highly Available Distributed Publish/Subscribe Systems*; specs/brokertree.md).
+with exactly-once, per-publisher in-order delivery (Kazemzadeh & Jacobsen,
+*Highly Available Distributed Publish/Subscribe Systems*; docs/protocols/brokertree.md).
 
 How it works
 ============
-**The tree and the maps** (papers/001 §2.2, spec §2–§3). Brokers (the stack's well-known
+**The tree and the maps** (Kazemzadeh & Jacobsen §2.2, spec §2–§3). Brokers (the stack's well-known
 nodes, handed to every node in ``Start``) form one tree drawn by the spec's seeded generator;
 every client hangs off a broker that is a pure function of (topology_seed, id). So every node
 computes the same tree, and the *topology map* — the nodes within δ + 1 hops with the path to
 each [P §2.2] — is a view of it (:mod:`.view`).
 
-**Connections** (papers/001 §3.2–3.3, §4.1, §9; spec §4). A node keeps FIFO, loss-free sessions
-(:mod:`.session`, the stand-in for the paper's TCP connections) with its tree neighbours. On
-the path to any node, the *active* connection is the closest node it has a session with,
-every node before it having failed [P §3.2]. When an active peer Y fails (a suspicion of the
-failure detector, papers/001 fn. 2) it becomes *beingReplaced* and the node opens *replacing*
-sessions to Y's neighbours on the far side, up to δ + 1 hops out [P §3.3: "repeats a maximum
-of δ + 1 times"]; the nodes skipped form a *small fragment*. A path whose δ + 1 first nodes
-are all down, or that ends in failed nodes, has no active connection: a *large fragment*
-with this node as its *lead* [P §3.2]. The lead probes the failed nodes every
-``probe_period`` [P §4.1]; when one answers it is active again and the farther sessions become
-inactive (kept open, spec §4 [X]).
+**Connections** (Kazemzadeh & Jacobsen §3.2–3.3, §4.1, §9; spec §4). A node keeps FIFO, loss-free
+sessions (:mod:`.session`, the stand-in for the paper's TCP connections) with its tree neighbours.
+On the path to any node, the *active* connection is the closest node it has a session with, every
+node before it having failed [P §3.2]. When an active peer Y fails (a suspicion of the failure
+detector, Kazemzadeh & Jacobsen fn. 2) it becomes *beingReplaced* and the node opens *replacing*
+sessions to Y's neighbours on the far side, up to δ + 1 hops out [P §3.3: "repeats a maximum of δ +
+1 times"]; the nodes skipped form a *small fragment*. A path whose δ + 1 first nodes are all down,
+or that ends in failed nodes, has no active connection: a *large fragment* with this node as its
+*lead* [P §3.2]. The lead probes the failed nodes every ``probe_period`` [P §4.1]; when one answers
+it is active again and the farther sessions become inactive (kept open, spec §4 [X]).
 
-**The check-out queue** (papers/001 §9; spec §4). Every publication, subscription and
+**The check-out queue** (Kazemzadeh & Jacobsen §9; spec §4). Every publication, subscription and
 unsubscription a node forwards is queued once, numbered with the node's own sequence number
-``lseq``, and each active session's pointer checks out, in queue order, the entries relevant to
-it: those with a recipient whose path it is the active connection of, and that did not come
-from its direction. A copy sent while bypassing N₁ … N_k carries the seqVect
-``[N_k:⊥ … N₁:⊥, N:lseq] + vin`` (:mod:`.seqvect`); a copy whose vector would break the
-legitimacy bound (more than δ ⊥ among the newest 2δ + 1 entries, papers/001 §5.3) is not sent
-and its session *stalls* there, head of line, until it is re-activated (spec §4: skipping it
-lost publications in the spec's model check) or, past ``stall_timeout``, until the nodes it
-bypasses are presumed gone for good; it then gives such copies up (papers/001 §5.5 never
-propagates them) and goes on, so a broker that never comes back cannot block for ever the
-copies behind it that the δ guarantee covers (:meth:`BrokerTreeNode._presumed_gone`). An
-entry is *confirmed* (rule CF) when every peer it was sent to has confirmed it, every active
-session has passed it and every recipient has an active connection on its path; the node then
-confirms it to whoever sent it, and a subscription enters the routing table (STEP-I…III of
-papers/001 §3.5).
+``lseq``, and each active session's pointer checks out, in queue order, the entries relevant to it:
+those with a recipient whose path it is the active connection of, and that did not come from its
+direction. A copy sent while bypassing N₁ … N_k carries the seqVect ``[N_k:⊥ … N₁:⊥, N:lseq] + vin``
+(:mod:`.seqvect`); a copy whose vector would break the legitimacy bound (more than δ ⊥ among the
+newest 2δ + 1 entries, Kazemzadeh & Jacobsen §5.3) is not sent and its session *stalls* there, head
+of line, until it is re-activated (spec §4: skipping it lost publications in the spec's model check)
+or, past ``stall_timeout``, until the nodes it bypasses are presumed gone for good; it then gives
+such copies up (Kazemzadeh & Jacobsen §5.5 never propagates them) and goes on, so a broker that
+never comes back cannot block for ever the copies behind it that the δ guarantee covers
+(:meth:`BrokerTreeNode._presumed_gone`). An entry is *confirmed* (rule CF) when every peer it was
+sent to has confirmed it, every active session has passed it and every recipient has an active
+connection on its path; the node then confirms it to whoever sent it, and a subscription enters the
+routing table (STEP-I…III of Kazemzadeh & Jacobsen §3.5).
 
-**Subscriptions** (papers/001 §3; spec §5). A subscription is for every broker: its recipients
-are the brokers at the edge of the map in every outward branch. Confirmed, it becomes the tuple
-⟨pred, from, seqVect⟩ [P §2.2], ``from`` being δ + 1 hops back towards the subscriber (or the
-subscriber itself). A path to the edge through a large fragment makes the confirmation
-*partial*: it carries π = ⟨lead, seq, lFrag⟩ back to the subscriber [P §3.5 case 2].
+**Subscriptions** (Kazemzadeh & Jacobsen §3; spec §5). A subscription is for every broker: its
+recipients are the brokers at the edge of the map in every outward branch. Confirmed, it becomes the
+tuple ⟨pred, from, seqVect⟩ [P §2.2], ``from`` being δ + 1 hops back towards the subscriber (or the
+subscriber itself). A path to the edge through a large fragment makes the confirmation *partial*: it
+carries π = ⟨lead, seq, lFrag⟩ back to the subscriber [P §3.5 case 2].
 
-**Publications** (papers/001 §2.2, §6; spec §6). The recipients of a publication at N are the
-``from`` of every matching tuple downstream of N: the path to each is the route, so a copy
-follows one shortest path per subscriber while no node fails, and bypasses failed nodes when
-some do. A subscriber runs Fig. 5's duplicate detector and delivers the first copy; a
-per-publisher high-water mark is the safety net of spec §6.5.
+**Publications** (Kazemzadeh & Jacobsen §2.2, §6; spec §6). The recipients of a publication at N are
+the ``from`` of every matching tuple downstream of N: the path to each is the route, so a copy
+follows one shortest path per subscriber while no node fails, and bypasses failed nodes when some
+do. A subscriber runs Fig. 5's duplicate detector and delivers the first copy; a per-publisher
+high-water mark is the safety net of spec §6.5.
 
-**Recovery** (papers/001 §4; spec §7). Every activation performs the handshake and the LSeq
-exchange [P §4.2.1]; each side then sends the other the subscription tuples it may lack (a
-restarted broker: the whole table), and the receiver adds the ones it lacks and passes them
-on, away from their subscribers (so a restarted broker gets its table back, spec §11(c)). The
-activated
-session's pointer restarts at the head of the queue, so every unconfirmed message is resent in
-order through it [P §4.3].
+**Recovery** (Kazemzadeh & Jacobsen §4; spec §7). Every activation performs the handshake and the
+LSeq exchange [P §4.2.1]; each side then sends the other the subscription tuples it may lack (a
+restarted broker: the whole table), and the receiver adds the ones it lacks and passes them on, away
+from their subscribers (so a restarted broker gets its table back, spec §11(c)). The activated
+session's pointer restarts at the head of the queue, so every unconfirmed message is resent in order
+through it [P §4.3].
 
-**Acknowledgements** (papers/001 §8; spec §8). With ``ack = "conf"`` every message is
+**Acknowledgements** (Kazemzadeh & Jacobsen §8; spec §8). With ``ack = "conf"`` every message is
 confirmed hop by hop. With ``ack = "dack"`` (the default) publications are not: every
 ``dack_period`` each node tells each session peer, for nodes A on its side and B on the peer's
 within δ + 1 hops of each other, the highest seq of B that A received and up to which A purged
@@ -82,11 +79,11 @@ publications in simulation; every one is covered by a test
   node it hears of; a client that comes just dials its broker. ``TopoSummary`` remains, for
   one job: a broker tells each client peer the subscriber clients within δ + 1 hops of it.
 * **A publisher client routes to the subscribers around it** (those TopoSummary names),
-  through its broker while it is up and straight to them while it is down (papers/001 §13:
-  a client connects to the failed broker's farther neighbours, "which may include both
-  brokers and other clients"). With ``client_tables = "broker"`` a client holds no table,
-  and the brokers beyond its failed broker see its siblings as upstream: without this, a
-  subscriber next to a publisher misses everything while their broker is down.
+  through its broker while it is up and straight to them while it is down (Kazemzadeh & Jacobsen
+  §13: a client connects to the failed broker's farther neighbours, "which may include both brokers
+  and other clients"). With ``client_tables = "broker"`` a client holds no table, and the brokers
+  beyond its failed broker see its siblings as upstream: without this, a subscriber next to a
+  publisher misses everything while their broker is down.
 * **from is read off the tree** [P §2.2's definition] rather than off ``vect[δ]`` (spec §5):
   equal on tree paths (the spec's [D1]), but a summary forwarded around a failed node can
   carry a vector of a path that is not the tree's.
@@ -104,11 +101,11 @@ publications in simulation; every one is covered by a test
   holds the publications it receives until then (Lemma 2: the transfer comes "before any
   publication"). A broker nobody knew (a first start) is whole after a probe period.
 * **A stall ends** (spec §4 holds a stalled session until it is re-activated): once the
-  session has been stalled ``stall_timeout`` seconds since its activation, the nodes it
-  bypasses are presumed gone and the illegitimate copies are given up for that session
-  (``past_stall = "skip"``, papers/001 §5.5) or, as an extension beyond the paper, sent all
-  the same (``"forward"``). Without it, one publication beyond the guarantee blocked every
-  later copy on its session for good, half of the losses at the SRDS'11 setup.
+  session has been stalled ``stall_timeout`` seconds since its activation, the nodes it bypasses are
+  presumed gone and the illegitimate copies are given up for that session (``past_stall = "skip"``,
+  Kazemzadeh & Jacobsen §5.5) or, as an extension beyond the paper, sent all the same
+  (``"forward"``). Without it, one publication beyond the guarantee blocked every later copy on its
+  session for good, half of the losses at the SRDS'11 setup.
 * ``client_tables = "full"`` is refused: clients holding tables would need every broker to
   enumerate the clients of its map, which a join-free tree does not give.
 """
@@ -356,7 +353,8 @@ class BrokerTreeNode(StackNode):
         self._announce: set[NodeId] = set()
         #: safety net (spec §6.5): highest pseq delivered per publisher
         self.last: dict[NodeId, SeqT] = {}
-        #: partition table (papers/001 §3.5): π key (lead, seq) -> π, and when each π̄ goes
+        #: partition table (Kazemzadeh & Jacobsen §3.5): π key (lead, seq) -> π, and when each π̄
+        #: goes
         self.pt: dict[tuple[NodeId, SeqT], ParInfoT] = {}
         self._pt_until: dict[tuple[NodeId, SeqT], float] = {}
         #: dack state (spec §8): reports ⟨A, B:seq⟩ received, and what changed since sent
@@ -443,7 +441,7 @@ class BrokerTreeNode(StackNode):
             return
         self.kind = BROKER if self.view.is_me_broker() else CLIENT
         if self.kind == CLIENT:
-            self.recovering = False  # a client holds no table to lose (papers/001 fn. 7)
+            self.recovering = False  # a client holds no table to lose (Kazemzadeh & Jacobsen fn. 7)
         self.epoch = float(epoch)
         self.started = now
         p = self.params
@@ -503,10 +501,10 @@ class BrokerTreeNode(StackNode):
             out.extend(sessions.connect(node, now))
 
     def _candidate(self, target: NodeId) -> tuple[NodeId | None, str]:
-        """The active connection on the path to ``target`` (papers/001 §3.2): the first node
-        of the path's first δ + 1 that is up and has an open session, all before it failed.
-        (None, PENDING) if the first live node has no open session yet; (None, LARGE) if the
-        δ + 1 first nodes, or all nodes, of the path failed: a large fragment."""
+        """The active connection on the path to ``target`` (Kazemzadeh & Jacobsen §3.2): the first
+        node of the path's first δ + 1 that is up and has an open session, all before it failed.
+        (None, PENDING) if the first live node has no open session yet; (None, LARGE) if the δ + 1
+        first nodes, or all nodes, of the path failed: a large fragment."""
         cached = self._routes.get(target)
         if cached is not None:
             return cached
@@ -944,7 +942,7 @@ class BrokerTreeNode(StackNode):
         if kind == PUB and self.is_broker and self.recovering is not False:
             # a (re)started broker routes nothing before every active session has sent its
             # tuples: a publication it matched against a partial table would be dropped for
-            # the subscribers it does not know yet (papers/001 Lemma 2: the recovery
+            # the subscribers it does not know yet (Kazemzadeh & Jacobsen Lemma 2: the recovery
             # transfer comes "before any publication"); it is handled, in order, then
             assert isinstance(message, Pub)
             self._early.append((src, message))
@@ -976,7 +974,7 @@ class BrokerTreeNode(StackNode):
             self._on_new_pub(src, origin, message, vin, now, out)
             return
         if not self.is_broker and self.params.client_tables == "broker":
-            self._conf(src, origin)  # a client holds no table (papers/001 fn. 7)
+            self._conf(src, origin)  # a client holds no table (Kazemzadeh & Jacobsen fn. 7)
             return
         if kind == SUB:
             assert isinstance(message, Sub)
@@ -1094,17 +1092,17 @@ class BrokerTreeNode(StackNode):
         return not any(s == peer or s in path or peer in view.path(s) for s in entry.senders)
 
     def _presumed_gone(self, link: Link, now: float) -> bool:
-        """Are the nodes ``link`` bypasses presumed gone for good? Kazemzadeh & Jacobsen,
-        *Highly Available Distributed Publish/Subscribe Systems* (papers/001) §5.5 holds an
-        illegitimate copy "until node or link recoveries trigger retransmission of the message
-        on legitimate propagation paths", and spec §4 blocks the session behind it (head of
-        line) until it is re-activated. The session is active only while every node it
-        bypasses is down (papers/001 §3.2: the active connection is the closest live node), so
-        once it has been stalled ``stall_timeout`` seconds since its activation those nodes
-        have been down that long: longer than a falsely suspected node takes to answer the
-        lead's next probe (papers/001 §4.1, every ``probe_period``), so they are taken for
-        crashed, and waiting for their recovery would block every later copy on the session,
-        including the ones the δ guarantee covers. 0: never (the spec's rule)."""
+        """Are the nodes ``link`` bypasses presumed gone for good? Kazemzadeh & Jacobsen, *Highly
+        Available Distributed Publish/Subscribe Systems* (Kazemzadeh & Jacobsen) §5.5 holds an
+        illegitimate copy "until node or link recoveries trigger retransmission of the message on
+        legitimate propagation paths", and spec §4 blocks the session behind it (head of line) until
+        it is re-activated. The session is active only while every node it bypasses is down
+        (Kazemzadeh & Jacobsen §3.2: the active connection is the closest live node), so once it has
+        been stalled ``stall_timeout`` seconds since its activation those nodes have been down that
+        long: longer than a falsely suspected node takes to answer the lead's next probe (Kazemzadeh
+        & Jacobsen §4.1, every ``probe_period``), so they are taken for crashed, and waiting for
+        their recovery would block every later copy on the session, including the ones the δ
+        guarantee covers. 0: never (the spec's rule)."""
         timeout = self.params.stall_timeout
         return timeout > 0 and link.stalled_since >= 0 and now - link.stalled_since >= timeout
 
@@ -1157,7 +1155,7 @@ class BrokerTreeNode(StackNode):
                     link.pointer += 1
                     self._dirty.add(entry)
                     continue
-                # past_stall = "forward" (ours, beyond papers/001): sent all the same
+                # past_stall = "forward" (ours, beyond Kazemzadeh & Jacobsen): sent all the same
                 self._count("stall_forwards")
                 out.append(TraceRecord("brokertree.stall_forwarded", detail))
             message = entry.message
@@ -1198,7 +1196,7 @@ class BrokerTreeNode(StackNode):
     def _confirmable(self, entry: Entry) -> tuple[bool, list[tuple[NodeId, ...]]]:
         """CF (spec §4): out = ∅, every active session passed it, every recipient has an
         active connection on its path; the paths without one (large fragments) are returned
-        (a subscription is confirmed partially over them, papers/001 §3.5 case 2)."""
+        (a subscription is confirmed partially over them, Kazemzadeh & Jacobsen §3.5 case 2)."""
         if entry.out:
             return False, []
         view = self.view
@@ -1320,9 +1318,9 @@ class BrokerTreeNode(StackNode):
                 return
 
     def _tags(self, entry: Entry, tags: tuple[ParInfoT, ...]) -> tuple[ParInfoT, ...]:
-        """Tagging (papers/001 §3.5 "Publication Tagging", §7; spec §6.6): a node holding π
-        tags π on a publication that comes from the fragment's side (a node of its vector,
-        visited or ⊥, lies in π.lFrag), or π̄ once the fragment recovered."""
+        """Tagging (Kazemzadeh & Jacobsen §3.5 "Publication Tagging", §7; spec §6.6): a node holding
+        π tags π on a publication that comes from the fragment's side (a node of its vector, visited
+        or ⊥, lies in π.lFrag), or π̄ once the fragment recovered."""
         if not self.pt:
             return tags
         nodes = {node for node, _ in entry.vin}
@@ -1413,7 +1411,7 @@ class BrokerTreeNode(StackNode):
     def _subscribe(
         self, topic: str, filter: Mapping[str, Any] | None, now: float, out: list[Output]
     ) -> None:
-        """A client subscribes (papers/001 §3.1): a Sub with its own number as origin."""
+        """A client subscribes (Kazemzadeh & Jacobsen §3.1): a Sub with its own number as origin."""
         if self.state != RUNNING or self.is_broker:
             return
         if topic.startswith("$"):
@@ -1452,7 +1450,7 @@ class BrokerTreeNode(StackNode):
 
     def _publish(self, command: Publish, now: float, out: list[Output]) -> None:
         """A client publishes (spec §6.2): its recipients are the brokers at the edge of its
-        map, which filter (``client_tables = "broker"``, papers/001 fn. 7)."""
+        map, which filter (``client_tables = "broker"``, Kazemzadeh & Jacobsen fn. 7)."""
         if self.state != RUNNING or self.is_broker or self.view is None:
             return
         if command.topic.startswith("$"):
@@ -1502,7 +1500,7 @@ class BrokerTreeNode(StackNode):
         self.delivered += 1
         if tagged:
             # delivered through an overlap with other subscriptions while this one is
-            # partial: earlier matching publications may be missing (papers/001 §7)
+            # partial: earlier matching publications may be missing (Kazemzadeh & Jacobsen §7)
             self._count("tagged")
             detail = {"pub_id": message.pub_id, "parinfo": [repr(pi) for pi in tagged]}
             out.append(TraceRecord("brokertree.tagged", detail))

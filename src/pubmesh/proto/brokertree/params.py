@@ -1,8 +1,8 @@
 """Parameters of the brokertree stack: the ``[stack.brokertree]`` table of a scenario.
 
-Every field has a default and names its source: papers/001 (Kazemzadeh & Jacobsen, the paper,
-[P §n]) or specs/brokertree.md (the spec, §n; its §10 lists the parameters, §12 what was left
-to the implementer).
+Every field has a default and names its source: Kazemzadeh & Jacobsen (Kazemzadeh & Jacobsen, the
+paper, [P §n]) or docs/protocols/brokertree.md (the spec, §n; its §10 lists the parameters, §12 what
+was left to the implementer).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Tree layouts of spec §2: a seeded random tree, or three core brokers in a line with
-#: ``core_fanout`` edge nodes each (papers/001 Figs. 14/15: "core degree 11").
+#: ``core_fanout`` edge nodes each (Kazemzadeh & Jacobsen Figs. 14/15: "core degree 11").
 LAYOUTS = ("random", "chain3")
 #: Where a client attaches (spec §2): any broker, or a leaf of the broker tree.
 ATTACH = ("any", "leaves")
@@ -18,7 +18,7 @@ ATTACH = ("any", "leaves")
 PAST_STALL = ("skip", "forward")
 #: Acknowledgement schemes (spec §8): a Conf per message and hop [P §2.2], or depth acks [P §8].
 ACKS = ("conf", "dack")
-#: Who matches publications (spec §6.2): brokers only (papers/001 fn. 7). The spec's
+#: Who matches publications (spec §6.2): brokers only (Kazemzadeh & Jacobsen fn. 7). The spec's
 #: ``"full"`` (clients hold tables too) needs every broker to enumerate the clients of its
 #: map, which the join-free tree of this implementation does not give (see node.py); it is
 #: refused with that reason rather than accepted and ignored.
@@ -66,25 +66,25 @@ class BrokerTreeParams:
     tombstone_ttl: float = 60.0
     #: With ``hb = false``, partitions are seen through explicit notices (spec §2).
     partition_notices: bool = False
-    #: Seconds a session may stay stalled at a copy that would break legitimacy before the
-    #: nodes it bypasses are presumed gone for good (Kazemzadeh & Jacobsen, *Highly Available
-    #: Distributed Publish/Subscribe Systems* §5.5: an illegitimate copy waits "until node or
-    #: link recoveries trigger retransmission"; spec §4 blocks the session behind it until it
-    #: is re-activated). The session is active only while every node it bypasses is down, so
-    #: after this long they have been down this long: well past a probe period and a
-    #: handshake (papers/001 §4.1), the time a falsely suspected node takes to come back. From
-    #: then on the session does what ``past_stall`` says with such copies and goes on, so no
-    #: session stalls for good behind a copy whose bypassed broker never returns (ours; the
-    #: copies the δ guarantee covers are legitimate and never wait here). 0: the spec's rule
-    #: (wait until re-activated, for ever if the bypassed broker is gone).
+    #: Seconds a session may stay stalled at a copy that would break legitimacy before the nodes it
+    #: bypasses are presumed gone for good (Kazemzadeh & Jacobsen, *Highly Available Distributed
+    #: Publish/Subscribe Systems* §5.5: an illegitimate copy waits "until node or link recoveries
+    #: trigger retransmission"; spec §4 blocks the session behind it until it is re-activated). The
+    #: session is active only while every node it bypasses is down, so after this long they have
+    #: been down this long: well past a probe period and a handshake (Kazemzadeh & Jacobsen §4.1),
+    #: the time a falsely suspected node takes to come back. From then on the session does what
+    #: ``past_stall`` says with such copies and goes on, so no session stalls for good behind a copy
+    #: whose bypassed broker never returns (ours; the copies the δ guarantee covers are legitimate
+    #: and never wait here). 0: the spec's rule (wait until re-activated, for ever if the bypassed
+    #: broker is gone).
     stall_timeout: float = 5.0
     #: What a session does with an illegitimate copy once its bypassed nodes are presumed gone
-    #: (``stall_timeout``): ``"skip"`` (default): give the copy up for this session, as
-    #: papers/001 §5.5 never propagates one ("nodes stop to propagate messages if they become
-    #: illegitimate"); the pairs lost are beyond the δ guarantee. ``"forward"`` (ours, beyond
-    #: the paper): send it all the same, and let the nodes after it forward it without holding
-    #: it again; Fig. 5 may then miss a duplicate beyond the guarantee, and the subscriber's
-    #: per-publisher high-water mark (spec §6.5's safety net) keeps exactly-once and order.
+    #: (``stall_timeout``): ``"skip"`` (default): give the copy up for this session, as Kazemzadeh &
+    #: Jacobsen §5.5 never propagates one ("nodes stop to propagate messages if they become
+    #: illegitimate"); the pairs lost are beyond the δ guarantee. ``"forward"`` (ours, beyond the
+    #: paper): send it all the same, and let the nodes after it forward it without holding it again;
+    #: Fig. 5 may then miss a duplicate beyond the guarantee, and the subscriber's per-publisher
+    #: high-water mark (spec §6.5's safety net) keeps exactly-once and order.
     past_stall: str = "skip"
 
     def check(self) -> str | None:
@@ -108,7 +108,7 @@ class BrokerTreeParams:
         if self.client_tables == "full":
             return (
                 'client_tables = "full" is not supported: clients here hold no subscription '
-                'table (papers/001 fn. 7); use "broker"'
+                'table (Kazemzadeh & Jacobsen fn. 7); use "broker"'
             )
         if self.client_tables not in CLIENT_TABLES:
             return (

@@ -1,5 +1,5 @@
-"""Sequence vectors: legitimacy, duplicate detection and ``from`` (papers/001 §2.2, §5.2–§5.4,
-Fig. 5; specs/brokertree.md §2 "Sequence numbers", §5, §6.3–§6.4).
+"""Sequence vectors: legitimacy, duplicate detection and ``from`` (Kazemzadeh & Jacobsen §2.2,
+§5.2–§5.4, Fig. 5; docs/protocols/brokertree.md §2 "Sequence numbers", §5, §6.3–§6.4).
 
 Every node N that receives a message for the first time gives it a local sequence number
 ``seq_N`` (spec §2: ``(epoch, k)``, compared lexicographically, so a recovered node's numbers
@@ -64,8 +64,8 @@ def from_node(vect: Sequence[Entry], subscriber: NodeId, delta: int) -> NodeId:
 
 
 class HighSeq:
-    """``highSeq`` of every node seen in the newest 2δ + 1 entries (papers/001 Fig. 5). The
-    tree bounds the nodes that can appear (spec §12.4), so nothing expires."""
+    """``highSeq`` of every node seen in the newest 2δ + 1 entries (Kazemzadeh & Jacobsen Fig. 5).
+    The tree bounds the nodes that can appear (spec §12.4), so nothing expires."""
 
     __slots__ = ("delta", "high")
 

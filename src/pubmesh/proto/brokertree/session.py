@@ -1,7 +1,8 @@
 """FIFO, loss-free sessions over non-FIFO links, with heartbeats and a failure detector
-(specs/brokertree.md §2 "Links", "Failure detector", §7.1, §12.1; papers/001 §5.1(ii), §9).
+(docs/protocols/brokertree.md §2 "Links", "Failure detector", §7.1, §12.1; Kazemzadeh & Jacobsen
+§5.1(ii), §9).
 
-papers/001 runs over TCP (§9: "each connection object possesses a handler to a TCP
+Kazemzadeh & Jacobsen runs over TCP (§9: "each connection object possesses a handler to a TCP
 connection") and its proofs assume FIFO, loss-free links (§5.1). The simulator draws a latency
 per message, so two frames to the same peer may overtake each other; the spec's model check
 (its [D2]) lost publications without sessions, because a restarted node received a message
@@ -10,22 +11,23 @@ whose predecessor had gone to its dead incarnation. This module is the TCP stand
 * **Frames** carry ``(sid, n)``: ``n`` counts the frames of one direction of session ``sid``
   from 0 (the Hello or HelloAck). The receiver releases them in order, holding any that
   arrive early; a gap older than ``fd_timeout`` ends the session (spec §2).
-* **Sessions** open with ``Hello`` → ``HelloAck`` (papers/001 §4.2 "a hand shake is
+* **Sessions** open with ``Hello`` → ``HelloAck`` (Kazemzadeh & Jacobsen §4.2 "a hand shake is
   performed"); the dialer sends nothing else until the HelloAck arrives. One session per pair
   (spec §12.1): when both sides dial at once, the lower id's dial is kept.
 * **Reset**: a frame on an unknown or old sid is answered with ``Reset`` (a TCP RST), and a
   Reset on a live session ends it (spec §2).
-* **Failure detector** (papers/001 fn. 2; spec §2, after Publiy's 1 s / 3 s keep-alive): an
+* **Failure detector** (Kazemzadeh & Jacobsen fn. 2; spec §2, after Publiy's 1 s / 3 s keep-alive):
+  an
   idle session sends a ``Heartbeat`` every ``hb_period``; silence for ``fd_timeout`` makes the
   peer suspected. A handshake unanswered for ``fd_timeout`` fails. A runtime ``PeerDown``
   suspects at once. With ``hb = false`` only PeerDown, Reset and gaps end sessions.
 * **Restarts**: a Hello with a newer epoch ends the old incarnation's session; frames and
   Hellos of an older epoch get Reset.
 
-The node above sees two kinds of events: :class:`Up` (a session opened; the handshake's
-``LSeq`` exchange of §7.1 is the node's business) and :class:`Down` (it ended, with why). The
-detector may be wrong (papers/001 fn. 2: "may err"); the node only bypasses a suspected peer
-and probes it again (spec §2 "Mistakes").
+The node above sees two kinds of events: :class:`Up` (a session opened; the handshake's ``LSeq``
+exchange of §7.1 is the node's business) and :class:`Down` (it ended, with why). The detector may be
+wrong (Kazemzadeh & Jacobsen fn. 2: "may err"); the node only bypasses a suspected peer and probes
+it again (spec §2 "Mistakes").
 """
 
 from __future__ import annotations

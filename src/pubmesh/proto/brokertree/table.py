@@ -1,5 +1,5 @@
-"""The subscription routing table and recipient sets (papers/001 §2.2, §3.1, §3.5;
-specs/brokertree.md §5, §6.1, §12.3).
+"""The subscription routing table and recipient sets (Kazemzadeh & Jacobsen §2.2, §3.1, §3.5;
+docs/protocols/brokertree.md §5, §6.1, §12.3).
 
 A broker keeps one tuple ⟨pred, from, seqVect⟩ per subscription [P §2.2], keyed by the
 subscription's origin ``(S, sseq)`` (spec §5: "the tuple is added once"). ``from`` points δ + 1
@@ -34,8 +34,9 @@ Origin = tuple[NodeId, Seq]
 
 @dataclass(frozen=True, slots=True)
 class SubTuple:
-    """⟨pred, from, seqVect⟩ of papers/001 §2.2, with the subscription's origin and topic, and
-    the local sequence number this node gave the subscription (spec §7.2 bypassedSubSet)."""
+    """⟨pred, from, seqVect⟩ of Kazemzadeh & Jacobsen §2.2, with the subscription's origin and
+    topic, and the local sequence number this node gave the subscription (spec §7.2
+    bypassedSubSet)."""
 
     origin: Origin
     topic: str

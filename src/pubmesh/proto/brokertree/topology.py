@@ -1,16 +1,18 @@
-"""The broker tree and each node's topology map (papers/001 §2.2; specs/brokertree.md §2–§3).
+"""The broker tree and each node's topology map (Kazemzadeh & Jacobsen §2.2;
+docs/protocols/brokertree.md §2–§3).
 
-papers/001 organizes every node (brokers, publishers, subscribers) in one tree. Each node keeps
-a *topology map*: "the layout of other peers in the topology within a certain radius (δ + 1
-hops away)" [P §1], with each one's kind and "the *topology path* to nodes in the topology map"
-[P §2.2]. The paper's deployment builds the tree by joins (its [14, 17], not public); the spec
-§2 gives a seeded generator instead, so that every node of a run computes the same tree from
-the parameters alone:
+Kazemzadeh & Jacobsen organizes every node (brokers, publishers, subscribers) in one tree. Each node
+keeps a *topology map*: "the layout of other peers in the topology within a certain radius (δ + 1
+hops away)" [P §1], with each one's kind and "the *topology path* to nodes in the topology map" [P
+§2.2]. The paper's deployment builds the tree by joins (its [14, 17], not public); the spec §2 gives
+a seeded generator instead, so that every node of a run computes the same tree from the parameters
+alone:
 
 * ``layout = "random"``: broker k ≥ 1 attaches to a broker j < k drawn uniformly among those
   with fewer than ``max_degree`` broker neighbours; a client attaches to a broker drawn
   uniformly (``attach = "any"``) or among the leaves of the broker tree (``"leaves"``).
-* ``layout = "chain3"``: brokers 0–1–2 in a line (the core of papers/001 Figs. 14/15, "core
+* ``layout = "chain3"``: brokers 0–1–2 in a line (the core of Kazemzadeh & Jacobsen Figs. 14/15,
+  "core
   degree 11"); the next 3·``core_fanout`` nodes in id order are their edge nodes, ``core_fanout``
   each; later brokers attach as in ``random`` among the non-core brokers, and later clients
   to a non-core broker by ``attach`` [R: the spec fixes the core, not who fills the edges].
@@ -155,7 +157,7 @@ class TopologyMap:
 
     def path(self, node: NodeId) -> list[NodeId]:
         """The topology path from the owner to ``node``: the nodes after the owner, ``node``
-        last (papers/001 §2.2). Empty for the owner itself; KeyError outside the map."""
+        last (Kazemzadeh & Jacobsen §2.2). Empty for the owner itself; KeyError outside the map."""
         out: list[NodeId] = []
         x: NodeId | None = node
         while x is not None and x != self.owner:

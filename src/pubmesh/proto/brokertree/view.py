@@ -1,15 +1,15 @@
-"""One node's view of the broker tree: paths, distances, branches and frontiers (papers/001
-§2.2, §3.2, §3.5; specs/brokertree.md §2–§3).
+"""One node's view of the broker tree: paths, distances, branches and frontiers (Kazemzadeh &
+Jacobsen §2.2, §3.2, §3.5; docs/protocols/brokertree.md §2–§3).
 
-papers/001 gives every node a *topology map*: the nodes within δ + 1 hops, each with its kind
-and the topology path to it [P §2.2]. The spec's generator (§2) makes the broker tree a pure
-function of the parameters, and each client's broker a pure function of (topology_seed, client
-id) (:meth:`Tree.broker_for`), so a node can compute the path to any node it hears of without
-being told the tree: the static broker tree, plus the client hanging off its broker. This is
-how the simulator's maps are "taken from the generator, cut to δ + 1" (spec §3), and it also
-covers clients that come and go (churn, restarts): a client is placed the moment its id is
-heard, with no Join message (the spec's Join/TopoSummary of §3 exist to teach a map the
-tree; here every node already knows it, see the stack's module essay).
+Kazemzadeh & Jacobsen gives every node a *topology map*: the nodes within δ + 1 hops, each with its
+kind and the topology path to it [P §2.2]. The spec's generator (§2) makes the broker tree a pure
+function of the parameters, and each client's broker a pure function of (topology_seed, client id)
+(:meth:`Tree.broker_for`), so a node can compute the path to any node it hears of without being told
+the tree: the static broker tree, plus the client hanging off its broker. This is how the
+simulator's maps are "taken from the generator, cut to δ + 1" (spec §3), and it also covers clients
+that come and go (churn, restarts): a client is placed the moment its id is heard, with no Join
+message (the spec's Join/TopoSummary of §3 exist to teach a map the tree; here every node already
+knows it, see the stack's module essay).
 
 Broker ids are the ``Start`` contacts, in ordinal order (the stack names its brokers as the
 cluster's well-known nodes): in the simulator ids 0 … B−1; over TCP their addresses. The
@@ -112,8 +112,8 @@ class View:
 
     # ------------------------------------------------------------------ paths
     def path(self, node: NodeId) -> tuple[NodeId, ...]:
-        """The topology path from the owner to ``node`` (papers/001 §2.2): the nodes after the
-        owner, ``node`` last; () for the owner."""
+        """The topology path from the owner to ``node`` (Kazemzadeh & Jacobsen §2.2): the nodes
+        after the owner, ``node`` last; () for the owner."""
         cached = self._path_cache.get(node)
         if cached is not None:
             return cached
@@ -167,11 +167,11 @@ class View:
         return hops
 
     def from_of(self, subscriber: NodeId) -> NodeId:
-        """``from`` of a subscription tuple here [P §2.2]: the subscriber if it is at most
-        δ + 1 hops away, else the node on the path to it δ + 1 hops away. papers/001 reads it
-        off the seqVect (spec §5 STEP-II: ``vect[δ]``), which is the same node when the
-        subscription travelled the tree path (the spec's [D1]); read off the tree it is also
-        right for a tuple that reached us by a summary around a failed node."""
+        """``from`` of a subscription tuple here [P §2.2]: the subscriber if it is at most δ + 1
+        hops away, else the node on the path to it δ + 1 hops away. Kazemzadeh & Jacobsen reads it
+        off the seqVect (spec §5 STEP-II: ``vect[δ]``), which is the same node when the subscription
+        travelled the tree path (the spec's [D1]); read off the tree it is also right for a tuple
+        that reached us by a summary around a failed node."""
         path = self.path(subscriber)
         return subscriber if len(path) <= self.reach else path[self.reach - 1]
 

@@ -1,4 +1,4 @@
-"""The key space of papers/003 §4.1 and the arcs of the responsibility ranges (spec §2).
+"""The key space of Terpstra et al. §4.1 and the arcs of the responsibility ranges (spec §2).
 
 K = [0, 2^m) with m = 64 (spec §2 [R]: the paper's 160 bits do not fit msgpack integers, and a
 collision among 10^6 nodes has probability ≈ 3·10⁻⁸). Every node computes every key itself
@@ -45,7 +45,7 @@ def dist(a: int, b: int) -> int:
 
 
 def finger_offset(k: int) -> int:
-    """D_k = 2^(m−k), k = 1…m (papers/003 §4.1: the k-th publishing edge lies at least |K|/2^k
+    """D_k = 2^(m−k), k = 1…m (Terpstra et al. §4.1: the k-th publishing edge lies at least |K|/2^k
     away)."""
     return 1 << (M - k)
 

@@ -1,4 +1,4 @@
-"""The quiet predicate Q of the chord stack (specs/chord.md §11; papers/003 §4.2).
+"""The quiet predicate Q of the chord stack (docs/protocols/chord.md §11; Terpstra et al. §4.2).
 
 Over the live, joined nodes (those that have not left):
 
@@ -6,7 +6,7 @@ Over the live, joined nodes (those that have not left):
   of §3 over the live keys: p_k(u) = the first node at least D_k = 2^(m−k) away.
 * **Q2** for every u and v ∈ p(u)∖u, v stores the end of r_u(v) that u computes; v stores no
   other in-neighbour; no edge is pending and no RespChange is unacknowledged.
-* **Q3** (papers/003 §4.2, the invariant that makes publish correct): for every u,
+* **Q3** (Terpstra et al. §4.2, the invariant that makes publish correct): for every u,
   v ∈ p(u)∖u and w ∈ p(v) with w = v or d(v,w) < |r_u(v)|, every conjunction of f(v→w) is
   covered by one of f(u→v) (f(v→v) is v's loopback).
 * **Q4** (implied by Q3, checked for the diagnostics): each subscription of every y with

@@ -24,7 +24,7 @@ from pubmesh.proto.core import Message, register_message
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Publication(Message):
     """A publication forwarded u→v: v is responsible for the interested nodes with keys in
-    [key(v), end) (papers/003 §4.3). ``hops`` counts overlay hops, this one included."""
+    [key(v), end) (Terpstra et al. §4.3). ``hops`` counts overlay hops, this one included."""
 
     topic: str
     pub_id: int
@@ -42,7 +42,7 @@ register_message(Publication, 300, layer="broadcast", payload=True)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Notification(Message):
-    """A maintenance notification (location or join notice, papers/003 §5.1), routed exactly
+    """A maintenance notification (location or join notice, Terpstra et al. §5.1), routed exactly
     as a publication: ``topic`` is "$chord.location" or "$chord.join"."""
 
     topic: str
@@ -98,7 +98,7 @@ register_message(RespChange, 304, layer="filter")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FilterUpdate(Message):
-    """The sender's union filter h for the receiver's range [key(sender), end) (papers/003
+    """The sender's union filter h for the receiver's range [key(sender), end) (Terpstra et al.
     §4.4), replacing the last one for that end. ``range_seq`` acknowledges the receiver's
     RespChange of that sequence number."""
 

@@ -1,30 +1,30 @@
-"""The chord node: content-based publish/subscribe over a Chord-shaped overlay (papers/003,
-Terpstra, Behnel, Fiege, Zeidler, Buchmann, DEBS 2003; specs/chord.md).
+"""The chord node: content-based publish/subscribe over a Chord-shaped overlay (Terpstra et al.,
+Terpstra, Behnel, Fiege, Zeidler, Buchmann, DEBS 2003; docs/protocols/chord.md).
 
 How it works
 ============
-**Topology** (papers/003 §4.1, spec §3). Node u has key key(u) on a ring of 2^64 keys. Its
+**Topology** (Terpstra et al. §4.1, spec §3). Node u has key key(u) on a ring of 2^64 keys. Its
 k-th *publishing edge* p_k(u) is the first node at least D_k = 2^(64−k) clockwise from it
 (Chord's finger successor(key(u) + D_k), unless that is u); p(u) = {u} ∪ {p_k(u)}. Sorted by
 distance, u, v₁ (the successor), …, v_t partition the ring: u holds v_i responsible for the
 *range* r_u(v_i) = [key(v_i), key(v_{i+1})), and itself for [key(u), key(v₁)). v stores the
 end of the range each in-neighbour u gives it (RespChange, spec §7): the set of those u is
-v's *subscription edges* s(v). A successor list of L nodes (papers/003 §5.1) backs up the
+v's *subscription edges* s(v). A successor list of L nodes (Terpstra et al. §5.1) backs up the
 perimeter; the near fingers are read off it, the far ones are looked up.
 
-**Publish** (papers/003 §4.3, spec §5). A publication travels down a per-publisher binomial
+**Publish** (Terpstra et al. §4.3, spec §5). A publication travels down a per-publisher binomial
 tree: u sends it over each edge v, in decreasing range size, with the part of its own range
 that v is responsible for, [key(v), key(v) + min(|r_u(v)|, |R| − d(u,v))), and only if the
 edge filter f(u→v) matches. Ranges nest and are disjoint between siblings, so nobody receives a
 publication twice or outside its range; depth is O(log N).
 
-**Subscribe** (papers/003 §4.4, spec §6). f(u→v) must cover the subscriptions of every node
+**Subscribe** (Terpstra et al. §4.4, spec §6). f(u→v) must cover the subscriptions of every node
 in r_u(v). v computes it for u: h_u(v) = reduce(f(v→v) ∪ ⋃{f(v→x) : d(v,x) < |r_u(v)|}) and
 sends it (FilterUpdate, replace semantics) whenever it changes, so a change ripples
 counter-clockwise, each hop recomputing from current state: unsubscribes shrink filters
 exactly where nothing else covers the removed conjunction.
 
-**Join and repair** (papers/003 §5, spec §7–§9). A joiner asks a contact, which publishes a
+**Join and repair** (Terpstra et al. §5, spec §7–§9). A joiner asks a contact, which publishes a
 *location notification* for key(v)+1 through its tree; the owner of that key (whose
 maintenance subscription covers it) answers straight to v. v then looks up its far fingers the
 same way and publishes a *join notice*; every node whose join subscription covers key(v) (the
@@ -37,7 +37,7 @@ stabilize, and far fingers are re-resolved (fix_fingers) as a safety net.
 
 Clipped filters
 ===============
-papers/003 §4.4 (and spec §4) put the whole f(v→x) into h_u(v) for every x whose range meets
+Terpstra et al. §4.4 (and spec §4) put the whole f(v→x) into h_u(v) for every x whose range meets
 r_u(v). The last such x's range reaches past r_u(v), and in a correct ring the farthest
 fingers' ranges chain round the ring (9→14→0→9 at N = 30), so filter updates would circle
 for ever and keep removed conjunctions alive. So v also asks each out-neighbour x for its
@@ -50,7 +50,7 @@ spill). Forwarding uses the tightest filter x has sent for the child's range.
 
 The rule that keeps it correct
 ==============================
-f(u→v) covers every subscription of every node in r_u(v) (papers/003 §4.2). Every rule here
+f(u→v) covers every subscription of every node in r_u(v) (Terpstra et al. §4.2). Every rule here
 preserves it: carving copies a filter onto a subset of its range, delegation unions, a new
 edge forwards everything until its exact filter arrives, and h is recomputed from current
 state on every change of its inputs. The quiet predicate Q of :mod:`.legitimacy` checks it.
@@ -249,7 +249,7 @@ class ChordNode(StackNode):
     def _reset_overlay(self) -> None:
         """Forget the overlay (a new node, or a rejoin after the list ran out), keep the
         subscriptions (spec §8.3)."""
-        #: successor list, clockwise from u (papers/003 §5.1)
+        #: successor list, clockwise from u (Terpstra et al. §5.1)
         self.succ: list[NodeId] = []
         #: the owner's predecessor from a LocationReply, until a true one connects (spec §3)
         self.pred_hint: NodeId | None = None
@@ -470,7 +470,7 @@ class ChordNode(StackNode):
     # ------------------------------------------------------------------- publish / routing
     def _publish(self, command: Publish, out: list[Output]) -> None:
         """Publish (spec §5): queued while there is no successor yet, then processed with
-        R = K "as if received via the loopback edge" (papers/003 §4.3)."""
+        R = K "as if received via the loopback edge" (Terpstra et al. §4.3)."""
         if self.state in (LEAVING, LEFT, IDLE):
             return
         if command.topic.startswith("$"):
@@ -527,7 +527,7 @@ class ChordNode(StackNode):
         out: list[Output],
     ) -> None:
         """Act on a maintenance notification here (if joined), then forward it exactly as a
-        publication (papers/003 §5.1: notifications use the publish mechanism)."""
+        publication (Terpstra et al. §5.1: notifications use the publish mechanism)."""
         matched = dict(attributes)
         matched["$topic"] = message.topic
         if self.state == JOINED:
@@ -544,7 +544,7 @@ class ChordNode(StackNode):
         """Forward over the edges of the range R = [key(u), end) (K when ``end`` is None):
         each edge v with d(u,v) < |R| whose filter matches gets a copy of ``message`` with
         [key(v), key(v) + min(|r_u(v)|, |R| − d(u,v))) and one more hop, in decreasing range
-        size (papers/003 §4.3)."""
+        size (Terpstra et al. §4.3)."""
         size = SIZE if end is None else dist(self.key, end)
         for v in self.order:
             offset = self.d(v)
@@ -578,7 +578,7 @@ class ChordNode(StackNode):
 
     def _on_notification(self, topic: str, attributes: dict[str, Any], out: list[Output]) -> None:
         """The local half of a maintenance notification: the owner of a location answers,
-        a node whose join interval holds a newcomer adopts it (papers/003 §5.1–5.2)."""
+        a node whose join interval holds a newcomer adopts it (Terpstra et al. §5.1–5.2)."""
         requester = attributes.get(_FIELD_REQ)
         if not isinstance(requester, int) or isinstance(requester, bool):
             return
@@ -688,7 +688,7 @@ class ChordNode(StackNode):
 
     def _learn(self, v: NodeId, out: list[Output]) -> None:
         """A node v joined: adopt it wherever it is closer than the current p_k or list entry
-        (papers/003 §5.2: "every u whose join interval matches recomputes p(u) and its
+        (Terpstra et al. §5.2: "every u whose join interval matches recomputes p(u) and its
         list")."""
         if v == self.node_id:
             return
@@ -783,9 +783,9 @@ class ChordNode(StackNode):
         Chord's stabilize is a pull (Stoica et al., "Chord: A Scalable Peer-to-peer Lookup
         Service for Internet Applications", SIGCOMM 2001, §5.1: n asks its successor for its
         predecessor, then notify): a node hears that the ring changed beside it only at its
-        next stabilize_period. After nodes join together (a cluster booting, papers/003 §5.2's
+        next stabilize_period. After nodes join together (a cluster booting, Terpstra et al. §5.2's
         join notices racing the filter waves that would carry them) a correction then travels
-        one node counter-clockwise per period, and the list of L entries (papers/003 §5.1)
+        one node counter-clockwise per period, and the list of L entries (Terpstra et al. §5.1)
         and the fingers read off it settled only after several periods: 9–24 s for 12 nodes
         joining at once, in the simulator and over TCP alike. So the answers a stabilize would
         fetch are pushed the moment they change, to exactly the nodes that would ask:
@@ -796,7 +796,7 @@ class ChordNode(StackNode):
         * pred(u) moved clockwise to p (p lies between the former predecessor and u): every
           in-neighbour of u gets p's join notice directly, as does any new in-neighbour. A
           node whose finger is u holds u as the first node past key + D_k, so p may take u's
-          place exactly there (papers/003 §5.2: every node whose join interval holds p adopts
+          place exactly there (Terpstra et al. §5.2: every node whose join interval holds p adopts
           it); the notice's range [key(v), key(v)+1) holds no edge, so it goes no further;
         * L grew with p(u) (the auto length, spec §3) and left the list short: its last entry
           is asked for the rest at once, as :meth:`_set_succ` does after a stabilize answer.
@@ -943,7 +943,7 @@ class ChordNode(StackNode):
                 elif self.state == JOINED and self.join_notices < p.lookup_tries:
                     # every joiner sends lookup_tries notices, backing off (_backoff), not
                     # only until its predecessor answers: a notice is a publication without
-                    # an answer (papers/003 §5.2), and one that met a filter not yet covering
+                    # an answer (Terpstra et al. §5.2), and one that met a filter not yet covering
                     # a node's join interval (nodes joining together) is lost for that node
                     # alone, which then lacked the joiner as a far finger until fix_fingers
                     # came round to it (ours; the spec resent only to reach the predecessor)
@@ -1011,7 +1011,7 @@ class ChordNode(StackNode):
             )
 
     def _install_edges(self, edges: list[NodeId], out: list[Output]) -> None:
-        """Edge change (spec §7, papers/003 §5.2): new ranges, filters carved from the old
+        """Edge change (spec §7, Terpstra et al. §5.2): new ranges, filters carved from the old
         ones, RespChange to every peer whose range changed.
 
         f_new(u→v) is f_old(u→v) if v's range only shrank; else the union of the old filters
@@ -1120,7 +1120,7 @@ class ChordNode(StackNode):
 
     def _subscribe(self, topic: str, filter: Mapping[str, Any] | None, out: list[Output]) -> None:
         """Subscribe (spec §6): validate, ignore a repeated topic, add the conjunction to the
-        loopback (papers/003 §4.4)."""
+        loopback (Terpstra et al. §4.4)."""
         if not isinstance(topic, str) or topic.startswith("$"):
             out.append(TraceRecord("chord.bad_filter", {"topic": str(topic), "error": "topic"}))
             return
@@ -1176,7 +1176,7 @@ class ChordNode(StackNode):
         }
 
     def _send_order(self) -> list[NodeId]:
-        """The edges in decreasing range size, ties by distance (papers/003 §4.3)."""
+        """The edges in decreasing range size, ties by distance (Terpstra et al. §4.3)."""
         return sorted(
             self.edges,
             key=lambda v: (-(dist(self.key_of(v), self.ends[v]) or SIZE), self.d(v), v),
@@ -1206,7 +1206,7 @@ class ChordNode(StackNode):
         return self.out[x]
 
     def _h(self, e: int, cache: dict[int, Disjunction]) -> Disjunction:
-        """h for an in-neighbour's range [key(v), e) (papers/003 §4.4): the loopback and, for
+        """h for an in-neighbour's range [key(v), e) (Terpstra et al. §4.4): the loopback and, for
         every settled edge x with d(v,x) < d(v,e), the filter of x for the part of r_v(x)
         inside the range (module doc, "Clipped filters")."""
         h = cache.get(e)
@@ -1345,7 +1345,7 @@ class ChordNode(StackNode):
                 return
             lazy = self.params.lazy_shrink and disjunction_covers(self.out[src], g)
             if not was_pending and lazy:
-                return  # papers/003 §4.4 "may choose not to update" (off by default, spec §6)
+                return  # Terpstra et al. §4.4 "may choose not to update" (off by default, spec §6)
             self.out[src] = g
         else:
             clipped = self.clips.setdefault(src, {})
@@ -1371,7 +1371,7 @@ class ChordNode(StackNode):
             "pred": self.pred(),
             "edges": {str(v): len(self.out[v]) for v in self.edges},
             # the subscription conjunctions per edge (maintenance intervals left out): the
-            # routing-table size papers/003 §2.1 compares the routing modes on
+            # routing-table size Terpstra et al. §2.1 compares the routing modes on
             "filters": {
                 str(v): sum(not is_maintenance(c) for c in self.out[v]) for v in self.edges
             },
@@ -1410,7 +1410,7 @@ def _backoff(period: float, attempt: int) -> float:
     """The wait before retry ``attempt`` + 1 of a request whose answer may be lost: period/8,
     doubling up to the period (ours; spec §7 retries every join_retry or location_timeout).
 
-    A join's or a lookup's location notification, and a join notice (papers/003 §5.1–5.2),
+    A join's or a lookup's location notification, and a join notice (Terpstra et al. §5.1–5.2),
     travel the tree's edge filters, which while nodes join together may not cover a
     newcomer's maintenance interval yet (its filter wave, §4.4, is still on its way): the
     notification then reaches no owner and nobody answers. Such a loss lasts a filter wave, a

@@ -1,14 +1,14 @@
 """Parameters of the chord stack: the ``[stack.chord]`` table of a scenario.
 
-Every field has a default and names its source: papers/003 (the paper, § = its sections) or
-specs/chord.md (the spec, §10 "Timers" and §12 "Left to the implementer").
+Every field has a default and names its source: Terpstra et al. (the paper, § = its sections) or
+docs/protocols/chord.md (the spec, §10 "Timers" and §12 "Left to the implementer").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Routing strategies of papers/003 §2.1 (Rebeca): every subscription forwarded on its own,
+#: Routing strategies of Terpstra et al. §2.1 (Rebeca): every subscription forwarded on its own,
 #: covered ones suppressed, or covered ones suppressed and the rest merged.
 ROUTING_MODES = ("simple", "covering", "merging")
 
@@ -17,14 +17,14 @@ ROUTING_MODES = ("simple", "covering", "merging")
 class ChordParams:
     """How a chord node routes and repairs (spec §10, §12)."""
 
-    #: Successor-list length L (papers/003 §5.1: "a list of its log N successors"). 0 = auto:
+    #: Successor-list length L (Terpstra et al. §5.1: "a list of its log N successors"). 0 = auto:
     #: max(4, |p(u)| − 1), about ⌈log₂N⌉ (spec §3). Set 2⌈log₂N⌉ when ≥ 30% of the nodes may
     #: fail at once (spec §8: surviving half the nodes failing needs it).
     succ_len: int = 0
     #: Test-only evenly spaced keys (spec §2): key(i) = ⌊i·2^64/even_keys⌋ for i < even_keys,
     #: the paper's evenly spaced figures. 0 = hashed keys (SHA-256 of the node id).
     even_keys: int = 0
-    #: papers/003 §2.1 routing strategy: "simple", "covering" or "merging" (covering plus
+    #: Terpstra et al. §2.1 routing strategy: "simple", "covering" or "merging" (covering plus
     #: perfect merges, and imperfect merges beyond the size bounds).
     routing: str = "merging"
     #: Conjunctions per edge filter before imperfect merging (spec §4, merging only).

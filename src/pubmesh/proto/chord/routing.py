@@ -1,8 +1,8 @@
 """Edge filters of the chord stack: the three routing strategies, the union filter h, and
-matching against a filter (papers/003 §2.1, §4.2, §4.4; specs/chord.md §4, §6).
+matching against a filter (Terpstra et al. §2.1, §4.2, §4.4; docs/protocols/chord.md §4, §6).
 
 An *edge filter* f(u→v) is a disjunction: a tuple of canonical conjunctions sorted by their
-text. How it is reduced after every change is the routing strategy (papers/003 §2.1, Rebeca):
+text. How it is reduced after every change is the routing strategy (Terpstra et al. §2.1, Rebeca):
 
 * ``simple``: every subscription travels on its own. The filter is the sorted *multiset* of
   satisfiable conjunctions, duplicates kept, so a second identical subscription is a second
@@ -99,7 +99,7 @@ _RESULTS_KEPT = 16
 
 
 class PrefixChain:
-    """Union filters of nested ranges, reduced once per shared prefix (papers/003 §4.4).
+    """Union filters of nested ranges, reduced once per shared prefix (Terpstra et al. §4.4).
 
     Every h that a node v computes for a range [key(v), e) (spec §4 "Union h") is the
     reduction of v's loopback followed by the filters of v's edges in increasing distance, up

@@ -3,7 +3,7 @@
 ``[init] overlay = "warm"`` (and the tests) use :func:`warm_start` instead of N joins: every
 started node gets its successor list, fingers and ranges from the sorted live keys (spec §3),
 its in-neighbours with their range ends and clipped ends, and every edge filter at the fixpoint
-of h (papers/003 §4.4). The filters are computed in increasing range size, each from filters
+of h (Terpstra et al. §4.4). The filters are computed in increasing range size, each from filters
 already computed (h for a range only uses filters of strictly smaller ranges), so the result
 is exactly what the protocol's filter waves converge to, and Q holds
 (:mod:`.legitimacy`; tests/test_chord_rules.py checks both claims).

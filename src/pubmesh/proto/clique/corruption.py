@@ -1,6 +1,7 @@
-"""Corrupted initial states of the clique stack (specs/relay.md §6), for ``[init] corruption``.
+"""Corrupted initial states of the clique stack (docs/protocols/relay.md §6), for ``[init]
+corruption``.
 
-A self-stabilizing protocol must converge from any state its types allow (DESIGN.md). The
+A self-stabilizing protocol must converge from any state its types allow (docs/design.md). The
 hook rewrites the nodes' state, per topic, into one of the spec's kinds, after every node has
 started and subscribed:
 

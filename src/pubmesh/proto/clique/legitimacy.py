@@ -1,4 +1,4 @@
-"""The legitimate states of the clique stack (specs/relay.md §5), as ``is_legitimate``.
+"""The legitimate states of the clique stack (docs/protocols/relay.md §5), as ``is_legitimate``.
 
 Per topic T, M_T is the set of live nodes with a running, non-leaving instance of T (the
 contact included) and n = |M_T|. The state is legitimate iff, for every T:
@@ -10,8 +10,8 @@ contact included) and n = |M_T|. The state is legitimate iff, for every T:
 4. no leaving or stopped instance of T still holds relays;
 5. every node that subscribes to T has an instance in M_T.
 
-papers/002 Theorem 9.4 (closure): once legitimate it stays so, redundant introductions being
-deleted at once.
+Scheideler's lecture Theorem 9.4 (closure): once legitimate it stays so, redundant introductions
+being deleted at once.
 """
 
 from __future__ import annotations

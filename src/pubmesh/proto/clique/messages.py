@@ -1,4 +1,4 @@
-"""Group messages of the ``clique`` and ``d2g`` stacks (specs/relay.md §8; tags 510–539).
+"""Group messages of the ``clique`` and ``d2g`` stacks (docs/protocols/relay.md §8; tags 510–539).
 
 Every group message is routed along relays (:mod:`pubmesh.proto.relay.layer`) and starts with
 the relay header: the ``topic`` of the instance it is for, then ``rid`` (the relay it is sent
@@ -33,7 +33,7 @@ class GroupMessage(Message):
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Join(GroupMessage):
-    """A subscriber's ``Join(in)`` to the contact (papers/002 "Join(u)", spec §7)."""
+    """A subscriber's ``Join(in)`` to the contact (Scheideler's lecture "Join(u)", spec §7)."""
 
     node: Ref
 
@@ -44,7 +44,7 @@ register_message(Join, 510, layer=OVERLAY)
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AskForIntro(GroupMessage):
-    """Build-Clique's Timeout asks w to introduce itself to u (papers/002 §9.2)."""
+    """Build-Clique's Timeout asks w to introduce itself to u (Scheideler's lecture §9.2)."""
 
     u: Ref
     introducer: int
@@ -56,7 +56,7 @@ register_message(AskForIntro, 511, layer=OVERLAY)
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Introduce(GroupMessage):
-    """``Introduce(w)``: here is a relay to w (papers/002 §9.2)."""
+    """``Introduce(w)``: here is a relay to w (Scheideler's lecture §9.2)."""
 
     w: Ref
     introducer: int
@@ -68,7 +68,8 @@ register_message(Introduce, 512, layer=OVERLAY)
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AskToReverse(GroupMessage):
-    """A leaving process asks the sink of ``out`` to reverse their link (papers/002 Leave)."""
+    """A leaving process asks the sink of ``out`` to reverse their link (Scheideler's lecture
+    Leave)."""
 
     out: Ref
 
@@ -79,7 +80,7 @@ register_message(AskToReverse, 513, layer=OVERLAY)
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reverse(GroupMessage):
-    """The answer to AskToReverse: a relay back (papers/002 Leave)."""
+    """The answer to AskToReverse: a relay back (Scheideler's lecture Leave)."""
 
     out: Ref
 
@@ -104,7 +105,8 @@ register_message(Feedback, 515, layer=OVERLAY)
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Search(GroupMessage):
-    """Search for ``sid`` with at most ``d_left`` random forwards (papers/002 §9.2 Search)."""
+    """Search for ``sid`` with at most ``d_left`` random forwards (Scheideler's lecture §9.2
+    Search)."""
 
     sid: int
     origin: int

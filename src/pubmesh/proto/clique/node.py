@@ -1,12 +1,12 @@
-"""The clique node: self-stabilizing topic groups in the relay model (papers/002, Scheideler's
-lecture chapter 9: the relay model, Build-Clique with Join / Leave / Search; specs/relay.md).
+"""The clique node: self-stabilizing topic groups in the relay model (Scheideler's lecture chapter
+9: the relay model, Build-Clique with Join / Leave / Search; docs/protocols/relay.md).
 
 How it works
 ============
 Every node has one relay layer (:mod:`pubmesh.proto.relay.layer`) and, per subscribed topic, a
 **Build-Clique instance**: its IN relay ``in``, the set ``N`` of direct OUT relays it keeps, the
 set ``D`` of relays it means to get rid of, and for leaving ``leaving``, ``a_out`` and
-``a_in`` (papers/002 §9.2; spec §3). Every ``timeout`` seconds the instance runs Timeout:
+``a_in`` (Scheideler's lecture §9.2; spec §3). Every ``timeout`` seconds the instance runs Timeout:
 
 * relays that are not direct, or redundant (another relay in N reaches the same sink and is
   preferred: direct, then older), move from N to D;
@@ -15,19 +15,19 @@ set ``D`` of relays it means to get rid of, and for leaving ``leaving``, ``a_out
   relay to w (``Introduce``);
 * every relay in D that nothing points at any more is delegated: its sink gets a reference to
   our ``in`` and the relay is deleted. (A relay still pointed at waits: deleting it would cut
-  a path the relay graph's weak connectivity may depend on, papers/002 Theorem 9.3.)
+  a path the relay graph's weak connectivity may depend on, Scheideler's lecture Theorem 9.3.)
 
 From any weakly connected relay graph this converges to a clique of direct relays
 (Theorem 9.3) and stays one (Theorem 9.4); a joiner is known by everyone within
 O(n log n) rounds (Theorem 9.5).
 
-**Leave** (papers/002, spec §3): a leaving instance moves N into D and asks the sinks of its D
-relays to reverse them (``AskToReverse(in)``): they drop their relays to it and answer with a
-relay back, which the leaver files in D again and delegates, until nothing points at it; then
-it stops. Phase 2 is the spec's repair (``leave_phase2 = "anchor"``): once nobody holds ``in``
-the leaver hands its remaining out-neighbours its *anchor* ``a_out``, so that the last links
-through it are replaced by links around it before it stops (the slides as written can leave
-a path A–L–Y with Y isolated; ``leave_phase2 = "slides"`` keeps that behaviour).
+**Leave** (Scheideler's lecture, spec §3): a leaving instance moves N into D and asks the sinks of
+its D relays to reverse them (``AskToReverse(in)``): they drop their relays to it and answer with a
+relay back, which the leaver files in D again and delegates, until nothing points at it; then it
+stops. Phase 2 is the spec's repair (``leave_phase2 = "anchor"``): once nobody holds ``in`` the
+leaver hands its remaining out-neighbours its *anchor* ``a_out``, so that the last links through it
+are replaced by links around it before it stops (the slides as written can leave a path A–L–Y with Y
+isolated; ``leave_phase2 = "slides"`` keeps that behaviour).
 
 **Pub/sub** (spec §7). Node 0 is the *contact*: a non-delivering member of every group, which
 newcomers Join through a bootstrap relay to its PORT (every node's rid-0 IN relay). A
@@ -323,8 +323,8 @@ class CliqueNode(StackNode):
         self._count("joins")
 
     def _send(self, relay: Relay, message: Message, now: float, out: list[Output]) -> None:
-        """``relay ← message``; to one of our own IN relays it is a local call (papers/002:
-        "w ← … with w = in is a local call, run immediately")."""
+        """``relay ← message``; to one of our own IN relays it is a local call (Scheideler's
+        lecture: "w ← … with w = in is a local call, run immediately")."""
         if relay.kind == IN:
             return
         send = self.layer.send(relay, message, now)
@@ -533,7 +533,7 @@ class CliqueNode(StackNode):
         instance.weights[relay.rid] = min(1.0, max(low, weight))
 
     def _timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
-        """Timeout [P] (papers/002 §9.2 Build-Clique)."""
+        """Timeout [P] (Scheideler's lecture §9.2 Build-Clique)."""
         group = list(instance.n.values())
         # N's relays by sink, kept equal to N as the loop moves them out: redundant() needs
         # only the relays of one sink, and a scan of all of N per relay made the timeout
@@ -759,8 +759,8 @@ class CliqueNode(StackNode):
 
     # -------------------------------------------------------------------------- search
     def search(self, topic: str, sid: NodeId, now: float) -> list[Output]:
-        """Start Search(sid) in our instance of ``topic`` (papers/002 §9.2 Search; spec §3):
-        the node's own API, like ``handle`` it returns the outputs. Its outcome is a
+        """Start Search(sid) in our instance of ``topic`` (Scheideler's lecture §9.2 Search; spec
+        §3): the node's own API, like ``handle`` it returns the outputs. Its outcome is a
         TraceRecord("clique.search", {origin, sid, found, hops}) where it ends."""
         out: list[Output] = []
         instance = self.instances.get(topic)

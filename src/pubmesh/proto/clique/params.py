@@ -1,11 +1,11 @@
-"""Parameters of the ``clique`` stack: the ``[stack.clique]`` table (specs/relay.md §8)."""
+"""Parameters of the ``clique`` stack: the ``[stack.clique]`` table (docs/protocols/relay.md §8)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 #: Leave's second phase (spec §3): "anchor" (the repair: the leaver hands its remaining
-#: out-neighbours its anchor), "slides" (papers/002 as written, which can disconnect)
+#: out-neighbours its anchor), "slides" (Scheideler's lecture as written, which can disconnect)
 LEAVE_PHASE2 = ("anchor", "slides")
 
 
@@ -13,14 +13,14 @@ LEAVE_PHASE2 = ("anchor", "slides")
 class CliqueParams:
     #: T, seconds between Timeouts of an instance (spec §8: 0.25 s; at least 5× a 3-hop chain)
     timeout: float = 0.25
-    #: Search forwards a request at random at most this many times (papers/002 §9.2)
+    #: Search forwards a request at random at most this many times (Scheideler's lecture §9.2)
     search_d: int = 3
     #: a Join is answered with the member's own relay too (spec §3 [R]: else the joiner has no
     #: out-link for Θ(n) rounds)
     join_intro: bool = True
     leave_phase2: str = "anchor"
-    #: the feedback speed-up (papers/002 Theorem 9.5 discussion; spec §3.5): u is drawn with
-    #: probability ∝ ω, halved when an introduction brought nothing new, doubled otherwise
+    #: the feedback speed-up (Scheideler's lecture Theorem 9.5 discussion; spec §3.5): u is drawn
+    #: with probability ∝ ω, halved when an introduction brought nothing new, doubled otherwise
     feedback: bool = False
     #: relay GC (spec §2.3), in multiples of T: ask holders after this long, skip a holder
     #: counted within grace

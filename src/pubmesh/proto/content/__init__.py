@@ -1,7 +1,7 @@
 """Content filters shared by the content-based stacks (chord, brokertree).
 
 See :mod:`pubmesh.proto.content.filters` for how filters are validated, matched, normalized,
-covered, merged and reduced (specs/chord.md §4, papers/003 §2.1).
+covered, merged and reduced (docs/protocols/chord.md §4, Terpstra et al. §2.1).
 """
 
 from pubmesh.proto.content.filters import (

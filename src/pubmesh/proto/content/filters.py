@@ -1,21 +1,21 @@
 """Content filters: validation, matching, normal form, covering, merging and reduction.
 
 This is the building block of the content-based stacks (chord, brokertree). It implements
-specs/chord.md §4 "Filters" and the routing vocabulary of papers/003 §2.1 (Rebeca): *covering*
-("tests whether a filter F1 accepts a superset of notifications of a second filter F2, and in
-this case replaces all occurrences of F2"), *perfect merging* ("merged filters only accept
+docs/protocols/chord.md §4 "Filters" and the routing vocabulary of Terpstra et al. §2.1 (Rebeca):
+*covering* ("tests whether a filter F1 accepts a superset of notifications of a second filter F2,
+and in this case replaces all occurrences of F2"), *perfect merging* ("merged filters only accept
 notifications that are accepted by at least one of its base filters") and *imperfect merging*
-("accept notifications beyond their base filters"). The paper defines the relations only
-(f covers g iff f ⊇ g; a merge h ⊇ f ∪ g, §4.1); the rules that decide them here are the spec's
-[R] reconstruction, each cited below at the function that implements it.
+("accept notifications beyond their base filters"). The paper defines the relations only (f covers g
+iff f ⊇ g; a merge h ⊇ f ∪ g, §4.1); the rules that decide them here are the spec's [R]
+reconstruction, each cited below at the function that implements it.
 
-**The language** (analysis/metrics.py docstring; specs/chord.md §4 "Language"). A filter is a
-JSON object ANDing one constraint per attribute. A constraint is a bare value (eq) or an object
+**The language** (analysis/metrics.py docstring; docs/protocols/chord.md §4 "Language"). A filter is
+a JSON object ANDing one constraint per attribute. A constraint is a bare value (eq) or an object
 ANDing operators ``eq ne lt le gt ge prefix in``; ``{}`` matches everything. :func:`validate`
 rejects what the spec rejects at Subscribe (unknown operators, a ``{}`` constraint, a non-list
 ``in``, ``$`` attributes) and, so that a filter means the same to the analysis as to us, also
-operands that are null, nested, non-finite, or bare strings starting with ``{`` (the analysis
-reads a constraint text starting with ``{`` as an operator object).
+operands that are null, nested, non-finite, or bare strings starting with ``{`` (the analysis reads
+a constraint text starting with ``{`` as an operator object).
 
 **Matching** mirrors the analysis matcher exactly (spec §4 "Matching"), and so has two faces:
 
@@ -46,14 +46,14 @@ A :class:`Conjunction` is built only from constraints that one operator object c
 (:func:`canonical_text`). So text and conjunction determine each other, equality and hashing
 use the text, and :func:`to_filter` gives back a filter with the same meaning.
 
-**Covering** (spec §4 "Covering"; papers/003 §2.1 "covering routing strategy"): part by part,
+**Covering** (spec §4 "Covering"; Terpstra et al. §2.1 "covering routing strategy"): part by part,
 V₁ ⊇ V₂ if V₂ is empty, or finite and inside V₁, or both are intervals minus points with
 I₁ ⊇ I₂ and E₁ ∩ I₂ ⊆ E₂. A conjunction F₁ covers F₂ when F₂ is unsatisfiable or every attribute
 of F₁ is constrained in F₂ and covered there (a missing attribute fails, so fewer attributes is
 wider). A disjunction covers another when each conjunction of the second is covered by one of
 the first: sufficient, not exact.
 
-**Perfect merge** (spec §4 "Perfect merge"; papers/003 §2.1): two conjunctions constraining the
+**Perfect merge** (spec §4 "Perfect merge"; Terpstra et al. §2.1): two conjunctions constraining the
 same attributes and differing on one become one when the union of that constraint is again
 expressible: ``eq/in ∪ eq/in → in``, touching intervals → hull, a hull with one missing open
 point → hull + ``ne``, interval ∪ its open ends → closed ends, and the unions of everything
@@ -76,7 +76,7 @@ and a publication matches on attributes ∪ {"$topic": topic} (:func:`publicatio
 Note that the literal matcher reads a topic such as ``"5"`` as a number (equal to ``"5.0"``);
 the analysis compares topics as plain strings, so numeric-looking topic names are to be avoided.
 
-Everything is pure, deterministic and free of I/O (sans-IO, DESIGN.md). Conjunctions cache
+Everything is pure, deterministic and free of I/O (sans-IO, docs/design.md). Conjunctions cache
 their canonical text and hash, and :func:`covers` is memoized on them.
 """
 
@@ -663,7 +663,7 @@ def _constraint_bound(a: Constraint, b: Constraint, max_in: int) -> Constraint:
 
 def upper_bound(a: Conjunction, b: Conjunction, *, max_in: int = 64) -> Conjunction:
     """An imperfect merge: one conjunction matching everything a or b matches, on their
-    shared attributes only (spec §4 "Imperfect merge"; papers/003 §2.1)."""
+    shared attributes only (spec §4 "Imperfect merge"; Terpstra et al. §2.1)."""
     return _upper_bound(a, b, max_in)
 
 
@@ -903,7 +903,7 @@ def reduce(
     Without ``bound`` (the loopback, spec §4 "Loopback") the union of what is matched is
     preserved exactly; with it, the result has at most ``max_conj`` conjunctions and no
     in-list longer than ``max_in``, and matches a superset. Without ``merge`` only steps 1–2
-    run (Rebeca's *covering* routing, papers/003 §2.1; ``bound`` is then ignored): the result
+    run (Rebeca's *covering* routing, Terpstra et al. §2.1; ``bound`` is then ignored): the result
     matches exactly what the input matches. With ``hull_maintenance`` (and ``bound``) every
     maintenance topic is hulled to :data:`MAINTENANCE_HULL` conjunctions whatever the total
     (see the chord stack's :mod:`pubmesh.proto.chord.routing`). Sorted by canonical text."""
@@ -947,7 +947,7 @@ class Reducer:
     pool in input order, and step 4 runs on a copy when the result is asked for. A
     :meth:`copy` taken after some parts continues from there, so the reductions of
     ``A + B₁`` and ``A + B₂`` insert A once (the chord stack's union filters h for nested
-    ranges, papers/003 §4.4, are such prefixes)."""
+    ranges, Terpstra et al. §4.4, are such prefixes)."""
 
     __slots__ = ("bound", "hull", "max_conj", "max_in", "pool")
 

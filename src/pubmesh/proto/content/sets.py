@@ -1,10 +1,10 @@
 """Value sets of one kind (numbers or strings): the algebra under the filter normal form.
 
-specs/chord.md §4 "Normal form": per attribute and per kind, a value set is either a finite set
-A (:class:`Points`) or an interval I minus a finite set E ⊂ I (:class:`Span`). This module knows
+docs/protocols/chord.md §4 "Normal form": per attribute and per kind, a value set is either a finite
+set A (:class:`Points`) or an interval I minus a finite set E ⊂ I (:class:`Span`). This module knows
 nothing of JSON or of kinds; it orders values with ``<`` and is used with ``float`` (numbers,
-treated as reals) and ``str`` (code-point order). String spans always carry a lower bound
-(``""`` closed is "no lower bound"), which keeps them expressible as filter operators.
+treated as reals) and ``str`` (code-point order). String spans always carry a lower bound (``""``
+closed is "no lower bound"), which keeps them expressible as filter operators.
 
 Every constructor goes through :func:`span`, which normalizes: an empty interval becomes the
 empty :class:`Points`, a closed one-point interval becomes that point, holes outside the open
@@ -136,7 +136,7 @@ def _upper_within(outer: tuple[T | None, bool], inner: tuple[T | None, bool]) ->
 
 
 def covers(a: KindSet[T], b: KindSet[T]) -> bool:
-    """a ⊇ b (specs/chord.md §4 "Covering", first rule). Exact except that a finite set is
+    """a ⊇ b (docs/protocols/chord.md §4 "Covering", first rule). Exact except that a finite set is
     never said to cover an interval."""
     if isinstance(b, Points):
         return all(contains(a, x) for x in b.values)

@@ -1,7 +1,7 @@
-"""Corrupted initial states of the d2g stack (specs/relay.md §6), for ``[init] corruption``,
-and its warm start. The installer, the holder recount and the junk are the clique's
-(:mod:`pubmesh.proto.clique.corruption`, whose module doc says what the hook may and may not
-do); the kinds are d2g's:
+"""Corrupted initial states of the d2g stack (docs/protocols/relay.md §6), for ``[init]
+corruption``, and its warm start. The installer, the holder recount and the junk are the clique's
+(:mod:`pubmesh.proto.clique.corruption`, whose module doc says what the hook may and may not do);
+the kinds are d2g's:
 
 * ``random_graph``: a random tree with random directions plus n/2 random edges (direct or
   chained, in N or D, 10% with a wrong sink or direct claim), as for the clique;

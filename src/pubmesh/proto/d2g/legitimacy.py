@@ -1,5 +1,5 @@
-"""The legitimate states of the d2g stack (specs/relay.md §5), as ``is_legitimate``, and the
-graph figures the spec asks to report (far pairs, degrees).
+"""The legitimate states of the d2g stack (docs/protocols/relay.md §5), as ``is_legitimate``, and
+the graph figures the spec asks to report (far pairs, degrees).
 
 Per topic T, M_T is the set of live nodes with a running, non-leaving instance of T (the
 contact included) and n = |M_T|. The state is legitimate iff, for every T:

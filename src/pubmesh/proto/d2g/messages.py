@@ -1,7 +1,7 @@
-"""Group messages of Build-D2G (papers/002 §9.3; specs/relay.md §4 and §8, tags 517–518).
-AskForIntro, Introduce, AskToReverse, Reverse, Search and Pub are the clique's
-(:mod:`pubmesh.proto.clique.messages`): Build-D2G gives AskForIntro and Introduce other
-handlers, not other fields."""
+"""Group messages of Build-D2G (Scheideler's lecture §9.3; docs/protocols/relay.md §4 and §8, tags
+517–518). AskForIntro, Introduce, AskToReverse, Reverse, Search and Pub are the clique's
+(:mod:`pubmesh.proto.clique.messages`): Build-D2G gives AskForIntro and Introduce other handlers,
+not other fields."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ register_message(AskForConnect, 517, layer=OVERLAY)
 @routed
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Connect(GroupMessage):
-    """``Connect(w)``: here is a relay to my ``in``; enqueue it in N (papers/002 §9.3)."""
+    """``Connect(w)``: here is a relay to my ``in``; enqueue it in N (Scheideler's lecture §9.3)."""
 
     w: Ref
 

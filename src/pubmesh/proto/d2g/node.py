@@ -1,5 +1,5 @@
 """The d2g node: topic groups as self-stabilizing random digraphs of diameter about 2 in the
-relay model (papers/002 §9.3, Build-D2G; specs/relay.md §4).
+relay model (Scheideler's lecture §9.3, Build-D2G; docs/protocols/relay.md §4).
 
 How it works
 ============
@@ -193,7 +193,7 @@ class D2GNode(CliqueNode):
 
     # ------------------------------------------------------------------------- Timeout
     def _timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
-        """Timeout [P, R] (papers/002 §9.3 Build-D2G; spec §4)."""
+        """Timeout [P, R] (Scheideler's lecture §9.3 Build-D2G; spec §4)."""
         for rid in sorted(instance.n):
             relay = instance.n[rid]
             if relay.sink == self.node_id:
@@ -271,7 +271,7 @@ class D2GNode(CliqueNode):
         test covers a member whose last relay pointing at it just went while the sink of one
         of its own relays still counts as a holder for the AskForIntro(in) we sent it (a
         reference in transit, until its Release is back). Found by the simulator at jittered
-        latency (tests/test_d2g_figures.py, C8) and on a 12-process cluster under load, two
+        latency (tests/test_d2g_figures.py, C9) and on a 12-process cluster under load, two
         members out for 1.1 s (ours). A Connect too many is harmless: the twin it makes is
         dropped at a later dequeue, and the degree figures of C6 do not move."""
         if not instance.n:

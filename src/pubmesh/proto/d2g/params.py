@@ -1,4 +1,4 @@
-"""Parameters of the ``d2g`` stack: the ``[stack.d2g]`` table (specs/relay.md §4, §8)."""
+"""Parameters of the ``d2g`` stack: the ``[stack.d2g]`` table (docs/protocols/relay.md §4, §8)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class D2GParams(CliqueParams):
     #: state's, a holder that dropped its relay without a Release) would switch the repair
     #: off for good (ours; the spec probes only relays that should go)
     in_probe_every: float = 20.0
-    #: the slides as written (papers/002 §9.3): no in-link repair, no cap, no rejoin
+    #: the slides as written (Scheideler's lecture §9.3): no in-link repair, no cap, no rejoin
     literal: bool = False
 
     def check(self) -> str | None:

@@ -1,10 +1,11 @@
-"""The gossip stack's protocols: topic publish/subscribe over HyParView + Plumtree (papers/004).
+"""The gossip stack's protocols: topic publish/subscribe over HyParView + Plumtree (Henriques &
+Pamplona).
 
 * :mod:`.params` — the ``[stack.gossip]`` parameters (the papers' defaults);
 * :mod:`.hyparview` — HyParView membership of one topic swarm (DSN 2007 §4), with its messages;
 * :mod:`.plumtree` — Plumtree broadcast over the active view (SRDS 2007 §3), with its messages;
 * :mod:`.node` — :class:`GossipNode`, which composes one HyParView and one Plumtree per topic
-  swarm behind the pub/sub interface (papers/004 §2.2).
+  swarm behind the pub/sub interface (Henriques & Pamplona §2.2).
 """
 
 from pubmesh.proto.gossip.node import GossipNode, SwarmTimer

@@ -1,7 +1,7 @@
 """HyParView: the membership protocol of one topic swarm.
 
 Source: Leitão, Pereira, Rodrigues, *HyParView: a membership protocol for reliable gossip-based
-broadcast* (DSN 2007), §4; parameters from ../shared/specs/gossip.md and papers/004 §2.1.1.
+broadcast* (DSN 2007), §4; parameters from docs/protocols/gossip.md and Henriques & Pamplona §2.1.1.
 
 How it works
 ============
@@ -317,7 +317,8 @@ class JoinSwarm:
 @mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class LeaveSwarm:
-    """Leave the swarm: DISCONNECT every active member (papers/004 §2.1.2 notifies them)."""
+    """Leave the swarm: DISCONNECT every active member (Henriques & Pamplona §2.1.2 notifies
+    them)."""
 
 
 @mypyc_attr(native_class=False)
@@ -876,7 +877,8 @@ class HyParView:
             self._ask_contact(NONE, out)
 
     def _leave(self, out: list[MembershipOutput]) -> None:
-        """Leave the swarm: DISCONNECT every active member (papers/004 §2.1.2 notifies them)."""
+        """Leave the swarm: DISCONNECT every active member (Henriques & Pamplona §2.1.2 notifies
+        them)."""
         for peer in self.active:
             out.append(Send(peer, DisconnectRequest(topic=self.topic)))
             out.append(Disconnect(peer))

@@ -1,12 +1,11 @@
 """The ``gossip`` stack: topic publish/subscribe over HyParView + Plumtree, one swarm per topic.
 
-papers/004 (§2.2, "Peer Sampling Service") keeps track of subscribed topics and creates the
-protocols for each; this module is that layer. Per topic the node runs one
+Henriques & Pamplona (§2.2, "Peer Sampling Service") keeps track of subscribed topics and creates
+the protocols for each; this module is that layer. Per topic the node runs one
 :class:`~pubmesh.proto.gossip.hyparview.HyParView` and one
-:class:`~pubmesh.proto.gossip.plumtree.Plumtree` instance, so payload for a topic reaches only
-that topic's members (../shared/specs/gossip.md, "Topic swarms"). HyParView's
-NeighborUp/NeighborDown events feed Plumtree, which keeps its eager and lazy peers a subset of
-the active view.
+:class:`~pubmesh.proto.gossip.plumtree.Plumtree` instance, so payload for a topic reaches only that
+topic's members (docs/protocols/gossip.md, "Topic swarms"). HyParView's NeighborUp/NeighborDown
+events feed Plumtree, which keeps its eager and lazy peers a subset of the active view.
 
 * **Subscribe(topic)**: join the topic's swarm through the contact (see the swarm discovery
   rule in :mod:`pubmesh.proto.gossip.hyparview`) and deliver its publications from then on.

@@ -1,7 +1,7 @@
 """Parameters of the gossip stack: one ``[stack.gossip]`` table for HyParView and Plumtree.
 
 Defaults are the papers' (HyParView, Leitão et al., DSN 2007, §5; Plumtree, SRDS 2007, §4) and
-the course report's Plumtree timers (papers/004 §4); ../shared/specs/gossip.md lists them.
+the course report's Plumtree timers (Henriques & Pamplona §4); docs/protocols/gossip.md lists them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ class GossipParams:
     """Parameters of the gossip stack, the ``[stack.gossip]`` table of a scenario.
 
     Defaults are the papers' (HyParView §5, Plumtree §4: fanout 4, active 5, passive 30,
-    ARWL 6, PRWL 3, ka 3, kp 4) and the course report's Plumtree timers (papers/004 §4:
+    ARWL 6, PRWL 3, ka 3, kp 4) and the course report's Plumtree timers (Henriques & Pamplona §4:
     timeout1 500 ms, timeout2 100 ms, threshold 10).
     """
 

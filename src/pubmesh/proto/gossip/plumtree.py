@@ -1,8 +1,8 @@
 """Plumtree: epidemic broadcast trees over one topic swarm's HyParView active view.
 
 Source: Leitão, Pereira, Rodrigues, *Epidemic Broadcast Trees* (SRDS 2007), §3 (Algorithm 1
-and 2) and §3.8 (optimization); ../shared/specs/gossip.md; timer handling after the course
-report's fixes (papers/004 §3.4).
+and 2) and §3.8 (optimization); docs/protocols/gossip.md; timer handling after the course
+report's fixes (Henriques & Pamplona §3.4).
 
 How it works
 ============
@@ -189,8 +189,8 @@ class FlushIHave(Timer):
     per peer: per-peer timers, started whenever a peer's queue filled, woke a node process up
     to once per lazy peer and interval (issue 16: a wake-up of a node process costs far more
     than the frame it handles). When and how the lazy queue is emptied is the lazy push
-    policy, which papers/004 leaves unused ("IHave messages immediately after they are
-    created") and specs/gossip.md leaves open ("IHAVE may be batched")."""
+    policy, which Henriques & Pamplona leaves unused ("IHave messages immediately after they are
+    created") and docs/protocols/gossip.md leaves open ("IHAVE may be batched")."""
 
 
 @mypyc_attr(native_class=False)

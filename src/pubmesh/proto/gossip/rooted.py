@@ -77,7 +77,8 @@ outside the tree. A temporary link goes lazy after ``temp_ttl`` seconds, or at o
 PRUNE when a duplicate comes over it, as in Plumtree. A duplicate over a tree link prunes
 nothing, and a PRUNE from a tree neighbour is ignored: the beacons decide the tree.
 
-``tree = "plumtree"`` keeps the paper's behaviour (and the papers/004 scenarios select it).
+``tree = "plumtree"`` keeps the paper's behaviour (and the Henriques & Pamplona scenarios select
+it).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ per node, ~90% of a join-heavy run's events). For each topic swarm the members g
   joined overlay once it has settled;
 * **passive views** (§4.1): ``passive_view`` distinct members, none in the active view and not
   the node itself, drawn uniformly, as shuffles (§4.4) keep them;
-* **Plumtree** (papers/004 §2.1.2 / Plumtree §3): with ``tree = "plumtree"``, every active
+* **Plumtree** (Henriques & Pamplona §2.1.2 / Plumtree §3): with ``tree = "plumtree"``, every active
   member an eager peer, as NeighborUp makes it, no lazy peers yet (the first broadcast's
   duplicates prune the graph to a tree, as after a join); with the rooted tree (the
   default, :mod:`pubmesh.proto.gossip.rooted`), the breadth-first tree its beacons converge

@@ -1,5 +1,5 @@
-"""The relay layer (papers/002 ch. 9 "relay model"; specs/relay.md §2): one per node, below
-the ``clique`` and ``d2g`` stacks and shared by all their topic instances.
+"""The relay layer (Scheideler's lecture ch. 9 "relay model"; docs/protocols/relay.md §2): one per
+node, below the ``clique`` and ``d2g`` stacks and shared by all their topic instances.
 
 How it works
 ============
@@ -15,17 +15,17 @@ itself: the receiver gets a fresh OUT relay pointing at it (spec §2.1, the slid
 created, so no incoming links"). So a node reaches v directly only if v handed out its own IN
 relay (safe introduction), and forwarding someone else's reference lengthens the chain.
 
-**Incoming links** are what makes deletion safe (papers/002 Theorem 9.3 needs the relay graph
-to stay weakly connected). Every relay counts its *holders*: each Ref to it that is sent
-counts one for the sink it is sent towards (that is E_M, a reference in transit), and a
-holder that drops its relay sends ``Release`` (E_L gone). A relay the protocol deletes while
-something still points at it stays as a forwarding *zombie* until its holders reach zero.
-Counts are never below the truth (spec §6): a Release is applied only once every frame the
-holder sent through its relay has arrived (its ``sent`` against our ``recv``), so it never
-overtakes data; a frame for an unknown relay is answered with ``RelayGone`` and its Refs
-released; a holder that is gone (``PeerDown``) is forgotten; an owner whose relay should go but
-still shows holders asks them (``Probe`` / ``HoldCount``), skipping a holder it counted a
-reference towards within ``grace`` (that reference may still be in flight).
+**Incoming links** are what makes deletion safe (Scheideler's lecture Theorem 9.3 needs the relay
+graph to stay weakly connected). Every relay counts its *holders*: each Ref to it that is sent
+counts one for the sink it is sent towards (that is E_M, a reference in transit), and a holder that
+drops its relay sends ``Release`` (E_L gone). A relay the protocol deletes while something still
+points at it stays as a forwarding *zombie* until its holders reach zero. Counts are never below the
+truth (spec §6): a Release is applied only once every frame the holder sent through its relay has
+arrived (its ``sent`` against our ``recv``), so it never overtakes data; a frame for an unknown
+relay is answered with ``RelayGone`` and its Refs released; a holder that is gone (``PeerDown``) is
+forgotten; an owner whose relay should go but still shows holders asks them (``Probe`` /
+``HoldCount``), skipping a holder it counted a reference towards within ``grace`` (that reference
+may still be in flight).
 
 The rule that keeps it correct
 ==============================
@@ -133,7 +133,7 @@ class Relay:
 
     @property
     def incoming(self) -> bool:
-        """Something points at this relay (papers/002: r.incoming)."""
+        """Something points at this relay (Scheideler's lecture: r.incoming)."""
         return any(self.holders.values())
 
     def key_order(self) -> tuple[bool, float, int]:
@@ -247,7 +247,7 @@ class RelayLayer:
 
     # ------------------------------------------------------------------ deleting
     def delete(self, relay: Relay, out: Outcome) -> None:
-        """The protocol forgets ``relay`` (papers/002 "delete r"): collected at once if
+        """The protocol forgets ``relay`` (Scheideler's lecture "delete r"): collected at once if
         nothing points at it, else kept as a forwarding zombie (spec §2.2)."""
         if relay is self.port or self.relays.get(relay.rid) is not relay:
             return

@@ -1,13 +1,13 @@
-"""Wire messages of the relay layer (specs/relay.md §2.3, §8; tags 500–509).
+"""Wire messages of the relay layer (docs/protocols/relay.md §2.3, §8; tags 500–509).
 
 A :class:`Ref` travels inside group messages: a reference to one of the sender's relays (or,
-forwarded, to someone else's). The receiver never keeps the Ref itself; the relay layer turns
-it into a fresh OUT relay pointing at the referenced one (papers/002, "u is newly created, so
-no incoming links"; spec §2.1). The other messages are the layer's own bookkeeping: Release
-(a holder dropped its relay), Probe / HoldCount (an owner asks its holders how many relays
-they still have pointing at its relays), RelayGone (the relay a frame was sent to does not
-exist), SinkFix (a relay's cached sink or ``direct`` claim was wrong) and Adopt (a reference
-reached another process than the one its owner counted it towards).
+forwarded, to someone else's). The receiver never keeps the Ref itself; the relay layer turns it
+into a fresh OUT relay pointing at the referenced one (Scheideler's lecture, "u is newly created, so
+no incoming links"; spec §2.1). The other messages are the layer's own bookkeeping: Release (a
+holder dropped its relay), Probe / HoldCount (an owner asks its holders how many relays they still
+have pointing at its relays), RelayGone (the relay a frame was sent to does not exist), SinkFix (a
+relay's cached sink or ``direct`` claim was wrong) and Adopt (a reference reached another process
+than the one its owner counted it towards).
 """
 
 from __future__ import annotations

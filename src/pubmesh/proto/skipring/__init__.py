@@ -1,5 +1,5 @@
 """The skipring stack's protocols: the supervised skip ring publish/subscribe system of
-papers/000, built to specs/skipring.md.
+Feldmann et al., built to docs/protocols/skipring.md.
 
 * :mod:`.messages`, :mod:`.params` — the wire messages and the ``[stack.skipring]`` table;
 * :mod:`.labels`, :mod:`.ring` — labels and BuildRing/shortcut state per topic (§3);

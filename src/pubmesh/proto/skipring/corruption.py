@@ -1,4 +1,4 @@
-"""Corrupted initial states for BuildSR (papers/000 §1.1, §3.1; DESIGN.md "Invariants").
+"""Corrupted initial states for BuildSR (Feldmann et al. §1.1, §3.1; docs/design.md "Invariants").
 
 Self-stabilization promises convergence "starting from an arbitrary system state". The kinds
 below are the families of arbitrary states the issue asks for; a scenario picks one with
@@ -29,7 +29,7 @@ components        (d) each topic's subscribers split into 2-5 groups, each a leg
 The junk messages (any kind, ``junk_messages`` of them) are random ring, shortcut, supervisor
 and trie messages with random labels and hashes between random nodes, some for topics nobody
 runs. No junk message carries a publication: a publication cannot be told apart from a real
-one, so "junk" publications would be real publications (papers/000 §4.2 counts every
+one, so "junk" publications would be real publications (Feldmann et al. §4.2 counts every
 publication in the system).
 """
 

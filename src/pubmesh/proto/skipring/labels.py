@@ -1,5 +1,5 @@
-"""Labels of the skip ring and the topology SR(n) they induce (papers/000 §2.1, specs/skipring.md
-§1-§2, §6).
+"""Labels of the skip ring and the topology SR(n) they induce (Feldmann et al. §2.1,
+docs/protocols/skipring.md §1-§2, §6).
 
 How it works
 ============
@@ -8,16 +8,16 @@ l moves the leading bit of x's binary representation to the end (l(0) = "0", l(1
 l(2) = "01", l(3) = "11", l(4) = "001", ...). A label b_1...b_k is also a number in [0, 1),
 r(b) = sum b_i 2^-i, and the subscribers sit on a ring in the order of r. Every new label of
 length d+1 lands in the middle of a gap between two labels of length <= d, so the labels are
-always spread evenly and a node's neighbourhood only depends on labels (papers/000 §2.1).
+always spread evenly and a node's neighbourhood only depends on labels (Feldmann et al. §2.1).
 
-The one rule that keeps this module correct: **labels are bit strings, never floats.** A label
-is a Python ``str`` over {"0", "1"}. Every valid label other than "0" ends in "1"
-(specs/skipring.md §1 [D]); for such strings the lexicographic order of the strings *is* the
-order of their r-values (if neither is a prefix of the other, the first differing bit decides
-both orders; if a is a proper prefix of b, b ends in "1" so r(b) > r(a) and also a < b as
-strings). So ``a < b`` compares r-values exactly, at any depth, and arithmetic on r-values
-(the shortcut computation of §3.2.2) is done on integers scaled by a power of two. The
-testbed's ``float`` labels break beyond 24 levels (specs/skipring.md §10.2); these do not.
+The one rule that keeps this module correct: **labels are bit strings, never floats.** A label is a
+Python ``str`` over {"0", "1"}. Every valid label other than "0" ends in "1"
+(docs/protocols/skipring.md §1 [D]); for such strings the lexicographic order of the strings *is*
+the order of their r-values (if neither is a prefix of the other, the first differing bit decides
+both orders; if a is a proper prefix of b, b ends in "1" so r(b) > r(a) and also a < b as strings).
+So ``a < b`` compares r-values exactly, at any depth, and arithmetic on r-values (the shortcut
+computation of §3.2.2) is done on integers scaled by a power of two. The testbed's ``float`` labels
+break beyond 24 levels (docs/protocols/skipring.md §10.2); these do not.
 
 Contents
 --------
@@ -44,7 +44,7 @@ ZERO: Label = "0"
 
 def label(x: int) -> Label:
     """l(x): the binary representation of ``x`` with its leading bit moved to the end
-    (papers/000 §2.1; testbed ``Label.generateLabel``). l(0) = "0", l(1) = "1"."""
+    (Feldmann et al. §2.1; testbed ``Label.generateLabel``). l(0) = "0", l(1) = "1"."""
     if x < 0:
         raise ValueError(f"labels are defined for x >= 0, got {x}")
     if x < 2:
@@ -65,7 +65,7 @@ def is_label(name: object) -> bool:
     """Whether ``name`` is in the image of l: "0", or a bit string that ends in "1".
 
     A stored label outside the image (say "10" or "") is treated as no label at all
-    (specs/skipring.md §10.2)."""
+    (docs/protocols/skipring.md §10.2)."""
     if not isinstance(name, str) or not name:
         return False
     if name == ZERO:
@@ -74,12 +74,12 @@ def is_label(name: object) -> bool:
 
 
 def length(name: Label) -> int:
-    """|label|, the number of bits (papers/000 §2.1): 1 for l(0) and l(1)."""
+    """|label|, the number of bits (Feldmann et al. §2.1): 1 for l(0) and l(1)."""
     return len(name)
 
 
 def r_value(name: Label) -> Fraction:
-    """r(b_1..b_k) = sum b_i 2^-i, exactly (papers/000 §2.1). For display and tests; the
+    """r(b_1..b_k) = sum b_i 2^-i, exactly (Feldmann et al. §2.1). For display and tests; the
     protocol compares labels as strings (see the module docstring)."""
     return Fraction(int(name, 2), 1 << len(name))
 
@@ -96,7 +96,7 @@ def from_fraction(value: Fraction) -> Label:
 
 def ring_length(n: int) -> int:
     """L = ceil(log2 n): the length of the longest label in a legitimate state with n >= 2
-    subscribers (papers/000 §3.2.1; spec §2). 1 for n <= 2."""
+    subscribers (Feldmann et al. §3.2.1; spec §2). 1 for n <= 2."""
     return max(1, (n - 1).bit_length())
 
 
@@ -130,7 +130,7 @@ def _to_label(numerator: int, bits: int) -> Label:
 
 def side_shortcuts(own: Label, neighbour: Label, *, right: bool, wrapped: bool) -> list[Label]:
     """The shortcut labels v = ``own`` computes on one side from its ring neighbour there
-    (papers/000 §3.2.2, testbed ``BuildSON.updateShortcuts``, spec §6).
+    (Feldmann et al. §3.2.2, testbed ``BuildSON.updateShortcuts``, spec §6).
 
     Starting from the neighbour's label ``cur``: while |cur| > |v|, the label
     x = 2 r(cur) - r(v) is the node that was v's neighbour when cur was inserted between them,
@@ -168,8 +168,8 @@ def side_shortcuts(own: Label, neighbour: Label, *, right: bool, wrapped: bool) 
 
 
 class SkipRingTopology:
-    """SR(n): labels l(0..n-1), their ring neighbours and shortcut labels (papers/000 §2.1,
-    specs/skipring.md §2). Pure arithmetic on labels; knows nothing about nodes.
+    """SR(n): labels l(0..n-1), their ring neighbours and shortcut labels (Feldmann et al. §2.1,
+    docs/protocols/skipring.md §2). Pure arithmetic on labels; knows nothing about nodes.
 
     * Ring edges E_R join labels consecutive in r, including the closing edge between the
       largest label and "0".
@@ -207,7 +207,7 @@ class SkipRingTopology:
     def slots(self, name: Label) -> tuple[Label | None, Label | None, Label | None]:
         """(left, right, ring) of the node labelled ``name`` in a legitimate state: the closest
         smaller and larger labels, and the closing edge for the smallest and largest node
-        (papers/000 §2.2; spec §3)."""
+        (Feldmann et al. §2.2; spec §3)."""
         if self.n < 2:
             return None, None, None
         pos = self.position(name)

@@ -1,5 +1,5 @@
-"""The legitimacy predicate of BuildSR and a builder for legitimate states (papers/000 §2.1,
-§3, §5; specs/skipring.md §2, §9).
+"""The legitimacy predicate of BuildSR and a builder for legitimate states (Feldmann et al. §2.1,
+§3, §5; docs/protocols/skipring.md §2, §9).
 
 A state is *legitimate* when, for every topic:
 

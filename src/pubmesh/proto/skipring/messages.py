@@ -1,5 +1,5 @@
 """Messages of the skipring stack (tags 200-299). Every message names its topic: one BuildSR
-instance runs per topic and the topic routes a message to it (papers/000 §4).
+instance runs per topic and the topic routes a message to it (Feldmann et al. §4).
 
 Node references travel explicitly (``node``) together with the label the sender believes that
 node has, as in the paper's model where messages carry references (implicit edges, §1.1); the

@@ -1,6 +1,6 @@
 """The skipring node: which protocol object a node of the stack runs, and who the supervisor is.
 
-Node 0 is the supervisor (the hard-coded gateway of papers/000 §1.1); every other node is a
+Node 0 is the supervisor (the hard-coded gateway of Feldmann et al. §1.1); every other node is a
 subscriber. Per topic, the subscribers build the skip ring SR(n) with the supervisor's help
 (BuildSR, §3), keep every publication ever issued in a Patricia trie that CheckTrie keeps in
 sync (§4.2), and flood new publications over ring edges and shortcuts (§4.3).

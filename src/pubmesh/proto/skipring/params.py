@@ -1,7 +1,8 @@
 """Parameters of the skipring stack: the ``[stack.skipring]`` table of a scenario.
 
-Every field has a default and says where it comes from (papers/000, specs/skipring.md). The
-paper lost its formulas; the spec's recommendations (§10) are the defaults here.
+Every field has a default and says where it comes from (Feldmann et al.,
+docs/protocols/skipring.md). The paper lost its formulas; the spec's recommendations (§10) are the
+defaults here.
 """
 
 from __future__ import annotations
@@ -11,29 +12,29 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SkipRingParams:
-    """Parameters of BuildSR and the publish/subscribe layer on top of it (papers/000)."""
+    """Parameters of BuildSR and the publish/subscribe layer on top of it (Feldmann et al.)."""
 
-    #: Period of every subscriber's Timeout action in seconds (papers/000 §1.1: "an action
+    #: Period of every subscriber's Timeout action in seconds (Feldmann et al. §1.1: "an action
     #: that is executed periodically by each node"). One *timeout interval* (every subscriber
     #: runs Timeout once) is the unit of the paper's "per timeout interval" and of our rounds.
     timeout_interval: float = 1.0
     #: Period of the supervisor's Timeout (round-robin configuration and database repair,
-    #: papers/000 §3.1). The paper fixes no relation to the subscribers' period (spec §10.12,
+    #: Feldmann et al. §3.1). The paper fixes no relation to the subscribers' period (spec §10.12,
     #: free choice); the supervisor sends one configuration per topic per Timeout, so this sets
     #: how fast a corrupted system converges (about one full round-robin sweep) against the
     #: supervisor's steady load (timeout_interval / supervisor_interval messages per topic per
     #: timeout interval in a legitimate state).
     supervisor_interval: float = 0.1
     #: Base b of p(k) = b^-k, the probability that a subscriber with a label of length k asks
-    #: for its configuration in Timeout (action (ii), papers/000 §3.2.1). Spec §5 [R]: 4 keeps
+    #: for its configuration in Timeout (action (ii), Feldmann et al. §3.2.1). Spec §5 [R]: 4 keeps
     #: the expected number of requests per timeout interval below 3/4 for every n.
     request_base: float = 4.0
     #: q, the probability of action (iv): a subscriber whose local state says its label is
-    #: minimal asks for its configuration (papers/000 §3.2.1; spec §5 [R]: 1/2).
+    #: minimal asks for its configuration (Feldmann et al. §3.2.1; spec §5 [R]: 1/2).
     minimal_request_probability: float = 0.5
-    #: Flood new publications over ring edges and shortcuts (PublishNew, papers/000 §4.3).
+    #: Flood new publications over ring edges and shortcuts (PublishNew, Feldmann et al. §4.3).
     flooding: bool = True
-    #: Run the self-stabilizing Patricia-trie exchange (CheckTrie, papers/000 §4.2). Turning it
+    #: Run the self-stabilizing Patricia-trie exchange (CheckTrie, Feldmann et al. §4.2). Turning it
     #: off leaves flooding alone: late subscribers then miss old publications.
     anti_entropy: bool = True
     #: Quiet Timeouts after which a subscriber that got permission to leave releases its topic
@@ -41,7 +42,7 @@ class SkipRingParams:
     release_after: int = 3
     #: A subscriber whose send to a peer failed (the runtime's PeerDown for a failed send; a
     #: subscriber monitors no peer, so it gets no other PeerDown) drops every reference to that
-    #: peer. This is the "eventually correct failure detector" papers/000 §1.1 assumes for
+    #: peer. This is the "eventually correct failure detector" Feldmann et al. §1.1 assumes for
     #: references to crashed nodes; without it a dead reference is handed on by linearization
     #: forever. Set false to keep the failure detector at the supervisor only (§3.3).
     drop_unreachable: bool = True

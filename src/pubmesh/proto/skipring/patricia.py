@@ -1,11 +1,11 @@
-"""The Patricia trie of publications with labels and hashes (papers/000 §4.2, spec §8).
+"""The Patricia trie of publications with labels and hashes (Feldmann et al. §4.2, spec §8).
 
 How it works
 ============
 Every subscriber of a topic stores every publication of the topic in a binary Patricia trie.
 A publication p issued by ``publisher`` is a leaf whose *label* is the key
 h(id(publisher), p) in {0,1}^256, so all leaves have labels of the same length c = 256
-(papers/000 §4.2: "the constant c and the hash function h are known to all subscribers").
+(Feldmann et al. §4.2: "the constant c and the hash function h are known to all subscribers").
 Chains of single-child nodes are compressed, so every inner node has exactly two children, and
 its label is the longest common prefix of its children's labels (possibly the empty word).
 
@@ -16,7 +16,7 @@ hold the same publications (g collision-resistant), which is what lets CheckTrie
 (:mod:`pubmesh.proto.skipring.publications`) compare whole tries by exchanging one
 (label, hash) pair and descend only where they differ.
 
-The one rule that keeps it correct: **publications are never removed** (papers/000 §5,
+The one rule that keeps it correct: **publications are never removed** (Feldmann et al. §5,
 "no publish messages are deleted from the Patricia tries"). Insertion is the only mutation and
 it recomputes the hashes on the path from the new leaf to the root, so every stored hash is
 always the hash of its current subtrie.
@@ -150,7 +150,7 @@ class TrieNode:
 
 
 class PatriciaTrie:
-    """The binary Patricia trie T_v of one subscriber and topic (papers/000 §4.2)."""
+    """The binary Patricia trie T_v of one subscriber and topic (Feldmann et al. §4.2)."""
 
     __slots__ = ("by_label", "root")
 
@@ -216,7 +216,7 @@ class PatriciaTrie:
 
     def minimal_extension(self, label: str) -> TrieNode | None:
         """The node y with minimal |label(y)| such that ``label`` is a proper prefix of
-        label(y) (papers/000 §4.2, case 3), or None."""
+        label(y) (Feldmann et al. §4.2, case 3), or None."""
         node = self.root
         while node is not None:
             here = node.label

@@ -1,5 +1,5 @@
-"""Publications: the self-stabilizing Patricia-trie exchange and flooding (papers/000 §4.2, §4.3;
-specs/skipring.md §8).
+"""Publications: the self-stabilizing Patricia-trie exchange and flooding (Feldmann et al. §4.2,
+§4.3; docs/protocols/skipring.md §8).
 
 How it works
 ============
@@ -26,7 +26,7 @@ Every subscriber stores all publications of a topic in its Patricia trie
 
 The one rule that keeps it correct: **only publications the receiver lacks are inserted, and
 nothing is ever deleted**, so the set of publications a subscriber holds only grows, towards the
-union over the topic (papers/000 §5, Publication Convergence). Each publication is handed to
+union over the topic (Feldmann et al. §5, Publication Convergence). Each publication is handed to
 the application exactly once per subscriber: when it first enters that subscriber's trie.
 """
 

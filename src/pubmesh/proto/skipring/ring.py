@@ -1,5 +1,5 @@
 """One subscriber's BuildSR instance for one topic: the extended BuildRing and the shortcuts
-(papers/000 §2.2, §3.2; specs/skipring.md §3, §5, §6).
+(Feldmann et al. §2.2, §3.2; docs/protocols/skipring.md §3, §5, §6).
 
 How it works
 ============
@@ -11,7 +11,7 @@ orders by r exactly (see :mod:`.labels`), and the node id breaks ties between eq
 which can only exist in corrupted states (spec §10.3: the supervisor's configuration decides
 which one is right; until then the id keeps linearization a total order).
 
-*Linearization* (BuildRing, papers/000 §2.2 after [12]): v keeps the closest node on each side
+*Linearization* (BuildRing, Feldmann et al. §2.2 after [12]): v keeps the closest node on each side
 and *delegates* every other node it learns of to the neighbour on that node's side, so
 references travel towards the place where they belong and the list sorts itself. The
 *extension* is the label check: whenever v introduces itself to a neighbour it says which label
@@ -32,7 +32,7 @@ the ring downwards.
 The one rule that keeps this correct: **a reference is never silently dropped by a node that
 has a label.** It is kept, delegated, or sent back; only ``RemoveConnection`` (from the node
 itself or a node that has left) and a failed send remove it. That preserves weak connectivity,
-which is all the convergence proof needs (papers/000 §5).
+which is all the convergence proof needs (Feldmann et al. §5).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Ref(NamedTuple):
 
 
 class Status(enum.Enum):
-    """Where a topic instance is in its life (papers/000 §4.1)."""
+    """Where a topic instance is in its life (Feldmann et al. §4.1)."""
 
     #: subscribed: takes part in the ring and delivers publications
     ACTIVE = "active"
@@ -298,7 +298,7 @@ class TopicState:
 
     # ------------------------------------------------------------------ BuildRing
     def linearize(self, u: Ref, out: list[Output], direct: bool = False, hops: int = 0) -> None:
-        """Linearize(u) (papers/000 §2.2; testbed ``BuildCycle.linearize``; spec §3).
+        """Linearize(u) (Feldmann et al. §2.2; testbed ``BuildCycle.linearize``; spec §3).
 
         If u is already a list neighbour and its label changed, it is re-sorted with the new
         label. Otherwise, on u's side: adopt u if the slot is empty or u lies between v and the
@@ -552,7 +552,7 @@ class TopicState:
     def receive_configuration(
         self, label: Label, pred: Ref | None, succ: Ref | None, out: list[Output]
     ) -> None:
-        """ReceiveConfiguration(label, pred, succ) (papers/000 §3.1, §3.2.1; testbed
+        """ReceiveConfiguration(label, pred, succ) (Feldmann et al. §3.1, §3.2.1; testbed
         ``BuildCycle.receiveConfiguration``; spec §3, §5).
 
         Action (iii) first: a stored ring neighbour w that lies strictly between the proposed
@@ -615,7 +615,7 @@ class TopicState:
 
     def shortcut_timeout(self, out: list[Output]) -> None:
         """Recompute the shortcut labels and introduce the two level-|label| neighbours to each
-        other (papers/000 §3.2.2; spec §6)."""
+        other (Feldmann et al. §3.2.2; spec §6)."""
         assert self.label is not None
         own = self.label
         left, left_wrapped, right, right_wrapped = self.side_neighbours()

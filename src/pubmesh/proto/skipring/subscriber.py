@@ -1,4 +1,5 @@
-"""A subscriber: one BuildSR instance per topic plus the publication layer (papers/000 §3.2, §4).
+"""A subscriber: one BuildSR instance per topic plus the publication layer (Feldmann et al. §3.2,
+§4).
 
 How it works
 ============
@@ -27,7 +28,7 @@ disconnected without cutting anyone else off (§4.1, Lemma "eventually v gets di
 
 The one rule that keeps it correct: **the supervisor is the only authority on labels.** A
 subscriber takes its label only from a ``Configuration`` sent by the supervisor (whose address
-is hard-coded, papers/000 §1.1), and takes part in a topic only while the application wants it
+is hard-coded, Feldmann et al. §1.1), and takes part in a topic only while the application wants it
 to: a configuration for a topic it does not want is answered with an unsubscribe, so neither a
 corrupted database nor a junk message can keep it in a ring.
 """
@@ -95,7 +96,7 @@ from pubmesh.proto.skipring.ring import (
 
 @dataclass(frozen=True, slots=True)
 class Timeout(Timer):
-    """The subscriber's periodic Timeout action (papers/000 §3.2.1, §4.2)."""
+    """The subscriber's periodic Timeout action (Feldmann et al. §3.2.1, §4.2)."""
 
 
 #: the ring's messages a subscriber gets most (a delegated reference, a check), by exact
@@ -362,7 +363,7 @@ class Subscriber(StackNode):
 
     # ------------------------------------------------------------------ queries
     def monitored_peers(self) -> Iterable[NodeId]:
-        """Nobody: the failure detector lives at the supervisor only (papers/000 §3.3)."""
+        """Nobody: the failure detector lives at the supervisor only (Feldmann et al. §3.3)."""
         return ()
 
     def subscriptions(self) -> Iterable[str]:

@@ -1,5 +1,5 @@
 """The supervisor: the database of (label, subscriber) per topic and its self-stabilizing
-maintenance (papers/000 §3.1, §3.3, §4.1; specs/skipring.md §4, §7).
+maintenance (Feldmann et al. §3.1, §3.3, §4.1; docs/protocols/skipring.md §4, §7).
 
 How it works
 ============
@@ -71,7 +71,8 @@ from pubmesh.proto.skipring.params import SkipRingParams
 
 @dataclass(frozen=True, slots=True)
 class SupervisorTimeout(Timer):
-    """The supervisor's periodic Timeout action: database repair and probes (papers/000 §4.1)."""
+    """The supervisor's periodic Timeout action: database repair and probes (Feldmann et al.
+    §4.1)."""
 
 
 #: l^-1 given to a label outside the image of l: larger than any real index (case (iv)).
@@ -84,7 +85,7 @@ def _index(name: Label) -> int:
 
 def _operation(kind: str, topic: str, node: NodeId, out: list[Output], since: int) -> TraceRecord:
     """The trace record of one subscribe, unsubscribe or crash removal: ``messages`` counts the
-    Send outputs the supervisor produced for it (papers/000 §4.1: 1 for a subscribe, 2 for an
+    Send outputs the supervisor produced for it (Feldmann et al. §4.1: 1 for a subscribe, 2 for an
     unsubscribe in a legitimate state)."""
     messages = sum(1 for output in out[since:] if isinstance(output, Send))
     return TraceRecord(kind, {"topic": topic, "node": node, "messages": messages})
@@ -92,7 +93,7 @@ def _operation(kind: str, topic: str, node: NodeId, out: list[Output], since: in
 
 class TopicDatabase:
     """DB for one topic: a hashmap label -> subscriber, the reverse map, and an index of the
-    labels in r-order (papers/000 §3.1, testbed ``Database``)."""
+    labels in r-order (Feldmann et al. §3.1, testbed ``Database``)."""
 
     __slots__ = ("by_label", "indices", "labels_of", "next", "order", "orphans")
 
@@ -232,7 +233,7 @@ class TopicDatabase:
 
 
 class Supervisor(StackNode):
-    """The supervisor node of the skipring stack (papers/000 §3.1)."""
+    """The supervisor node of the skipring stack (Feldmann et al. §3.1)."""
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)

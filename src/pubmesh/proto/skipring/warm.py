@@ -1,7 +1,7 @@
 """Warm start of the skipring stack: every topic's skip ring SR(n) built by construction.
 
 ``[init] overlay = "warm"`` starts every subscriber subscribed, in the legitimate state of
-papers/000 §3 (Definition 1, the skip ring SR(n)) instead of by subscribe requests to the
+Feldmann et al. §3 (Definition 1, the skip ring SR(n)) instead of by subscribe requests to the
 supervisor: per topic, the members in a random order get the labels l(0) .. l(n−1), their exact
 ring neighbours and shortcuts, and the supervisor's database records exactly them under those
 labels (§3.1, the legitimate database). This is the same construction as the corruption kinds'
