@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,6 +97,64 @@ def test_bad_arguments_are_user_errors() -> None:
         Node(STACK, key="a passphrase of some length")
     with pytest.raises(UserError, match="params"):
         Node(STACK, key=KEY_TEXT, params={"no_such_parameter": 1})
+
+
+#: what the shell and the JSON channel refuse (tests/test_node_shell_content.py), which the
+#: API refuses too, with the same words: (stack, call, the refusal's text)
+REFUSED: list[tuple[str, str, dict[str, Any], str]] = [
+    (
+        "gossip",
+        "subscribe",
+        {"filter": {"price": {"lt": 100}}},
+        "stack gossip is topic-based: filters need a content-based stack such as chord",
+    ),
+    (
+        "gossip",
+        "publish",
+        {"attributes": {"price": 1}},
+        "stack gossip is topic-based: attributes need a content-based stack such as chord",
+    ),
+    (
+        "chord",
+        "subscribe",
+        {"filter": {"price": {"below": 100}}},
+        "subscribe: invalid filter: filter attribute 'price': unknown operator 'below'",
+    ),
+    ("chord", "subscribe", {"filter": [1]}, "filter must be a JSON object"),
+    ("chord", "publish", {"attributes": {"price": [1, 2]}}, 'attribute "price" must be'),
+    ("chord", "publish", {"attributes": {"$topic": "x"}}, "names starting with '$' are reserved"),
+    ("chord", "publish", {"attributes": ["price", 1]}, "attributes must be a JSON object"),
+]
+
+
+def test_the_api_refuses_what_the_shell_refuses() -> None:
+    """A filter on a topic-based stack, an invalid filter or bad attributes are a UserError
+    at the call (gossip used to ignore the filter and deliver everything; chord accepted an
+    invalid one and then delivered nothing), and nothing is subscribed or published."""
+
+    async def main() -> None:
+        async with (
+            Node("gossip", listen="127.0.0.1:0", key=KEY_TEXT) as gossip,
+            Node("chord", listen="127.0.0.1:0", key=KEY_TEXT) as chord,
+        ):
+            nodes = {"gossip": gossip, "chord": chord}
+            for stack, call, arguments, words in REFUSED:
+                node = nodes[stack]
+                with pytest.raises(UserError) as refused:
+                    if call == "subscribe":
+                        await node.subscribe("quotes", **arguments)
+                    else:
+                        await node.publish("quotes", "tick", **arguments)
+                assert words in str(refused.value), (stack, call, arguments, refused.value)
+                assert not node.runtime.subscribed and node.statistics().published == 0
+            # what is valid still works
+            await chord.subscribe("quotes", {"price": {"lt": 100}})
+            receipt = await chord.publish("quotes", "tick", attributes={"price": 99.5})
+            assert receipt.accepted and chord.runtime.subscribed["quotes"][1] == {
+                "price": {"lt": 100}
+            }
+
+    asyncio.run(asyncio.wait_for(main(), 60))
 
 
 def test_the_api_example_runs(tmp_path: Path) -> None:

@@ -39,6 +39,15 @@ ring_size = 10
             "a crash fault needs exactly one of fraction or nodes",
         ),
         (GOOD + '[[faults]]\nat = 1.0\nkind = "crash"\nnodes = [42]\n', "no such node 42"),
+        (
+            GOOD + "[workload.attributes]\nprice = { min = 0, max = 1 }\n",
+            "[workload.attributes]: stack probe is topic-based: attributes need a "
+            "content-based stack such as chord or brokertree",
+        ),
+        (
+            GOOD + "[workload.filters]\nconstraints = 1\n",
+            "[workload.filters]: stack probe is topic-based: filters need a content-based",
+        ),
         (GOOD + '[[faults]]\nat = 1.0\nkind = "churn"\nrate = 1.0\n', "until: must be later"),
         (GOOD + "[network]\nloss = 1.0\n", "[network] loss: must be in [0, 1)"),
         (
@@ -94,7 +103,7 @@ def test_canonical_text_round_trips() -> None:
 
 def test_attributes_and_filters_parse_and_round_trip() -> None:
     s = parse_scenario(
-        GOOD
+        '[run]\nstack = "chord"\nnodes = 10\n'
         + "[workload.attributes]\nsymbol = { values = 20, zipf = 1 }\n"
         + "price = { min = 0, max = 100.0 }\n[workload.filters]\nconstraints = 2\n",
         overrides=["workload.filters.selectivity=0.25"],

@@ -279,6 +279,10 @@ class Node:
 
     # ------------------------------------------------------------------ pub/sub
     async def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> Subscription:
+        """Subscribe to ``topic``, on a content-based stack only to publications whose
+        attributes match ``filter``. Raises :class:`pubmesh.net.runtime.InvalidCommand` (a
+        :class:`UserError`) for a filter on a topic-based stack or an invalid filter, in the
+        words the shell uses, and PermissionError where an ACL forbids it."""
         if topic not in self._subscriptions:
             # first: the runtime may refuse (an ACL's PermissionError) before anything changes
             self.runtime.subscribe(topic, filter)
@@ -316,10 +320,14 @@ class Node:
         (the node's default unless given) waits for it, at most ``timeout`` seconds (None: as
         long as it takes), DROP is refused at once; a refused receipt says why. Raises
         :class:`pubmesh.net.runtime.PublicationTooLarge` (a ValueError) for a publication
-        over :attr:`max_publication` bytes, and PermissionError where an ACL forbids it."""
+        over :attr:`max_publication` bytes, PermissionError where an ACL forbids it, and
+        :class:`pubmesh.net.runtime.InvalidCommand` (a :class:`UserError`) for attributes on a
+        topic-based stack or attributes that are not names to strings or finite numbers, in
+        the words the shell uses."""
         data = payload.encode() if isinstance(payload, str) else bytes(payload)
         mode = self.congestion if congestion is None else _congestion(congestion)
         runtime = self.runtime
+        runtime.check_attributes(attributes)  # refused before any wait for room
         started = time.monotonic()
         if mode is Congestion.BLOCK:
             while runtime.room(topic, data) is not None and not runtime.closed:

@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, get_args, get_origin
 
-from pubmesh.proto.content import FilterError, validate
+from pubmesh.proto.content import attributes_problem, filter_problem
+from pubmesh.proto.content.filters import EXAMPLE_ATTRIBUTES, EXAMPLE_FILTER
 
 __all__ = [
     "Answer",
@@ -108,8 +108,8 @@ def _topic() -> Any:
     return field(metadata={"missing": "{op} needs a topic, e.g. {op} news"})
 
 
-FILTER = '{"symbol": "s3", "price": {"lt": 100}}'
-ATTRIBUTES = '{"symbol": "s3", "price": 99.5}'
+FILTER = EXAMPLE_FILTER
+ATTRIBUTES = EXAMPLE_ATTRIBUTES
 FILTER_EXAMPLE = f"subscribe quotes {FILTER}"
 ATTRIBUTES_EXAMPLE = f"publish quotes tick {ATTRIBUTES}"
 
@@ -152,11 +152,9 @@ class Subscribe(_Command):
     )
 
     def __post_init__(self) -> None:
-        if self.filter is not None:
-            try:
-                validate(self.filter)
-            except (FilterError, TypeError, ValueError) as error:
-                raise ControlError(f"subscribe: invalid filter: {error}") from None
+        problem = None if self.filter is None else filter_problem(self.filter)
+        if problem is not None:
+            raise ControlError(f"subscribe: invalid filter: {problem}")
 
 
 @dataclass(frozen=True)
@@ -186,20 +184,9 @@ class Publish(_Command):
             raise ControlError("publish: pub_id must be an int in [0, 2^63)")
         if self.payload_size is not None and not 0 <= self.payload_size <= MAX_PAYLOAD_SIZE:
             raise ControlError("publish: payload_size must be an int in [0, 1 MiB]")
-        for name, value in (self.attributes or {}).items():
-            if not isinstance(name, str) or name.startswith("$"):
-                raise ControlError(
-                    f"publish: attribute {_json_text(name)}: names starting with '$' are reserved"
-                )
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, str | int | float)
-                or (isinstance(value, float) and not math.isfinite(value))
-            ):
-                raise ControlError(
-                    f"publish: attribute {_json_text(name)} must be a string or a (finite) "
-                    f"number, got {_json_text(value)}"
-                )
+        problem = None if self.attributes is None else attributes_problem(self.attributes)
+        if problem is not None:
+            raise ControlError(f"publish: {problem}")
 
 
 @dataclass(frozen=True)

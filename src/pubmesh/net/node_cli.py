@@ -45,7 +45,7 @@ from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.control import PublishRefused
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
-from pubmesh.net.runtime import NodeRuntime, PublicationTooLarge
+from pubmesh.net.runtime import InvalidCommand, NodeRuntime, PublicationTooLarge
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.net.transport import NetConfig, net_config
 from pubmesh.proto.core import Deliver, NodeId
@@ -643,7 +643,13 @@ class NodeProcess:
             return
         try:
             answer = self.execute(control.parse_line(line))
-        except (control.ControlError, PermissionError, PublicationTooLarge) as error:
+        except (
+            control.ControlError,
+            InvalidCommand,
+            PermissionError,
+            PublicationTooLarge,
+        ) as error:
+            # InvalidCommand: a filter or attributes the node refuses (the API's words too);
             # PermissionError: the ACL does not let this node publish or subscribe there;
             # PublicationTooLarge: over what the cluster's frames carry; PublishRefused: no
             # room now (flow control), the one refusal a publisher may simply retry
@@ -663,8 +669,6 @@ class NodeProcess:
                 runtime.boot(None if contacts is None else list(contacts))
                 return control.Started(t=runtime.wall())
             case control.Subscribe(topic=topic, filter=filter_):
-                if filter_ is not None:
-                    self._need_content_based("filters")
                 subscribed = runtime.subscribed.get(topic)
                 if subscribed is not None and (subscribed[1] or {}) != (filter_ or {}):
                     raise control.ControlError(
@@ -685,8 +689,6 @@ class NodeProcess:
             case control.Publish(
                 topic=topic, pub_id=pub_id, payload_size=size, payload=text, attributes=attrs
             ):
-                if attrs is not None:
-                    self._need_content_based("attributes")
                 if pub_id is not None and runtime.verifier is not None:
                     raise control.ControlError(
                         "publications are signed: the node draws each id, bound to its "
@@ -730,14 +732,6 @@ class NodeProcess:
                 return (
                     control.Quitting() if isinstance(command, control.Quit) else control.Stopping()
                 )
-
-    def _need_content_based(self, what: str) -> None:
-        """Refuse ``what`` (filters, attributes) on a topic-based stack."""
-        spec = self.runtime.spec
-        if not spec.content_based:
-            raise control.ControlError(
-                f"stack {spec.name} is topic-based: {what} need a content-based stack such as chord"
-            )
 
 
 def _neighbors(neighbors: Mapping[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:

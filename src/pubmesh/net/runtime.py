@@ -49,12 +49,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pubmesh.errors import UserError
 from pubmesh.net.acl import Acl
 from pubmesh.net.address import format_id
 from pubmesh.net.identity import Identity, bound_listen, signing_key
 from pubmesh.net.security import ClusterKey
 from pubmesh.net.signing import Signed, Signer, Verifier, carries_payload, credential_of
 from pubmesh.net.transport import NetConfig, Transport, TransportStatistics
+from pubmesh.proto.content.filters import attributes_problem, filter_problem, topic_based
 from pubmesh.proto.core import (
     Command,
     Deliver,
@@ -101,6 +103,13 @@ REJECTIONS_TRACED_PER_SECOND = 50
 #: vectors, tags), the frame header and the signature block with a certificate: a publication
 #: (payload, topic and attributes) may take the rest of a frame (``NetConfig.max_frame``).
 PUBLICATION_HEADROOM = 64 << 10
+
+
+class InvalidCommand(UserError, ValueError):
+    """A subscription or publication the node refuses as given, whoever asks (the API, the
+    shell, the JSON control channel): a filter or attributes on a topic-based stack, an
+    invalid filter, attributes that are not names to strings or numbers. The message says
+    which, in the words every entry point uses."""
 
 
 class PublicationTooLarge(ValueError):
@@ -337,7 +346,13 @@ class NodeRuntime:
 
     # ------------------------------------------------------------------ commands
     def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> None:
-        """Subscribe to ``topic``; a PermissionError if the ACL does not let this node."""
+        """Subscribe to ``topic``; a PermissionError if the ACL does not let this node, an
+        :class:`InvalidCommand` for a filter on a topic-based stack or an invalid filter."""
+        if filter is not None:
+            self._need_content_based("filters")
+            problem = filter_problem(filter)
+            if problem is not None:
+                raise InvalidCommand(f"subscribe: invalid filter: {problem}")
         self._permitted("subscribe", topic)
         if topic not in self.subscribed:
             self.subscribed[topic] = (self.wall(), filter)
@@ -359,7 +374,9 @@ class NodeRuntime:
     ) -> int:
         """Publish ``payload`` on ``topic``; returns the publication id (63 random bits unless
         given; with signed publications always drawn here, bound to this node: a ValueError
-        if one is given)."""
+        if one is given). :class:`InvalidCommand` for attributes on a topic-based stack or
+        attributes that are not names to strings or finite numbers."""
+        self.check_attributes(attributes)
         self._permitted("publish", topic)
         size = len(payload) + len(topic.encode())
         if attributes is not None:
@@ -429,6 +446,7 @@ class NodeRuntime:
         """:meth:`publish` if there is room (:meth:`room`), else a refused receipt, counted.
         This is ``Congestion.DROP``; for BLOCK, :meth:`pubmesh.Node.publish` waits for room
         first (``waited``: how long, for the receipt)."""
+        self.check_attributes(attributes)
         reason = self.room(topic, payload)
         if reason is not None:
             self.refused["no-room"] += 1
@@ -440,6 +458,21 @@ class NodeRuntime:
     def max_publication(self) -> int:
         """Bytes a publication (payload, topic and attributes) may take at most."""
         return self.config.max_frame - PUBLICATION_HEADROOM
+
+    def _need_content_based(self, what: str) -> None:
+        """Refuse ``what`` (filters, attributes) on a topic-based stack: gossip would ignore a
+        filter and deliver everything, the others nothing."""
+        if not self.spec.content_based:
+            raise InvalidCommand(topic_based(self.spec.name, what))
+
+    def check_attributes(self, attributes: Mapping[str, Any] | None) -> None:
+        """Raise :class:`InvalidCommand` for attributes this node would refuse at publish."""
+        if attributes is None:
+            return
+        self._need_content_based("attributes")
+        problem = attributes_problem(attributes)
+        if problem is not None:
+            raise InvalidCommand(f"publish: {problem}")
 
     def _permitted(self, what: str, topic: str) -> None:
         acl = self.acl

@@ -92,6 +92,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from pubmesh.errors import ScenarioError
+from pubmesh.proto.content.filters import topic_based
 from pubmesh.stacks.base import all_stack_names, get_stack
 
 
@@ -330,6 +331,7 @@ def parse_scenario(
             f"{where}: unknown section [{unknown[0]}] (sections: run, network, workload, init, "
             "faults, trace, stack.<name>)"
         )
+    _check_content_tables(data, where)
     sections: dict[str, Any] = {}
     for name, cls in SECTIONS.items():
         table = data.get(name, {})
@@ -492,6 +494,24 @@ def _build(cls: type, table: dict[str, Any], where: str) -> Any:
         if problem:
             raise ScenarioError(f"{where}: {problem}")
     return obj
+
+
+def _check_content_tables(data: dict[str, Any], where: str) -> None:
+    """[workload.attributes] and [workload.filters] on a topic-based stack: refused in the
+    words the API and the shell use (the stack would ignore them)."""
+    run, workload = data.get("run"), data.get("workload")
+    if not isinstance(run, dict) or not isinstance(workload, dict):
+        return
+    stack = run.get("stack")
+    if not isinstance(stack, str) or stack not in all_stack_names():
+        return  # the [run] section's own check names the problem
+    try:
+        content_based = get_stack(stack).content_based
+    except KeyError:
+        return
+    for table in ("attributes", "filters"):
+        if table in workload and not content_based:
+            raise ScenarioError(f"{where}: [workload.{table}]: {topic_based(stack, table)}")
 
 
 def _build_workload(table: dict[str, Any], where: str) -> WorkloadSection:

@@ -124,6 +124,10 @@ __all__ = [
 
 OPERATORS = ("eq", "ne", "lt", "le", "gt", "ge", "prefix", "in")
 TOPIC = "$topic"
+#: examples for error messages (and the shell's help)
+EXAMPLE_FILTER = '{"symbol": "s3", "price": {"lt": 100}}'
+EXAMPLE_ATTRIBUTES = '{"symbol": "s3", "price": 99.5}'
+
 #: At most this many conjunctions per maintenance topic survive the bound (spec §4).
 MAINTENANCE_HULL = 4
 _MAX_CODE_POINT = "\U0010ffff"
@@ -454,6 +458,60 @@ def validate(filter: Mapping[str, Any], *, allow_reserved: bool = False) -> Conj
         assert canonical is not None  # one operator object always has an expression
         items.append((attr, canonical))
     return _conjunction(items)
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as its JSON text, cut to 60 characters (for error messages)."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def topic_based(stack: str, what: str) -> str:
+    """The one line that refuses ``what`` (filters, attributes) on topic-based ``stack``."""
+    return (
+        f"stack {stack} is topic-based: {what} need a content-based stack such as chord or "
+        "brokertree"
+    )
+
+
+def filter_problem(filter: object) -> str | None:
+    """Why ``filter`` cannot be a subscription's filter, in one line; None if it can. The one
+    check every entry point makes (the API, the shell, the JSON control channel, scenario
+    files), so that each refuses the same filters with the same words."""
+    if not isinstance(filter, Mapping):
+        return f"filter must be a JSON object such as {EXAMPLE_FILTER}, got {_json_text(filter)}"
+    try:
+        validate(filter)
+    except (FilterError, TypeError, ValueError, RecursionError) as error:
+        return str(error)
+    return None
+
+
+def attributes_problem(attributes: object) -> str | None:
+    """Why ``attributes`` cannot be a publication's, in one line; None if they can: names are
+    strings not starting with ``$`` (reserved for the stacks' own), values strings or finite
+    numbers (what filters compare)."""
+    if not isinstance(attributes, Mapping):
+        return (
+            f"attributes must be a JSON object such as {EXAMPLE_ATTRIBUTES}, "
+            f"got {_json_text(attributes)}"
+        )
+    for name, value in attributes.items():
+        if not isinstance(name, str) or name.startswith("$"):
+            return f"attribute {_json_text(name)}: names starting with '$' are reserved"
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, str | int | float)
+            or (isinstance(value, float) and not math.isfinite(value))
+        ):
+            return (
+                f"attribute {_json_text(name)} must be a string or a (finite) number, "
+                f"got {_json_text(value)}"
+            )
+    return None
 
 
 def canonical_text(conj: Conjunction) -> str:
