@@ -114,15 +114,6 @@ FILTER_EXAMPLE = f"subscribe quotes {FILTER}"
 ATTRIBUTES_EXAMPLE = f"publish quotes tick {ATTRIBUTES}"
 
 
-def _json_text(value: Any) -> str:
-    """``value`` as its JSON text, cut to 60 characters (for error messages)."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 # --------------------------------------------------------------------------------------------
 # Commands (stdin of the node)
 # --------------------------------------------------------------------------------------------

@@ -460,7 +460,7 @@ def validate(filter: Mapping[str, Any], *, allow_reserved: bool = False) -> Conj
     return _conjunction(items)
 
 
-def _json_text(value: Any) -> str:
+def brief_json(value: Any) -> str:
     """``value`` as its JSON text, cut to 60 characters (for error messages)."""
     try:
         text = json.dumps(value)
@@ -482,7 +482,7 @@ def filter_problem(filter: object) -> str | None:
     check every entry point makes (the API, the shell, the JSON control channel, scenario
     files), so that each refuses the same filters with the same words."""
     if not isinstance(filter, Mapping):
-        return f"filter must be a JSON object such as {EXAMPLE_FILTER}, got {_json_text(filter)}"
+        return f"filter must be a JSON object such as {EXAMPLE_FILTER}, got {brief_json(filter)}"
     try:
         validate(filter)
     except (FilterError, TypeError, ValueError, RecursionError) as error:
@@ -497,19 +497,19 @@ def attributes_problem(attributes: object) -> str | None:
     if not isinstance(attributes, Mapping):
         return (
             f"attributes must be a JSON object such as {EXAMPLE_ATTRIBUTES}, "
-            f"got {_json_text(attributes)}"
+            f"got {brief_json(attributes)}"
         )
     for name, value in attributes.items():
         if not isinstance(name, str) or name.startswith("$"):
-            return f"attribute {_json_text(name)}: names starting with '$' are reserved"
+            return f"attribute {brief_json(name)}: names starting with '$' are reserved"
         if (
             isinstance(value, bool)
             or not isinstance(value, str | int | float)
             or (isinstance(value, float) and not math.isfinite(value))
         ):
             return (
-                f"attribute {_json_text(name)} must be a string or a (finite) number, "
-                f"got {_json_text(value)}"
+                f"attribute {brief_json(name)} must be a string or a (finite) number, "
+                f"got {brief_json(value)}"
             )
     return None
 
