@@ -157,9 +157,13 @@ def test_the_api_refuses_what_the_shell_refuses() -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
-def test_the_api_example_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stack", real_stacks())
+def test_the_api_example_runs_on_every_stack(stack: str, tmp_path: Path) -> None:
+    """examples/api_example.py, as the README runs it, on every stack: brokertree's needs two
+    brokers that know each other (Node.start(boot=False), then boot), skipring's a
+    supervisor (it ended in a TimeoutError traceback on brokertree before)."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "api_example.py"), "--stack", STACK],
+        [sys.executable, str(ROOT / "examples" / "api_example.py"), "--stack", stack],
         capture_output=True,
         text=True,
         timeout=120,
@@ -167,4 +171,34 @@ def test_the_api_example_runs(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("bob got [news]") == 3
+    assert result.stdout.count("bob got [news]") == 3, result.stdout
+
+
+@pytest.mark.parametrize("stack", ["chord", "brokertree"])
+def test_the_content_example_delivers_only_what_each_filter_matches(
+    stack: str, tmp_path: Path
+) -> None:
+    """examples/content_example.py (README §4): of four quotes, bob's filter (s3 under 100)
+    matches two and carol's (every s3) three, and each gets exactly those."""
+    if stack not in real_stacks():
+        pytest.fail(f"{stack} is not in this build: {real_stacks()}")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "content_example.py"), "--stack", stack],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=node_env(),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    got = sorted(line for line in result.stdout.splitlines() if " got " in line)
+    assert got == sorted(
+        [
+            "bob got 's3 at 99.5' {'symbol': 's3', 'price': 99.5}",
+            "bob got 's3 at 7.25' {'symbol': 's3', 'price': 7.25}",
+            "carol got 's3 at 99.5' {'symbol': 's3', 'price': 99.5}",
+            "carol got 's3 at 120.0' {'symbol': 's3', 'price': 120.0}",
+            "carol got 's3 at 7.25' {'symbol': 's3', 'price': 7.25}",
+        ]
+    ), result.stdout
+    assert "bob: 2 deliveries" in result.stdout and "carol: 3 deliveries" in result.stdout

@@ -8,7 +8,7 @@ traces into metrics on Spark.
 
 __version__ = "0.1.0"
 
-__all__ = ["Congestion", "Lagged", "Node", "Receipt", "__version__"]
+__all__ = ["Congestion", "Lagged", "Node", "Receipt", "UserError", "__version__"]
 
 #: the application API's names (pubmesh.api)
 _API = frozenset({"Congestion", "Lagged", "Node", "Receipt"})
@@ -17,6 +17,10 @@ _API = frozenset({"Congestion", "Lagged", "Node", "Receipt"})
 def __getattr__(name: str) -> object:
     # `pubmesh.Node` is the application API (pubmesh.api); import it on first use so that the
     # simulator and the analysis do not pay for asyncio networking they do not use.
+    if name == "UserError":  # what every entry point raises for input it refuses
+        from pubmesh.errors import UserError
+
+        return UserError
     if name in _API:
         import pubmesh.api
 

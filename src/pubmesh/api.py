@@ -183,10 +183,7 @@ class Node:
             raise UserError(f"stack: {error.args[0]}") from None
         if isinstance(listen, str):
             listen = parse_hostport(listen, what="listen", allow_port_zero=True)
-        contacts: list[NodeId] = []
-        for text in [contact] if isinstance(contact, str) else list(contact or []):
-            host, port = parse_hostport(text, what="contact")
-            contacts.append(node_id(host, port))
+        contacts = _contacts(contact)
         if isinstance(params, Mapping):
             try:
                 params = dataclasses.replace(spec.params_type(), **dict(params))
@@ -220,8 +217,14 @@ class Node:
         self._metrics: MetricsServer | None = None
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> Node:
-        await self.runtime.start()
+    async def start(self, *, boot: bool = True) -> Node:
+        """Listen and join the cluster. With ``boot=False`` the node listens (its
+        :attr:`address` is known) and joins only at :meth:`boot`: brokers of a broker tree
+        must each be given every broker's address, their own included, which ``listen`` port 0
+        gives only once listening. Raises a :class:`UserError` when the stack cannot work with
+        the role and contacts given (a broker tree of one broker, a skipring subscriber
+        without a supervisor)."""
+        await self.runtime.start(boot=boot)
         if self._metrics_at is not None:
             from pubmesh.net.metrics import MetricsServer  # prometheus-client: only when asked
 
@@ -233,6 +236,11 @@ class Node:
                 raise
             self._metrics = server
         return self
+
+    def boot(self, contact: str | Sequence[str] | None = None) -> None:
+        """Join the cluster, through ``contact`` if given (else the constructor's), after
+        ``start(boot=False)``. A :class:`UserError` as :meth:`start` says."""
+        self.runtime.boot(None if contact is None else _contacts(contact))
 
     @property
     def metrics(self) -> str | None:
@@ -378,6 +386,15 @@ class Node:
         return {
             topic: [format_id(n) for n in ids] for topic, ids in self.runtime.neighbors().items()
         }
+
+
+def _contacts(contact: str | Sequence[str] | None) -> list[NodeId]:
+    """Node ids of ``contact`` (one ``HOST:PORT`` or several)."""
+    contacts: list[NodeId] = []
+    for text in [contact] if isinstance(contact, str) else list(contact or []):
+        host, port = parse_hostport(text, what="contact")
+        contacts.append(node_id(host, port))
+    return contacts
 
 
 def _congestion(value: Congestion | str) -> Congestion:

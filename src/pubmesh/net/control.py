@@ -377,7 +377,8 @@ class Delivered(_Event):
 
 @dataclass(frozen=True)
 class NetEvent(_Event):
-    """A transport event (``kind`` starts with ``net.``), e.g. a refused connection."""
+    """A transport event (``kind`` starts with ``net.``), e.g. a refused connection, or a
+    stack's ``miswired`` (a peer started with a configuration that cannot work with ours)."""
 
     EVENT: ClassVar[str] = "net"
     kind: str

@@ -45,7 +45,7 @@ from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.control import PublishRefused
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
-from pubmesh.net.runtime import InvalidCommand, NodeRuntime, PublicationTooLarge
+from pubmesh.net.runtime import MISWIRED, InvalidCommand, NodeRuntime, PublicationTooLarge
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.net.transport import NetConfig, net_config
 from pubmesh.proto.core import Deliver, NodeId
@@ -630,6 +630,13 @@ class NodeProcess:
     def _on_event(self, kind: str, detail: Any) -> None:
         if kind == "net.trace-error" and not self.shell:
             print(f"pubmesh: {detail['error']}", file=sys.stderr, flush=True)
+        if kind == MISWIRED:
+            line = f"{format_id(detail['peer'])}: {detail['problem']}"
+            if self.shell:
+                self.say(f"\n(miswired: {line})")
+            else:
+                print(f"pubmesh: {line}", file=sys.stderr, flush=True)
+                self.emit(control.NetEvent(kind=kind, detail=detail, t=self.runtime.wall()))
         if kind.startswith("net."):
             if self.shell:
                 self.say(f"\n({kind}: {json.dumps(detail, default=str)})", droppable=True)

@@ -89,6 +89,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pubmesh.net")
 
+#: the trace record a stack emits, once per peer, for a peer started with a configuration
+#: that cannot work with this node's (detail: ``peer``, ``problem``); shown as one line
+MISWIRED = "miswired"
+
 DeliveryCallback = Callable[[Deliver, float], None]
 EventCallback = Callable[[str, Mapping[str, Any]], None]
 
@@ -304,15 +308,24 @@ class NodeRuntime:
         self.started = True
         self._housekeeping = loop.call_later(0.5, self._housekeep)
         if boot:
-            self.boot()
+            try:
+                self.boot()
+            except InvalidCommand:
+                await self.close()
+                raise
 
     def boot(self, contacts: Sequence[NodeId] | None = None) -> None:
-        """Hand the protocol its Start command (once)."""
+        """Hand the protocol its Start command (once); :class:`InvalidCommand` if the stack
+        says this role cannot work with these contacts (``StackSpec.start_problem``)."""
         if self.booted:
             return
-        self.booted = True
         if contacts is not None:
             self.contacts = tuple(contacts)
+        check = self.spec.start_problem
+        problem = None if check is None else check(self.role, self.contacts, self.node_id)
+        if problem is not None:
+            raise InvalidCommand(f"{self.spec.name}: {problem}")
+        self.booted = True
         self.dispatch(Start(self.contacts, wall=self.wall(0.0)))
         early, self._early = self._early, []
         for event in early:
@@ -569,6 +582,10 @@ class NodeRuntime:
                     self._loop.call_soon(self._release_peers)
             elif cls is TraceRecord:
                 assert isinstance(out, TraceRecord)
+                if out.kind == MISWIRED:
+                    # a stack found a peer started with a configuration that cannot work with
+                    # ours (brokertree: another broker list): an operator's mistake, said once
+                    log.error("%s: %s", format_id(out.detail["peer"]), out.detail["problem"])
                 if self.trace is not None:
                     self.trace.event(self.wall(now), out.kind, out.detail)
                 for callback in self.event_callbacks:

@@ -69,6 +69,11 @@ class StackSpec:
     #: Metric columns (trace-analysis names) that only this stack fills, shown in reports when a
     #: run of the stack is present (e.g. ``convergence_time`` for self-stabilizing stacks).
     extra_metrics: tuple[str, ...] = ()
+    #: Why a node of ``role`` with these ``contacts`` (its own id ``me``) cannot work, in one
+    #: line a person can act on; None if it can. The network runtime asks before Start, and a
+    #: node that cannot work says so and stops (the CLI exits 2, the API raises a UserError)
+    #: instead of retrying for ever or waiting without a word. None: every start works.
+    start_problem: Callable[[str, tuple[NodeId, ...], NodeId], str | None] | None = None
 
     def role_of(self, layer: str, payload: bool) -> str:
         """``payload``, ``repair`` or ``maintenance`` for a message of ``layer``."""

@@ -22,6 +22,26 @@ def infrastructure(n: int, params: Any) -> dict[NodeId, str]:
     return {b: "broker" for b in range(broker_count(n, params))}
 
 
+def start_problem(role: str, brokers: tuple[NodeId, ...], me: NodeId) -> str | None:
+    """Every node is given the brokers, the same list in the same order (spec §2): at least
+    two distinct ones (a tree of one broker has no edge to bypass a failure over), and a
+    broker finds itself among them."""
+    if len(brokers) < 2:
+        return (
+            f"a broker tree needs at least 2 brokers, got {len(brokers)}: give every broker "
+            "and client the list of brokers, the same list in the same order (pubmesh node "
+            "--contact B1 --contact B2 ..., Node(contact=[...]))"
+        )
+    if len(set(brokers)) != len(brokers):
+        return "the broker list names a broker twice: give each broker once, in one order"
+    if role == "broker" and me not in brokers:
+        return (
+            "this broker is not in the broker list it was given: list every broker, itself "
+            "included, in the same order on every node"
+        )
+    return None
+
+
 def contacts(n: int, params: Any) -> tuple[NodeId, ...]:
     """Every node is told the brokers, in ordinal order: the generator's input (spec §2)."""
     return tuple(range(broker_count(n, params)))
@@ -35,6 +55,7 @@ SPEC = register(
         infrastructure=infrastructure,
         contacts=contacts,
         content_based=True,
+        start_problem=start_problem,
         demo_scenario="brokertree_demo.toml",
         extra_metrics=("stalls", "tagged", "safety_drops"),
         description=(

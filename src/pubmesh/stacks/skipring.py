@@ -5,12 +5,25 @@ docs/protocols/skipring.md. The protocols and the node live in :mod:`pubmesh.pro
 
 from __future__ import annotations
 
+from pubmesh.proto.core import NodeId
 from pubmesh.proto.skipring.corruption import KINDS, corrupt
 from pubmesh.proto.skipring.legitimacy import is_legitimate
 from pubmesh.proto.skipring.node import contacts, create, infrastructure
 from pubmesh.proto.skipring.params import SkipRingParams
 from pubmesh.proto.skipring.warm import warm_start
 from pubmesh.stacks.base import StackSpec, register
+
+
+def start_problem(role: str, contacts: tuple[NodeId, ...], me: NodeId) -> str | None:
+    """A subscriber learns everything through the supervisor (Feldmann et al. §3): without
+    one it retried an unset address every second and never joined."""
+    if role != "supervisor" and not contacts:
+        return (
+            "a subscriber needs its supervisor: give the address of a node started with "
+            "--role supervisor (pubmesh node --contact HOST:PORT, Node(contact=...))"
+        )
+    return None
+
 
 SPEC = register(
     StackSpec(
@@ -32,6 +45,7 @@ SPEC = register(
         repair_layers=("publish",),
         non_overlay_layers=("supervisor",),
         timeout_param="timeout_interval",
+        start_problem=start_problem,
         extra_metrics=(
             "history_reliability",
             "convergence_time",

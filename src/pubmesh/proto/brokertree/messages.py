@@ -30,13 +30,22 @@ class Hello(Message):
     acceptor (0: none). Over non-FIFO links a Hello that lost a simultaneous dial (spec §12.1:
     the lower id's dial is kept) can arrive after the winning session opened, and so can the
     Hello of a peer that ended that session (a suspicion) and dials again; only the second
-    names the open session in ``after``, and only it may replace the session."""
+    names the open session in ``after``, and only it may replace the session.
+
+    ``wiring`` is ours too: a digest of the broker list, in its order, and of the parameters
+    that shape the tree (:func:`pubmesh.proto.brokertree.topology.wiring`). Every node
+    computes the same tree from them (spec §2); a node started with another list or another
+    δ computes another tree and, unchecked, never received a thing while nobody said why.
+    A Hello whose wiring differs from the acceptor's is answered with a HelloAck carrying the
+    acceptor's, and opens nothing: both sides report the mismatch and treat the other as
+    failed."""
 
     sid: int
     n: int
     epoch: float
     kind: str
     after: int
+    wiring: int
 
 
 register_message(Hello, 400, layer=CTL)
@@ -45,12 +54,13 @@ register_message(Hello, 400, layer=CTL)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HelloAck(Message):
     """Accepts session ``sid`` (frame 0 of the acceptor's direction), with the acceptor's
-    ``epoch`` and ``kind``."""
+    ``epoch``, ``kind`` and ``wiring`` (a different wiring: refused, see :class:`Hello`)."""
 
     sid: int
     n: int
     epoch: float
     kind: str
+    wiring: int
 
 
 register_message(HelloAck, 401, layer=CTL)

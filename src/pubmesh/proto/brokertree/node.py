@@ -141,8 +141,9 @@ from pubmesh.proto.brokertree.messages import (
 )
 from pubmesh.proto.brokertree.params import BrokerTreeParams
 from pubmesh.proto.brokertree.seqvect import HighSeq, legitimate, shifted
-from pubmesh.proto.brokertree.session import Down, Sessions, Up
+from pubmesh.proto.brokertree.session import Down, Miswired, Sessions, Up
 from pubmesh.proto.brokertree.table import SubscriptionTable, SubTuple
+from pubmesh.proto.brokertree.topology import wiring
 from pubmesh.proto.brokertree.view import View
 from pubmesh.proto.content import (
     Conjunction,
@@ -325,6 +326,8 @@ class BrokerTreeNode(StackNode):
         self.kind = BROKER if ctx.role == BROKER else CLIENT
         self.view: View | None = None
         self.sessions: Sessions | None = None
+        #: the digest of the broker list and tree parameters (topology.wiring), set at Start
+        self.wiring = 0
         self.epoch = 0.0
         self.started = 0.0
         self.k = 0
@@ -445,6 +448,7 @@ class BrokerTreeNode(StackNode):
         self.epoch = float(epoch)
         self.started = now
         p = self.params
+        self.wiring = wiring(self.params, brokers)
         self.sessions = Sessions(
             self.node_id,
             self.epoch,
@@ -452,6 +456,7 @@ class BrokerTreeNode(StackNode):
             hb=p.hb,
             hb_period=p.hb_period,
             fd_timeout=p.fd_timeout,
+            wiring=self.wiring,
         )
         self.state = RUNNING
         self.life += 1
@@ -524,10 +529,29 @@ class BrokerTreeNode(StackNode):
         self._topology_changed = True
         self._all_dirty = True
 
-    def _session_event(self, ev: Up | Down, now: float, out: list[Output]) -> None:
+    def _session_event(self, ev: Up | Down | Miswired, now: float, out: list[Output]) -> None:
         view = self.view
         assert view is not None
         match ev:
+            case Miswired(peer=peer, wiring=theirs):
+                # said once per peer, for the operator of either side (the runtime shows a
+                # "miswired" record as one line; pubmesh.net.node_cli)
+                role = "broker" if view.is_broker(peer) else "client"
+                out.append(
+                    TraceRecord(
+                        "miswired",
+                        {
+                            "peer": peer,
+                            "problem": (
+                                f"a {role} with a broker list or tree other than this "
+                                f"node's (its wiring {theirs:016x}, ours "
+                                f"{self.wiring:016x}): every broker and client must list the "
+                                "same brokers in the same order, with the same "
+                                "[stack.brokertree] delta, layout and topology parameters"
+                            ),
+                        },
+                    )
+                )
             case Up(peer=peer, epoch=epoch):
                 self.down.discard(peer)
                 known = self.peer_epochs.get(peer)

@@ -58,13 +58,23 @@ class Down:
     """Session with ``peer`` ended: ``reason`` is "silent" (no frame for fd_timeout), "gap"
     (a missing frame for fd_timeout), "handshake" (no HelloAck in time), "reset", "restarted"
     (the peer came back as a new incarnation), "redialed" (the peer ended it and dialed again)
-    or "down" (the runtime said so)."""
+    "down" (the runtime said so) or "miswired" (another broker list: :class:`Miswired`)."""
 
     peer: NodeId
     reason: str
 
 
-Event = Up | Down
+@dataclass(frozen=True, slots=True)
+class Miswired:
+    """``peer`` was started with another broker list or tree parameters (its ``wiring``
+    differs from ours, :class:`pubmesh.proto.brokertree.messages.Hello`): no session opens,
+    and it is not dialed again."""
+
+    peer: NodeId
+    wiring: int
+
+
+Event = Up | Down | Miswired
 
 
 @dataclass(slots=True)
@@ -88,11 +98,22 @@ class Sessions:
     events for the node, and never block; ``tick`` is called every ``hb_period``."""
 
     def __init__(
-        self, me: NodeId, epoch: float, kind: str, *, hb: bool, hb_period: float, fd_timeout: float
+        self,
+        me: NodeId,
+        epoch: float,
+        kind: str,
+        *,
+        hb: bool,
+        hb_period: float,
+        fd_timeout: float,
+        wiring: int = 0,
     ) -> None:
         self.me = me
         self.epoch = epoch
         self.kind = kind
+        self.wiring = wiring
+        #: peers whose wiring differs from ours, never dialed again
+        self.miswired: dict[NodeId, int] = {}
         self.hb = hb
         self.hb_period = hb_period
         self.fd_timeout = fd_timeout
@@ -124,7 +145,7 @@ class Sessions:
     # ------------------------------------------------------------------ sending
     def connect(self, peer: NodeId, now: float) -> list[Send]:
         """Dial ``peer`` unless a session with it is open or opening."""
-        if peer in self._by_peer or peer == self.me:
+        if peer in self._by_peer or peer == self.me or peer in self.miswired:
             return []
         self._dials += 1
         digest = hashlib.sha256(f"{self.me}:{self.epoch!r}:{self._dials}".encode()).digest()
@@ -133,7 +154,9 @@ class Sessions:
         self._by_peer[peer] = s
         after = self._last_sid.get(peer, 0)
         self._last_sid[peer] = sid
-        hello = Hello(sid=sid, n=0, epoch=self.epoch, kind=self.kind, after=after)
+        hello = Hello(
+            sid=sid, n=0, epoch=self.epoch, kind=self.kind, after=after, wiring=self.wiring
+        )
         return [Send(peer, hello)]
 
     def send(self, peer: NodeId, make: Callable[[int, int], Message], now: float) -> Send:
@@ -179,6 +202,10 @@ class Sessions:
         while s.in_next in s.held:
             frame, _ = s.held.pop(s.in_next)
             s.in_next += 1
+            if isinstance(frame, HelloAck) and frame.wiring != self.wiring:
+                del self._by_peer[src]
+                self.miswired[src] = frame.wiring
+                return [], [Miswired(src, frame.wiring), Down(src, "miswired")], []
             if isinstance(frame, HelloAck):
                 s.is_open = True
                 s.peer_epoch, s.peer_kind = frame.epoch, frame.kind
@@ -191,6 +218,15 @@ class Sessions:
         self, src: NodeId, hello: Hello, now: float
     ) -> tuple[list[Message], list[Event], list[Send]]:
         events: list[Event] = []
+        if hello.wiring != self.wiring:
+            refusal = HelloAck(
+                sid=hello.sid, n=0, epoch=self.epoch, kind=self.kind, wiring=self.wiring
+            )
+            first = src not in self.miswired
+            self.miswired[src] = hello.wiring
+            self._by_peer.pop(src, None)
+            events = [Miswired(src, hello.wiring), Down(src, "miswired")] if first else []
+            return [], events, [Send(src, refusal)]
         s = self._by_peer.get(src)
         if s is not None:
             if s.sid == hello.sid:
@@ -215,7 +251,7 @@ class Sessions:
         self._by_peer[src] = s
         self._last_sid[src] = hello.sid
         events.append(Up(src, hello.epoch, hello.kind, dialed=False))
-        ack = HelloAck(sid=hello.sid, n=0, epoch=self.epoch, kind=self.kind)
+        ack = HelloAck(sid=hello.sid, n=0, epoch=self.epoch, kind=self.kind, wiring=self.wiring)
         return [], events, [Send(src, ack)]
 
     # ------------------------------------------------------------------ time and failures

@@ -39,6 +39,24 @@ from pubmesh.proto.core import NodeId
 BROKER, CLIENT = "broker", "client"
 
 
+def wiring(params: BrokerTreeParams, brokers: tuple[NodeId, ...]) -> int:
+    """A 64-bit digest of what every node must agree on to compute the same tree (spec §2):
+    the broker list in its order and the parameters that shape the tree. Sessions exchange it
+    in Hello and HelloAck and refuse a mismatch (ours)."""
+    shape = (
+        tuple(brokers),
+        params.brokers,
+        params.delta,
+        params.layout,
+        params.core_fanout,
+        params.max_degree,
+        params.attach,
+        params.topology_seed,
+    )
+    digest = hashlib.sha256(f"pubmesh:brokertree:wiring:{shape!r}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
 def _client_random(topology_seed: int, node: NodeId) -> random.Random:
     digest = hashlib.sha256(f"pubmesh:brokertree:{topology_seed}:{node}".encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
