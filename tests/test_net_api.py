@@ -157,20 +157,22 @@ def test_the_api_refuses_what_the_shell_refuses() -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
 
 
+def run_example(name: str, stack: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python examples/NAME --stack STACK`` as the README runs it; it must exit 0."""
+    command = [sys.executable, str(ROOT / "examples" / name), "--stack", stack]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, env=node_env(), cwd=cwd
+    )
+    assert result.returncode == 0, f"{' '.join(command)}:\n{result.stderr}"
+    return result
+
+
 @pytest.mark.parametrize("stack", real_stacks())
 def test_the_api_example_runs_on_every_stack(stack: str, tmp_path: Path) -> None:
     """examples/api_example.py, as the README runs it, on every stack: brokertree's needs two
     brokers that know each other (Node.start(boot=False), then boot), skipring's a
     supervisor (it ended in a TimeoutError traceback on brokertree before)."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "api_example.py"), "--stack", stack],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=node_env(),
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_example("api_example.py", stack, tmp_path)
     assert result.stdout.count("bob got [news]") == 3, result.stdout
 
 
@@ -182,15 +184,7 @@ def test_the_content_example_delivers_only_what_each_filter_matches(
     matches two and carol's (every s3) three, and each gets exactly those."""
     if stack not in real_stacks():
         pytest.fail(f"{stack} is not in this build: {real_stacks()}")
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "content_example.py"), "--stack", stack],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=node_env(),
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_example("content_example.py", stack, tmp_path)
     got = sorted(line for line in result.stdout.splitlines() if " got " in line)
     assert got == sorted(
         [

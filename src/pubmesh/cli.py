@@ -42,12 +42,14 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from pubmesh.sim.runner import SimulationStopped, leave_to_exit, run_scenario
-    from pubmesh.sim.scenario import load_scenario
+    from pubmesh.sim.scenario import load_scenario, timing_warnings
 
     overrides = list(args.set or [])
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
     scenario = load_scenario(args.scenario, overrides)
+    for line in timing_warnings(scenario):
+        print(f"pubmesh: warning: {line}", file=sys.stderr)
     out = Path(args.out) if args.out else Path("runs") / f"{scenario.name}-s{scenario.run.seed}"
     console = Console(stderr=False)
     try:

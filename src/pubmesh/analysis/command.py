@@ -81,7 +81,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         f"{len(grid.points)} grid points × {len(grid.seeds)} seeds = {len(grid.tasks)} "
         f"simulations, as Spark tasks"
     )
-    for line in grid.warnings:  # a swept parameter that changes nothing (still run: say so)
+    # a swept parameter that changes nothing, a fault after the last publication (still
+    # run: say so)
+    for line in [*grid.warnings, *grid.timing]:
         console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
     spark = get_session(args.master)
     sweep = run_sweep(

@@ -107,6 +107,8 @@ class Grid:
     tasks: list[Task] = field(default_factory=list)
     #: one line per swept parameter that changes nothing (:func:`inert_warnings`)
     warnings: list[str] = field(default_factory=list)
+    #: the points' timing mistakes, each line once (:func:`pubmesh.sim.scenario.timing_warnings`)
+    timing: list[str] = field(default_factory=list)
 
 
 def _toml_literal(value: Any) -> str:
@@ -120,7 +122,7 @@ def _toml_literal(value: Any) -> str:
 
 def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
     """Read and check a grid file; every (point, seed) scenario is validated here."""
-    from pubmesh.sim.scenario import Scenario, load_scenario
+    from pubmesh.sim.scenario import Scenario, load_scenario, timing_warnings
 
     path = Path(path)
     try:
@@ -198,6 +200,7 @@ def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
             )
     grid_ = Grid(path, parameters, points, list(raw_seeds), tasks)
     grid_.warnings = inert_warnings(grid_, firsts)
+    grid_.timing = list(dict.fromkeys(line for s in firsts for line in timing_warnings(s)))
     return grid_
 
 

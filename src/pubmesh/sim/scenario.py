@@ -398,6 +398,40 @@ def parse_scenario(
     return dataclasses.replace(scenario, text=dump_toml(canonical))
 
 
+#: fault kinds whose effect on deliveries needs publications after them (a heal or a
+#: recovery restores what an earlier fault took; it is not itself the experiment)
+DISRUPTIVE = ("crash", "leave", "partition", "churn")
+
+
+def timing_warnings(scenario: Scenario) -> list[str]:
+    """One line per part of the scenario that its timing makes meaningless: publishing that
+    starts at or after the run's end, and a fault after the last publication (it changes no
+    delivery: the run then reports every publication delivered, whatever the fault did;
+    not for a stack with a legitimacy predicate, whose convergence measures a late fault).
+    ``pubmesh sim``, ``cluster`` and ``sweep`` print them; the run still goes as written."""
+    workload, run = scenario.workload, scenario.run
+    where = scenario.source
+    if workload.publications <= 0:
+        return []
+    if workload.publish_start >= run.duration:
+        return [
+            f"{where}: [workload] publish_start = {workload.publish_start:g} s is at or past "
+            f"the run's end ([run] duration = {run.duration:g} s): no publication is made"
+        ]
+    if get_stack(run.stack).is_legitimate is not None:
+        return []  # a late fault is measured by the overlay's convergence (convergence_time)
+    last = workload.publish_start + (workload.publications - 1) / workload.publish_rate
+    lines = []
+    for number, fault in enumerate(scenario.faults, 1):
+        if fault.kind in DISRUPTIVE and fault.at > last:
+            lines.append(
+                f"{where}: [[faults]] #{number} ({fault.kind} at {fault.at:g} s) comes after "
+                f"the last publication ({last:.2f} s): it changes no delivery; publish for "
+                "longer (workload.publications, publish_rate) or fault earlier"
+            )
+    return lines
+
+
 def inert_parameters(scenario: Scenario) -> dict[str, str]:
     """Override keys (``section.key``) whose value this scenario never reads, each with the
     reason: the workload's and the stack's (a stack's params class may say which of its own

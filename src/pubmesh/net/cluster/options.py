@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
+import sys
 import time
 import tomllib
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from pubmesh.errors import ScenarioError, UserError
 from pubmesh.net.security import KEY_ENV, ClusterKey, load_key
 from pubmesh.net.transport import net_config
 from pubmesh.net.workload import WorkloadPlan, plan
-from pubmesh.sim.scenario import Scenario, _apply_override, parse_scenario
+from pubmesh.sim.scenario import Scenario, _apply_override, parse_scenario, timing_warnings
 from pubmesh.stacks.base import get_stack
 
 DESCRIPTION = """\
@@ -50,8 +52,10 @@ private address; nodes fill the namespaces in blocks (12 over 3: 0-3, 4-7, 8-11)
 partition fault with groups = [[0, 1, 2, 3, 4, 5, 6, 7]] then cuts the links between
 namespaces 0-1 and 2 for real until a heal fault restores them.
 
-Without a workload file: one topic, every node subscribed, 100 publications of 100 bytes
-at 20 per second from t = 2 s.
+Without a workload file: one topic, every node subscribed, publications of 100 bytes at 20
+per second from t = 2 s for as long as the run lasts: until 3 s before the end of
+--duration, else until 3 s after the last --kill, else 100 of them. A fault after the last
+publication (a workload file's) is warned about in one line: it would change no delivery.
 
 A live table shows each node's neighbours and deliveries. Ctrl-C stops every node."""
 
@@ -314,6 +318,10 @@ def build_scenario(
     Everything is applied to the parsed data (``--set`` after ``--stack``/``--nodes``, so it
     can change them; ``--seed`` and ``--duration`` last, so they win), then written once."""
     data, source, name = _read_workload(workload_file)
+    default_workload = workload_file is None and not any(
+        s.split("=", 1)[0].strip() in ("workload.publications", "workload.publish_rate")
+        for s in settings or []
+    )
     if kills:
         faults = data.setdefault("faults", [])
         if not isinstance(faults, list):
@@ -328,6 +336,8 @@ def build_scenario(
     if seed is not None:
         run["seed"] = seed
     run.setdefault("name", name)
+    if default_workload:
+        _span_publications(data, source, duration)
     if duration is None and "duration" not in run:
         # the default duration needs the validated workload: read it once without one
         probe = parse_scenario(tomlio.dumps(data), source=source)
@@ -340,6 +350,23 @@ def build_scenario(
             raise UserError(f"--duration {duration}: must be > 0 seconds")
         run["duration"] = float(duration)
     return parse_scenario(tomlio.dumps(data), source=source)
+
+
+def _span_publications(data: dict[str, Any], source: str, duration: float | None) -> None:
+    """The default workload publishes for as long as the run lasts: until DRAIN_SECONDS
+    before the end of ``duration``, else until DRAIN_SECONDS after the last fault and at
+    least its 100 publications (a kill after the last publication tested nothing, and the
+    run reported every publication delivered)."""
+    probe = parse_scenario(tomlio.dumps(data), source=source)
+    w = probe.workload
+    last_fault = max((f.at for f in probe.faults), default=0.0)
+    end = duration - DRAIN_SECONDS if duration is not None else last_fault + DRAIN_SECONDS
+    wanted = math.floor((end - w.publish_start) * w.publish_rate) + 1
+    workload = data.setdefault("workload", {})
+    if duration is not None:
+        workload["publications"] = max(1, wanted)
+    else:
+        workload["publications"] = max(w.publications, wanted)
 
 
 def _run_table(data: dict[str, Any], source: str) -> dict[str, Any]:
@@ -376,6 +403,8 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         seed=args.seed,
         settings=args.set,
     )
+    for line in timing_warnings(scenario):
+        print(f"pubmesh: warning: {line}", file=sys.stderr)
     workload_plan = plan(scenario, netns=max(0, args.netns))
     key_file = Path(args.key) if args.key else None
     key_text: str | None = None
