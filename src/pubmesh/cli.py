@@ -41,13 +41,14 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from pubmesh.catalog import find
     from pubmesh.sim.runner import SimulationStopped, leave_to_exit, run_scenario
     from pubmesh.sim.scenario import load_scenario, timing_warnings
 
     overrides = list(args.set or [])
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
-    scenario = load_scenario(args.scenario, overrides)
+    scenario = load_scenario(find(args.scenario), overrides)
     for line in timing_warnings(scenario):
         print(f"pubmesh: warning: {line}", file=sys.stderr)
     out = Path(args.out) if args.out else Path("runs") / f"{scenario.name}-s{scenario.run.seed}"
@@ -98,6 +99,8 @@ def _cmd_stacks(args: argparse.Namespace) -> int:
 
     from pubmesh.stacks.base import STACKS, all_stack_names, available_stacks
 
+    if args.name:
+        return _stack_parameters(args.name)
     have = set(available_stacks())
     table = Table(title="pubmesh stacks")
     table.add_column("stack")
@@ -111,6 +114,64 @@ def _cmd_stacks(args: argparse.Namespace) -> int:
             spec.description if spec else "",
         )
     Console().print(table)
+    print("pubmesh stacks NAME lists a stack's parameters; the README says which to use when")
+    return 0
+
+
+def _stack_parameters(name: str) -> int:
+    """``pubmesh stacks NAME``: what the stack is and every ``[stack.NAME]`` parameter."""
+    import dataclasses
+
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from pubmesh.stacks.base import get_stack, parameter_docs
+
+    try:
+        spec = get_stack(name)
+    except KeyError as error:
+        raise UserError(f"stacks {name}: {error.args[0]}") from None
+    console = Console()
+    kind = "content-based (filters on attributes)" if spec.content_based else "topic-based"
+    console.print(f"[bold]{spec.name}[/]: {escape(spec.description)}", highlight=False)
+    own = spec.create.__module__.startswith("pubmesh.")
+    notes = f"; protocol notes: docs/protocols/{spec.name}.md in the repository" if own else ""
+    console.print(f"{kind}{notes}", highlight=False)
+    roles = sorted(set(spec.infrastructure(100, spec.params_type()).values()))
+    if roles:
+        console.print(f"infrastructure roles: {', '.join(roles)} (--role)", highlight=False)
+    table = Table(
+        title=escape(f"[stack.{spec.name}] parameters (scenario files, --set, Node(params=))")
+    )
+    table.add_column("parameter")
+    table.add_column("default", justify="right")
+    table.add_column("meaning")
+    docs = parameter_docs(spec.params_type)
+    for f in dataclasses.fields(spec.params_type):
+        default = getattr(spec.params_type(), f.name)
+        table.add_row(f.name, escape(repr(default)), escape(docs.get(f.name, "")))
+    console.print(table)
+    return 0
+
+
+def _cmd_scenarios(args: argparse.Namespace) -> int:
+    """``pubmesh scenarios``: the shipped scenarios and grids, by name."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from pubmesh.catalog import SHIPPED, entries
+
+    table = Table(title=f"shipped scenarios and grids ({SHIPPED})")
+    table.add_column("name")
+    table.add_column("kind")
+    table.add_column("stack")
+    table.add_column("what it runs")
+    for entry in entries():
+        table.add_row(entry.name, entry.kind, entry.stack, escape(entry.description))
+    Console().print(table)
+    print("run one by name from anywhere: pubmesh sim NAME, pubmesh sweep GRID")
     return 0
 
 
@@ -153,8 +214,19 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
     sim.set_defaults(func=_cmd_sim)
 
-    stacks = sub.add_parser("stacks", help="list the stacks and which ones this build has")
+    stacks = sub.add_parser(
+        "stacks",
+        help="list the stacks; pubmesh stacks NAME lists one's parameters",
+        description="The stacks this build has; with NAME, that stack's parameters: the "
+        "[stack.NAME] keys of scenario files, with their defaults and what they do.",
+    )
+    stacks.add_argument("name", nargs="?", help="a stack: list its parameters")
     stacks.set_defaults(func=_cmd_stacks)
+    scenarios = sub.add_parser(
+        "scenarios",
+        help="list the shipped scenarios and grids (pubmesh sim NAME runs one from anywhere)",
+    )
+    scenarios.set_defaults(func=_cmd_scenarios)
 
     for module in ("pubmesh.analysis.command", "pubmesh.net.command"):
         try:

@@ -71,9 +71,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     from pubmesh.analysis.spark import get_session
     from pubmesh.analysis.sweep import load_grid, print_comparison, run_sweep
+    from pubmesh.catalog import find
 
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
-    grid = load_grid(args.grid, seeds=seeds)
+    grid = load_grid(find(args.grid, kind="grid"), seeds=seeds)
     _check_static(args)
     out = Path(args.out) if args.out else Path("out") / "sweeps" / Path(args.grid).stem
     console = _console()

@@ -33,8 +33,10 @@ FRACTIONS = (0.0, 0.1, 0.5, 0.85)
 
 
 def scenarios_dir() -> Path:
-    here = Path(__file__).resolve().parents[3] / "scenarios"
-    return here if here.is_dir() else Path("scenarios").resolve()
+    """The shipped scenarios (package data: ``pubmesh/scenarios``)."""
+    from pubmesh.catalog import SHIPPED
+
+    return SHIPPED
 
 
 def demo_scenarios() -> dict[str, str]:

@@ -13,6 +13,7 @@ corrupted initial states and a legitimacy predicate (self-stabilizing stacks).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -195,3 +196,35 @@ def _note_spec(module: Any) -> None:
             f"stack module {module.__name__} defines no SPEC = register(StackSpec(...))"
         )
     _DISCOVERED.add(spec.name)
+
+
+def parameter_docs(params_type: type) -> dict[str, str]:
+    """What each field of a stack's parameter dataclass means: the ``#:`` comment above it
+    in the class's source (its bases' too), on one line; fields without one are absent."""
+    import ast
+    import inspect
+    import textwrap
+
+    docs: dict[str, str] = {}
+    for cls in reversed(params_type.__mro__):
+        if cls is object or not dataclasses.is_dataclass(cls):
+            continue
+        try:
+            lines, _ = inspect.getsourcelines(cls)
+        except (OSError, TypeError):
+            continue
+        source = textwrap.dedent("".join(lines))
+        body = ast.parse(source).body[0]
+        assert isinstance(body, ast.ClassDef)
+        text = source.splitlines()
+        for node in body.body:
+            if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name):
+                continue
+            comment: list[str] = []
+            row = node.lineno - 2
+            while row >= 0 and text[row].strip().startswith("#:"):
+                comment.insert(0, text[row].strip()[2:].strip())
+                row -= 1
+            if comment:
+                docs[node.target.id] = " ".join(comment)
+    return docs

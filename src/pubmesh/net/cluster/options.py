@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pubmesh import tomlio
+from pubmesh.catalog import find
 from pubmesh.errors import ScenarioError, UserError
 from pubmesh.net.security import KEY_ENV, ClusterKey, load_key
 from pubmesh.net.transport import net_config
@@ -63,7 +64,7 @@ EPILOG = """\
 examples:
   pubmesh cluster --stack gossip --nodes 12
   pubmesh cluster --stack gossip --nodes 32 --kill 0.25@6 --duration 15 --out runs/net32
-  pubmesh cluster --stack skipring --nodes 12 --workload scenarios/net_small.toml
+  pubmesh cluster --stack skipring --nodes 12 --workload net_small   # a shipped scenario
   sudo pubmesh cluster --stack gossip --nodes 12 --netns 3   # across 3 network namespaces
   pubmesh analyze runs/net32
 """
@@ -286,6 +287,8 @@ def _read_workload(workload_file: str | None) -> tuple[dict[str, Any], str, str]
     """The workload as data, where it came from (for messages), and the run's default name."""
     if workload_file is not None:
         path = Path(workload_file)
+        if not path.exists():
+            path = find(workload_file)  # a shipped scenario by name, e.g. net_small
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
