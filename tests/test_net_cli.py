@@ -44,7 +44,7 @@ def test_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
         ([*node, "--listen", "127.0.0.1:99999"], "--listen", None),
         ([*node, "--listen", "0.0.0.0:7000"], "0.0.0.0", None),
         ([*node, "--listen", "no-such-host.invalid:7000"], "--listen", None),
-        ([*node, "--listen", f"127.0.0.1:{busy_port}"], "cannot listen", None),
+        ([*node, "--listen", f"127.0.0.1:{busy_port}"], "in use (another node on it?)", None),
         (
             [*node, "--listen", "127.0.0.1:0", "--key", str(tmp_path / "missing.key")],
             "missing.key",
@@ -207,8 +207,16 @@ def test_node_on_a_terminal_opens_the_shell(tmp_path: Path) -> None:
         shell.read_until(b"published #")
         shell.read_until(b"[news] #")  # a gossip publisher delivers its own publication (004 §3.4)
         shell.read_until(b"hops): hello shell")
+        # news between commands is drawn over the prompt line, and the prompt again below it
+        assert b"\r\x1b[K[news] #" in shell.seen
+        after = shell.seen.index(b"hops): hello shell")
+        shell.read_until(b"pubmesh> ")
+        assert b"pubmesh> " in shell.seen[after:]
         shell.type_line("neighbors")
-        shell.type_line("stats")
+        shell.type_line("stats")  # a summary for a person, peers by address
+        shell.read_until(b"deliveries 1, published 1")
+        shell.read_until(b"(stats --json: every counter)")
+        shell.type_line("stats --json")
         shell.read_until(b'"deliveries": 1')
         shell.type_line("quit")
         assert shell.process.wait(15) == 0
@@ -232,6 +240,8 @@ def test_the_shell_shows_a_publications_control_characters_escaped(tmp_path: Pat
         )
         try:
             assert publisher.command({"op": "subscribe", "topic": "t"})["ok"]
+            # the shell says when a neighbour comes (and, below, goes), by address
+            shell.read_until(b"(t: neighbour up 127.0.0.1:", timeout=20)
             hostile = "\x1b]0;pwned\x07\x1b[31mred\n[t] #1 (1 hops): fake\x9b"
             deadline = time.monotonic() + 20
             while b"fake" not in shell.seen and time.monotonic() < deadline:
@@ -242,6 +252,7 @@ def test_the_shell_shows_a_publications_control_characters_escaped(tmp_path: Pat
             assert b"\x1b]0;pwned" not in shell.seen and b"\x1b[31m" not in shell.seen
         finally:
             publisher.stop()
+        shell.read_until(b"(t: neighbour down 127.0.0.1:", timeout=30)
         shell.type_line("quit")
         assert shell.process.wait(15) == 0
 

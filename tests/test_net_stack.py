@@ -213,11 +213,12 @@ async def start_node(
     *,
     key: ClusterKey = KEY,
     config: NetConfig = FAST,
+    boot: bool = True,
     **kwargs: Any,
 ) -> NodeRuntime:
-    """A nettest node on a free loopback port."""
+    """A nettest node on a free loopback port (``boot=False``: listening, not yet started)."""
     node = NodeRuntime("nettest", key=key, contacts=contacts, config=config, **kwargs)
-    await node.start()
+    await node.start(boot=boot)
     return node
 
 

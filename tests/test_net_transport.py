@@ -152,11 +152,30 @@ def test_dialing_retries_until_the_peer_starts_listening() -> None:
 def test_a_peer_with_another_key_is_refused_both_ways() -> None:
     async def main() -> None:
         honest = await start_node()
-        stranger = await start_node((honest.node_id,), key=OTHER_KEY)
+        said: dict[str, list[str]] = {"honest": [], "stranger": []}
+        honest.event_callbacks.append(
+            lambda kind, detail: said["honest"].append(str(detail.get("detail")))
+        )
+        stranger = await start_node((honest.node_id,), key=OTHER_KEY, boot=False)
+        stranger.event_callbacks.append(
+            lambda kind, detail: said["stranger"].append(str(detail.get("detail")))
+        )
+        stranger.boot()
         # the stranger dials the honest node: it proves first, the honest node refuses the
         # proof and says so (REFUSED); both count auth-failed, and the stranger reports the
         # peer unreachable
         await wait_for(lambda: stack_of(stranger).downs == [honest.node_id], what="refused")
+        # each side says the keys differ, names its own key's fingerprint and where it came
+        # from, and what to do (not "the peer does not hold the key": either may be wrong)
+        for side, node in (("honest", honest), ("stranger", stranger)):
+            key = node.key
+            assert key is not None
+            lines = [line for line in said[side] if "the cluster keys differ" in line]
+            assert lines, said[side]
+            assert all(key.fingerprint in line and key.source in line for line in lines), lines
+            assert all("needs the same key" in line for line in lines), lines
+        assert honest.key is not None and stranger.key is not None
+        assert honest.key.fingerprint != stranger.key.fingerprint
         assert stranger.statistics().transport.rejected.get("auth-failed", 0) >= 1
         assert honest.statistics().transport.rejected.get("auth-failed", 0) >= 1
         # ... and the honest node, dialing the stranger, is refused the same way

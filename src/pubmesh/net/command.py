@@ -21,6 +21,7 @@ examples:
   pubmesh key new --out cluster.key          # a file, readable by you only
   export PUBMESH_KEY=$(pubmesh key new)      # or the environment
   pubmesh node --listen 127.0.0.1:7000 --key cluster.key
+  pubmesh key show cluster.key               # its fingerprint, as connection errors name it
 """
 
 
@@ -48,6 +49,14 @@ def register(subparsers: Any) -> None:
     new.add_argument("--out", type=Path, metavar="FILE", help="write the key here, not stdout")
     new.add_argument("--force", action="store_true", help="replace FILE if it exists")
     new.set_defaults(func=_cmd_key_new)
+    show = _action(
+        key,
+        "show",
+        "print a key's fingerprint, as connection errors name it (FILE, else $PUBMESH_KEY)",
+        KEY_HELP,
+    )
+    show.add_argument("file", type=Path, nargs="?", metavar="FILE", help="a key file")
+    show.set_defaults(func=_cmd_key_show)
 
     ca = _actions(
         subparsers, "ca", "make a cluster authority and node identities (certificates)", CA_HELP
@@ -99,6 +108,14 @@ def _cmd_ca_issue(args: argparse.Namespace) -> int:
     made = issue(args.dir, args.address, args.out, days=args.days, force=args.force)
     until = made.certificate.not_valid_after_utc
     print(f"an identity for {made.address} in {args.out}, valid until {until:%Y-%m-%d} UTC")
+    return 0
+
+
+def _cmd_key_show(args: argparse.Namespace) -> int:
+    from pubmesh.net.security import load_key
+
+    key = load_key(args.file)
+    print(f"{key.fingerprint}  ({key.source})")
     return 0
 
 

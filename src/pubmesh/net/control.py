@@ -187,7 +187,11 @@ class Neighbors(_Command):
 
 @dataclass(frozen=True)
 class Stats(_Command):
+    """The node's counters: the shell shows a short summary with addresses, ``stats --json``
+    (``{"op": "stats"}`` on the JSON channel) every counter."""
+
     OP: ClassVar[str] = "stats"
+    full: bool = False
 
 
 @dataclass(frozen=True)
@@ -520,6 +524,8 @@ def _parse_line(line: str) -> Command:
     if not words:
         raise ControlError("empty command (try help)")
     record: dict[str, Any] = {"op": words[0].lower()}
+    if record["op"] == "stats" and words[1:] == ["--json"]:
+        return Stats(full=True)
     if len(words) > 1:
         record["topic"] = words[1]
     if len(words) > 2:

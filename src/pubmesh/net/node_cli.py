@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import gc
 import json
 import logging
@@ -45,7 +46,13 @@ from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.control import PublishRefused
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
-from pubmesh.net.runtime import MISWIRED, InvalidCommand, NodeRuntime, PublicationTooLarge
+from pubmesh.net.runtime import (
+    EVENT_LOGGED,
+    MISWIRED,
+    InvalidCommand,
+    NodeRuntime,
+    PublicationTooLarge,
+)
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.net.transport import NetConfig, net_config
 from pubmesh.proto.core import Deliver, NodeId
@@ -130,7 +137,7 @@ commands:
   unsubscribe TOPIC        stop delivering TOPIC
   publish TOPIC MESSAGE    publish MESSAGE on TOPIC
   neighbors                overlay neighbours per topic
-  stats                    counters of this node
+  stats                    a summary of this node (stats --json: every counter)
   help                     this list
   quit                     leave gracefully and exit
 content-based stacks (chord) also take a filter and attributes, as JSON objects:
@@ -405,7 +412,70 @@ def run(args: argparse.Namespace) -> int:
 
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        # an event the node reports itself (the shell's line, the JSON channel's) once only
+        handler.addFilter(lambda record: not hasattr(record, EVENT_LOGGED))
     return asyncio.run(NodeProcess(options).main())
+
+
+PROMPT = "pubmesh> "
+#: back to the line's start and clear it (a shell's news is drawn over the prompt line)
+CLEAR_LINE = "\r\x1b[K"
+
+
+def _typed() -> str:
+    """What the person has typed after the prompt so far (readline's buffer; "" without)."""
+    try:
+        import readline
+    except ImportError:
+        return ""
+    return readline.get_line_buffer()
+
+
+def _addresses(ids: Iterable[int]) -> str:
+    return ", ".join(format_id(i) for i in ids)
+
+
+def summary(stats: Mapping[str, Any], neighbors: Mapping[str, Iterable[int]]) -> str:
+    """``stats`` for a person: a few lines, peers by address (``stats --json``: all of it)."""
+    transport = stats.get("transport") or {}
+    memory = stats.get("memory") or {}
+    lines = [
+        f"node {stats.get('address')} ({stats.get('stack')}, {stats.get('role')}), "
+        f"up {stats.get('uptime', 0):.0f} s",
+        f"deliveries {stats.get('deliveries', 0):,}, published {stats.get('published', 0):,}"
+        + (f", refused {sum(stats['refused'].values()):,}" if stats.get("refused") else ""),
+    ]
+    for topic, ids in sorted(neighbors.items()):
+        peers = sorted(ids)
+        lines.append(f"{topic or 'overlay'}: {len(peers)} neighbours {_addresses(peers)}".rstrip())
+    connected = transport.get("peers_connected") or []
+    lines.append(
+        f"connections {len(connected)}, frames in {transport.get('frames_received', 0):,} / out "
+        f"{transport.get('frames_sent', 0):,}, bytes in {transport.get('bytes_received', 0):,} "
+        f"/ out {transport.get('bytes_sent', 0):,}"
+    )
+    trouble = {
+        **{f"rejected {k}": v for k, v in (transport.get("rejected") or {}).items()},
+        **{f"dropped {k}": v for k, v in (transport.get("dropped") or {}).items()},
+    }
+    if trouble:
+        lines.append(", ".join(f"{k} {v:,}" for k, v in sorted(trouble.items())))
+    if memory:
+        used, budget = memory.get("used", 0), memory.get("budget", 0)
+        lines.append(f"memory {used / 1024:,.0f} KiB of {budget / 1048576:,.0f} MiB")
+    lines.append("(stats --json: every counter)")
+    return "\n".join(lines)
+
+
+def cannot_listen(error: OSError, host: str) -> str:
+    """Why a listening socket failed, and what to do: a port in use is the common case."""
+    if error.errno == errno.EADDRINUSE or "address already in use" in str(error):
+        return (
+            f"the port is in use (another node on it?): pick a free one, or {host}:0 for any "
+            "free port (the node prints the one it got)"
+        )
+    return f"cannot listen ({error.strerror or error})"
 
 
 def _die_with_parent() -> None:
@@ -468,9 +538,17 @@ class NodeProcess:
     def say(self, text: str, *, droppable: bool = False) -> None:
         """A line for the person at the shell. Control characters (other than our own line
         breaks) are shown escaped: a publication or a peer's refusal reason cannot move the
-        cursor, recolour or retitle the terminal."""
-        if self.shell:
-            self.lines.write(text.translate(_SHOW_CONTROLS), droppable=droppable)
+        cursor, recolour or retitle the terminal. A droppable line is news between commands
+        (a delivery, a neighbour, a network event): it is drawn over the prompt line, and the
+        prompt and whatever was typed so far are drawn again below it."""
+        if not self.shell:
+            return
+        shown = CLEAR_LINE + text.translate(_SHOW_CONTROLS).lstrip("\n")
+        if droppable:
+            if self.lines.write(shown, droppable=True):
+                self.lines.write(PROMPT + _typed(), droppable=True, end="")
+            return
+        self.lines.write(shown)  # an answer: input() draws the next prompt
 
     async def _serve_metrics(self) -> MetricsServer | None:
         """The /metrics and /healthz server of ``--metrics`` (pubmesh.net.metrics), started."""
@@ -486,9 +564,7 @@ class NodeProcess:
             await server.start()
         except OSError as error:
             await self.runtime.close()
-            raise UserError(
-                f"--metrics {host}:{port}: cannot listen ({error.strerror or error})"
-            ) from None
+            raise UserError(f"--metrics {host}:{port}: {cannot_listen(error, host)}") from None
         return server
 
     def _lagged_line(self, dropped: int) -> str:
@@ -514,9 +590,7 @@ class NodeProcess:
             await runtime.start(boot=not self.options.control)
         except OSError as error:
             host, port = self.options.listen
-            raise UserError(
-                f"--listen {host}:{port}: cannot listen ({error.strerror or error})"
-            ) from None
+            raise UserError(f"--listen {host}:{port}: {cannot_listen(error, host)}") from None
         metrics = await self._serve_metrics()
         # what the imports and the trace's warm-up made lives as long as the process: out of
         # the collector's sight (gc.freeze), a full collection walks the node's own objects
@@ -551,6 +625,8 @@ class NodeProcess:
         stats_task = None
         if self.options.stats_interval > 0 and not self.shell:
             stats_task = loop.create_task(self._stats_loop(self.options.stats_interval))
+        if self.shell:
+            stats_task = loop.create_task(self._neighbour_news())
         reader = StdinReader(loop, self._on_line, self._on_eof, prompt=self.shell)
         reader.start()
         await self.stop.wait()
@@ -576,6 +652,23 @@ class NodeProcess:
         if self.options.control:
             self.leave_on_stop = False
             self.stop.set()
+
+    async def _neighbour_news(self) -> None:
+        """The shell says when an overlay neighbour comes or goes, per topic (once a second
+        at most: a churning overlay cannot flood the terminal)."""
+        before: dict[str, set[int]] = {}
+        while True:
+            await asyncio.sleep(1.0)
+            now = {topic: set(ids) for topic, ids in self.runtime.neighbors().items()}
+            for topic in sorted(set(before) | set(now)):
+                came = sorted(now.get(topic, set()) - before.get(topic, set()))
+                went = sorted(before.get(topic, set()) - now.get(topic, set()))
+                name = topic or "overlay"
+                if came:
+                    self.say(f"({name}: neighbour up {_addresses(came)})", droppable=True)
+                if went:
+                    self.say(f"({name}: neighbour down {_addresses(went)})", droppable=True)
+            before = now
 
     async def _stats_loop(self, interval: float) -> None:
         while True:
@@ -724,9 +817,12 @@ class NodeProcess:
                 if not neighbors:
                     self.say("no neighbours yet")
                 return control.NeighborList(neighbors=_neighbors(neighbors))
-            case control.Stats():
+            case control.Stats(full=full):
                 stats = self._statistics()
-                self.say(json.dumps(stats, indent=2, default=str))
+                if full:
+                    self.say(json.dumps(stats, indent=2, default=str))
+                else:
+                    self.say(summary(stats, runtime.neighbors()))
                 return control.StatsReport(stats=stats)
             case control.Leave():
                 runtime.leave()
@@ -772,7 +868,7 @@ class StdinReader:
                 import readline  # noqa: F401 - line editing and history for input()
         while True:
             try:
-                line = input("pubmesh> ") if self.prompt else _read_line(sys.stdin)
+                line = input(PROMPT) if self.prompt else _read_line(sys.stdin)
             except (EOFError, KeyboardInterrupt, OSError, ValueError):
                 line = ""
                 if self.prompt:

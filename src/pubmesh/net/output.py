@@ -66,9 +66,9 @@ class LineWriter:
         """Closed, and its thread has written everything (or given up on a broken stream)."""
         return self._closing and not self._thread.is_alive()
 
-    def write(self, line: str, *, droppable: bool = False) -> bool:
-        """Queue ``line`` (a newline is added); False if it was dropped."""
-        text = line + "\n"
+    def write(self, line: str, *, droppable: bool = False, end: str = "\n") -> bool:
+        """Queue ``line`` and ``end`` (a newline unless told); False if it was dropped."""
+        text = line + end
         with self._cond:
             if self.broken is not None:
                 return False

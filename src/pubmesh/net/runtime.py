@@ -92,6 +92,9 @@ log = logging.getLogger("pubmesh.net")
 #: the trace record a stack emits, once per peer, for a peer started with a configuration
 #: that cannot work with this node's (detail: ``peer``, ``problem``); shown as one line
 MISWIRED = "miswired"
+#: a log record's attribute naming the event it repeats (the node process reports the event
+#: itself, once, and drops such records: pubmesh.net.node_cli)
+EVENT_LOGGED = "pubmesh_event"
 
 DeliveryCallback = Callable[[Deliver, float], None]
 EventCallback = Callable[[str, Mapping[str, Any]], None]
@@ -585,7 +588,8 @@ class NodeRuntime:
                 if out.kind == MISWIRED:
                     # a stack found a peer started with a configuration that cannot work with
                     # ours (brokertree: another broker list): an operator's mistake, said once
-                    log.error("%s: %s", format_id(out.detail["peer"]), out.detail["problem"])
+                    peer = format_id(out.detail["peer"])
+                    log.error("%s: %s", peer, out.detail["problem"], extra={EVENT_LOGGED: MISWIRED})
                 if self.trace is not None:
                     self.trace.event(self.wall(now), out.kind, out.detail)
                 for callback in self.event_callbacks:
@@ -798,7 +802,14 @@ class NodeRuntime:
         if self._rejections_suppressed:
             record["suppressed"] = self._rejections_suppressed
             self._rejections_suppressed = 0
-        log.warning("%s: refused %s (%s): %s", format_id(self.node_id), remote, reason, detail)
+        log.warning(
+            "%s: refused %s (%s): %s",
+            format_id(self.node_id),
+            remote,
+            reason,
+            detail,
+            extra={EVENT_LOGGED: "net.rejected"},
+        )
         self._event("net.rejected", record)
 
     def net_monitored(self) -> set[NodeId]:

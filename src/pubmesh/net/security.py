@@ -109,16 +109,33 @@ class ClusterKey:
     ``material`` is the key's random bytes (at least :data:`MIN_KEY_BYTES`); a key's text
     form goes through :func:`parse_key_text` (:meth:`from_text`)."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_key", "source")
 
-    def __init__(self, material: bytes) -> None:
+    def __init__(self, material: bytes, source: str = "the key given") -> None:
         if len(material) < MIN_KEY_BYTES:
             raise ValueError(f"a cluster key needs at least {MIN_KEY_BYTES} bytes")
         self._key = hmac.digest(material, b"pubmesh-v1 cluster key", hashlib.sha256)
+        #: where this node's key came from (``$PUBMESH_KEY``, ``key file PATH``), for messages
+        self.source = source
 
     @classmethod
     def from_text(cls, text: str, where: str = "the cluster key") -> ClusterKey:
-        return cls(parse_key_text(text, where))
+        return cls(parse_key_text(text, where), where)
+
+    @property
+    def fingerprint(self) -> str:
+        """8 hex digits that name the key in messages: two nodes whose keys differ show
+        different fingerprints (``pubmesh key show`` prints a key's). A one-way hash of the
+        key: it tells a stranger nothing of a key of 128 or more random bits."""
+        return hmac.digest(self._key, b"pubmesh-v1 fingerprint", hashlib.sha256)[:4].hex()
+
+    def mismatch(self) -> str:
+        """The end of a message about a peer whose key differs: ours, and where to fix it."""
+        return (
+            f"the cluster keys differ: this node's is {self.fingerprint} (from {self.source}); "
+            "every node of a cluster needs the same key: give both the same --key FILE or "
+            f"{KEY_ENV}"
+        )
 
     @classmethod
     def generate(cls) -> tuple[ClusterKey, str]:
@@ -308,7 +325,7 @@ def refused_frame(reason: str = "") -> bytes:
     return _framed(_REFUSED.pack(MAGIC, VERSION, KIND_REFUSED) + text)
 
 
-def check_refusal(body: bytes) -> None:
+def check_refusal(body: bytes, key: ClusterKey | None = None) -> None:
     """Raise the AuthError a REFUSED frame carries; any other frame passes."""
     if len(body) < _REFUSED.size or body[: _REFUSED.size] != _REFUSED.pack(
         MAGIC, VERSION, KIND_REFUSED
@@ -316,9 +333,8 @@ def check_refusal(body: bytes) -> None:
         return
     reason = body[_REFUSED.size :].decode("utf-8", "replace")
     if not reason:
-        raise AuthError(
-            "auth-failed", "the peer refused our proof: this node's cluster key is not its key"
-        )
+        why = key.mismatch() if key is not None else "the cluster keys differ"
+        raise AuthError("auth-failed", f"the peer refused our proof: {why}")
     cleaned = "".join(c if c.isprintable() else "?" for c in reason)
     raise AuthError("identity-refused", f"the peer refused us: {cleaned}")
 
@@ -338,9 +354,10 @@ ACCEPTOR_LABEL = b"pubmesh-v1 acceptor"
 DIALER_LABEL = b"pubmesh-v1 dialer"
 
 
-def verify(expected: bytes, got: bytes, who: str) -> None:
+def verify(expected: bytes, got: bytes, who: str, key: ClusterKey | None = None) -> None:
     if not hmac.compare_digest(expected, got):
-        raise AuthError("auth-failed", f"{who}'s proof fails: its cluster key is not this node's")
+        why = key.mismatch() if key is not None else "the cluster keys differ"
+        raise AuthError("auth-failed", f"{who}'s proof does not match: {why}")
 
 
 def session_keys(key: ClusterKey, script: bytes) -> tuple[bytes, bytes]:

@@ -465,7 +465,7 @@ class Connection(asyncio.Protocol):
         hub = self.hub
         body = frame[4:]
         try:
-            security.check_refusal(body)
+            security.check_refusal(body, hub.key)
             if hub.identity is not None:
                 self._identity_handshake(body)
             elif self.dialer and not self._script:
@@ -489,6 +489,7 @@ class Connection(asyncio.Protocol):
                     hub.key.proof(security.ACCEPTOR_LABEL, self._script),
                     proof,
                     f"peer {self.remote}",
+                    hub.key,
                 )
                 send_key, receive_key = security.session_keys(hub.key, self._script)
                 assert self.claimed is not None
@@ -505,7 +506,10 @@ class Connection(asyncio.Protocol):
                 assert self.transport is not None
                 try:
                     security.verify(
-                        hub.key.proof(security.DIALER_LABEL, self._script), proof, self.remote
+                        hub.key.proof(security.DIALER_LABEL, self._script),
+                        proof,
+                        self.remote,
+                        hub.key,
                     )
                 except AuthError as error:
                     # say so before the close: the dialer then names the reason too
