@@ -163,6 +163,15 @@ def test_analyze_cli_writes_report_and_prints_the_run_table(good_run: Path, tmp_
     # opened in headless Chromium: every plot drew, no JavaScript error, nothing fetched
     shown = assert_renders(tmp_path / "a" / "report.html", tmp_path / "analyze.png", min_charts=5)
     assert row["run_id"] in shown.text and "latency" in shown.text.lower()
+    # the report opens with the sentence that answers it, in the run's own figures
+    nodes, p50 = row["nodes"], round(row["latency_p50"] * 1000)
+    headline = f"{nodes:,} gossip nodes: 100.00% of the expected deliveries made, latency p50 "
+    assert headline + f"{p50:,} ms" in " ".join(shown.text.split()), shown.text[:400]
+    # legends name the run without its id's hash; each heading says what it measures
+    report = (tmp_path / "a" / "report.html").read_text()
+    label = row["run_id"].rsplit("-", 1)[0]
+    assert f'"name":"{label}"' in report and f'"name":"{row["run_id"]}"' not in report
+    assert "title='delivered ÷ expected (subscriber, publication) pairs" in report
 
 
 def test_a_java_older_than_17_is_named_in_one_line(good_run: Path, tmp_path: Path) -> None:

@@ -74,6 +74,13 @@ def test_every_task_ran_and_failures_are_reported_with_seed_and_replay(sweep: An
     assert "Failed tasks" in report and "probe.toml" in report
 
 
+def leading_charts(sweep: Any) -> list[Any]:
+    """The charts the sweep report leads with."""
+    from pubmesh.analysis.report import charts_of
+
+    return charts_of(sweep.lead, prefix="lead")
+
+
 def test_the_sweep_report_renders_in_a_real_browser(sweep: Any, tmp_path: Path) -> None:
     """Headless Chromium: every plot drew, no JavaScript error, nothing fetched from outside."""
     report = sweep.analysis.sources[0].root.parent / "report.html"
@@ -84,7 +91,16 @@ def test_the_sweep_report_renders_in_a_real_browser(sweep: Any, tmp_path: Path) 
     html = report.read_text()
     assert html.count("<script>") >= 1 and "<figure class='chart'" not in html  # no PNG
     drawn = {c["label"] for c in shown.charts if c["kind"] == "svg"}
-    assert len(drawn) == len(sweep.figures), (sorted(drawn), sorted(sweep.figures))
+    leading = leading_charts(sweep)
+    assert len(drawn) == len(sweep.figures) + len(leading), (sorted(drawn), sorted(sweep.figures))
+    # the report leads with its sentence and at most six charts of a varying metric against
+    # the numeric swept parameter; every other chart is under "All plots", collapsed
+    text = " ".join(shown.text.split())
+    first = text.split("What the sweep shows")[0]
+    assert "8 runs (4 points × 2 seeds; scenario = " in first, first
+    assert 1 <= len(leading) <= 6, leading
+    assert all(c.caption.endswith("against faults.0.fraction") for c in leading), leading
+    assert text.index("What the sweep shows") < text.index("All plots")
 
 
 def test_a_static_report_draws_the_same_charts_as_png(sweep: Any, tmp_path: Path) -> None:
@@ -95,7 +111,8 @@ def test_a_static_report_draws_the_same_charts_as_png(sweep: Any, tmp_path: Path
     html = report.read_text()
     assert "<script" not in html and "plotly-graph-div" not in html
     pngs = sorted((tmp_path / "figures").glob("*.png"))
-    assert len(pngs) == len(sweep.figures) == html.count("<figure class='chart'")
+    charts = len(sweep.figures) + len(leading_charts(sweep))
+    assert len(pngs) == charts == html.count("<figure class='chart'")
     for png in pngs:
         data = png.read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5_000, png
@@ -140,8 +157,20 @@ def test_comparison_has_a_row_per_point_with_mean_and_spread(sweep: Any) -> None
             fraction = str(dict(sweep.grid.tasks[result["index"]].values)["faults.0.fraction"])
             by_fraction.setdefault(fraction, []).append(per_run[result["run_id"]]["expected"])
     assert max(by_fraction["0.5"]) < min(by_fraction["0.0"])
-    assert "reliability against faults.0.fraction" in sweep.figures
-    assert "reliability against scenario" in sweep.figures
+    # a metric is charted against each swept parameter where its means differ between the
+    # points, among the leading charts (the numeric parameter) or under All plots; a chart of
+    # a constant (or absent) metric would say nothing
+    import pandas as pd
+
+    from pubmesh.analysis.sweep import varying
+
+    charted = set(sweep.figures) | {c.caption for c in leading_charts(sweep)}
+    frame = pd.DataFrame(sweep.comparison)
+    assert any(varying(frame, m) for m in sweep.present)
+    for metric in sweep.present:
+        for parameter in ("faults.0.fraction", "scenario"):
+            shown = f"{metric} against {parameter}" in charted
+            assert shown == varying(frame, metric), (metric, parameter)
 
 
 def test_swept_values_plot_as_numbers_when_they_are_numbers() -> None:

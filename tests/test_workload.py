@@ -242,16 +242,18 @@ def test_timeline_is_in_time_order_and_its_parts_add_up() -> None:
 
 
 def test_no_attributes_means_no_attribute_draws() -> None:
-    """A scenario without attributes keeps its draws whether or not the stack takes filters
-    (the attribute and filter streams are separate)."""
-    text = FAULTY.replace("probe-content", "probe")
-    plain = plan(parse_scenario(text))
+    """Attributes and filters are drawn from streams of their own: adding them to a
+    content-based scenario changes none of its other draws. (A topic-based stack refuses
+    [workload.attributes] and [workload.filters] outright: tests/test_scenario.py.)"""
+    plain = plan(parse_scenario(FAULTY))
     assert all(p.attributes is None for p in plain.publications)
     assert all(s.filter is None for s in plain.subscriptions)
-    with_attributes = plan(parse_scenario(text + ATTRIBUTES))
+    with_attributes = plan(parse_scenario(FAULTY + ATTRIBUTES))
     strip = [(p.t, p.pub_id, p.topic, p.publisher) for p in with_attributes.publications]
     assert strip == [(p.t, p.pub_id, p.topic, p.publisher) for p in plain.publications]
-    assert all(s.filter is None for s in with_attributes.subscriptions)  # topic stack
+    subscribed = [(s.t, s.node, s.topic) for s in with_attributes.subscriptions]
+    assert subscribed == [(s.t, s.node, s.topic) for s in plain.subscriptions]
+    assert all(s.filter is not None for s in with_attributes.subscriptions)
     assert all(p.attributes for p in with_attributes.publications)
 
 
@@ -538,7 +540,9 @@ def test_categorical_only_filters_match_their_value_mass() -> None:
 # ------------------------------------------------------------------------------------------
 # Bad keys: one line from the real CLI
 # ------------------------------------------------------------------------------------------
-BASE = '[run]\nstack = "gossip"\nnodes = 5\n'
+#: a content-based stack: attribute and filter tables are refused outright on a topic-based
+#: one (tests/test_scenario.py)
+BASE = '[run]\nstack = "chord"\nnodes = 5\n'
 
 
 @pytest.mark.parametrize(

@@ -363,33 +363,64 @@ def _mark_faults(fig: go.Figure, faults: Any) -> None:
 
 
 def run_histogram(
-    frame: Any, value: str, weight: str, stacks: dict[str, str], *, title: str, xlabel: str
+    frame: Any,
+    value: str,
+    weight: str,
+    stacks: dict[str, str],
+    *,
+    title: str,
+    xlabel: str,
+    unit: str = "nodes",
 ) -> go.Figure:
     """frame: run_id, <value>, <weight> (a histogram Spark already counted) — grouped bars,
-    one colour per run's stack."""
+    one colour per run's stack. With one run the bars count nodes; with several, each run's
+    bars are its share of its nodes, so a large run does not flatten the others."""
     fig = go.Figure()
     styles = _run_styles(list(frame["run_id"].unique()), stacks)
+    shares = len(styles) > 1
     for run_id, style in styles.items():
         part = frame[frame["run_id"] == run_id].sort_values(value)
+        total = float(part[weight].sum()) or 1.0
+        y = part[weight] / total if shares else part[weight]
+        shown = f"%{{y:.1%}} of its {unit}" if shares else f"%{{y}} {unit}"
         fig.add_trace(
             go.Bar(
                 x=part[value],
-                y=part[weight],
+                y=y,
                 name=run_id,
                 marker={"color": style["color"], "opacity": 0.85},
-                hovertemplate=f"<b>{run_id}</b><br>{xlabel}: %{{x}}<br>%{{y}} nodes<extra></extra>",
+                customdata=part[[weight]].to_numpy(),
+                hovertemplate=(
+                    f"<b>{run_id}</b><br>{xlabel}: %{{x}}<br>{shown} "
+                    "(%{customdata[0]:,})<extra></extra>"
+                ),
             )
         )
     fig.update_layout(barmode="group", bargap=0.1)
     fig.update_xaxes(title=xlabel)
-    fig.update_yaxes(title="nodes")
+    if shares:
+        fig.update_yaxes(title=f"share of the run's {unit}", tickformat=".0%")
+    else:
+        fig.update_yaxes(title=unit)
     return _legend_if_few(_layout(fig, title), len(styles))
 
 
+#: message types drawn on their own in "Messages per second by type"; the rest are "other"
+TOP_TYPES = len(SERIES_COLOURS)
+
+
 def messages_per_second(frame: Any) -> go.Figure:
-    """frame: second, type, sent (summed over the runs analysed) — a line per message type."""
+    """frame: second, type, sent (summed over the runs analysed) — a line per message type,
+    each its own colour: the most sent types, the rest summed as "other"."""
     fig = go.Figure()
-    types = sorted(frame["type"].unique())
+    totals = frame.groupby("type")["sent"].sum().sort_values(ascending=False, kind="stable")
+    if len(totals) > TOP_TYPES:
+        keep = set(totals.index[: TOP_TYPES - 1])
+        frame = frame.assign(type=frame["type"].where(frame["type"].isin(keep), "other"))
+        frame = frame.groupby(["second", "type"], as_index=False)["sent"].sum()
+        types = [*sorted(keep), "other"]
+    else:
+        types = sorted(totals.index)
     for index, name in enumerate(types):
         part = frame[frame["type"] == name].sort_values("second")
         fig.add_trace(

@@ -20,7 +20,9 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 import tomllib
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -208,8 +210,13 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     for is absent."""
     import pandas as pd
 
+    runs = [r.asDict() for r in trace.runs.select("run_id", "stack", "nodes").collect()]
+    faults = fault_summaries(trace, runs)
+    labels = run_labels([r["run_id"] for r in runs], faults)
     data: dict[str, Any] = {
-        "stacks": {r["run_id"]: r["stack"] for r in trace.runs.select("run_id", "stack").collect()}
+        "stacks": {r["run_id"]: r["stack"] for r in runs},
+        "labels": labels,
+        "fault_summaries": faults,
     }
     cdf = result.first.groupBy("run_id").agg(F.percentile("latency", CDF_POINTS).alias("qs"))
     cdf_rows = [
@@ -265,8 +272,62 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     return data
 
 
+def fault_summaries(trace: Trace, rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """run_id → what its faults did, in a few words ("50% crashed at 40 s, healed at 60 s"),
+    from the faults table (a few rows a run: one a fault; churn's per-node rows are left to
+    its own row), node counts as shares of the run's nodes."""
+    nodes = {str(r["run_id"]): r.get("nodes") or 0 for r in rows}
+    wanted = trace.faults.where(~F.col("kind").startswith("churn-"))
+    found: dict[str, list[tuple[float, str]]] = {}
+    for row in wanted.select("run_id", "t", "kind", "detail").collect():
+        run_id, at, kind = str(row["run_id"]), float(row["t"]), str(row["kind"])
+        try:
+            detail = json.loads(row["detail"] or "{}")
+        except ValueError:
+            detail = {}
+        detail = detail if isinstance(detail, dict) else {}
+        if isinstance(detail.get("nodes"), list):
+            total, count = nodes.get(run_id) or 0, len(detail["nodes"])
+            share = f"{count / total:.0%}" if total else f"{count:,} nodes"
+            verb = {"crash": "crashed", "leave": "left", "recover": "recovered"}.get(kind, kind)
+            text = f"{share} {verb} at {at:g} s"
+        elif kind == "partition":
+            text = f"partitioned at {at:g} s"
+        elif kind == "heal":
+            text = f"healed at {at:g} s"
+        elif kind == "churn":
+            text = f"churn from {at:g} s"
+        else:
+            text = f"{kind} at {at:g} s"
+        found.setdefault(run_id, []).append((at, text))
+    return {run_id: ", ".join(text for _, text in sorted(parts)) for run_id, parts in found.items()}
+
+
+def run_labels(run_ids: Sequence[str], hints: dict[str, str] | None = None) -> dict[str, str]:
+    """A name per run for legends: its id without the scenario hash that ends it
+    (``paper004-gossip-s1``); where two runs would share a name, with what sets them apart
+    when ``hints`` (run_id → e.g. its faults) says ("…-s1, 85% crashed at 20 s"), else the
+    whole id."""
+    hints = hints or {}
+    bare = {r: re.sub(r"-[0-9a-f]{8}$", "", r) for r in run_ids}
+    taken = Counter(bare.values())
+    hinted = Counter((name, hints.get(r)) for r, name in bare.items())
+    labels = {}
+    for run_id, name in bare.items():
+        hint = hints.get(run_id)
+        if taken[name] == 1:
+            labels[run_id] = name
+        elif hint and hinted[(name, hint)] == 1:
+            labels[run_id] = f"{name}, {hint}"
+        else:
+            labels[run_id] = run_id
+    return labels
+
+
 def make_plots(data: dict[str, Any]) -> dict[str, go.Figure]:
-    """The report's charts (captioned Plotly figures), from :func:`plot_data`'s frames."""
+    """The report's charts (captioned Plotly figures), from :func:`plot_data`'s frames; runs
+    are named in legends by their labels (:func:`run_labels`), not their ids."""
+    data = _labelled(data)
     stacks = data.get("stacks", {})
     figures: dict[str, go.Figure] = {}
     if "cdf" in data:
@@ -286,10 +347,24 @@ def make_plots(data: dict[str, Any]) -> dict[str, go.Figure]:
             data["degrees"], "degree", "count", stacks,
             title="Degree distribution at the last snapshot",
             xlabel="degree (overlay neighbours per node and topic)",
+            unit="(node, topic) pairs",
         )  # fmt: skip
     if "per_second" in data:
         figures["Messages per second by type"] = charts.messages_per_second(data["per_second"])
     return figures
+
+
+def _labelled(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with every run_id replaced by its label (legends name runs by what tells
+    them apart, not by their ids' hashes)."""
+    labels: dict[str, str] = data.get("labels", {})
+    shown = dict(data)
+    shown["stacks"] = {labels.get(r, r): s for r, s in data.get("stacks", {}).items()}
+    for name in ("cdf", "faults", "buckets", "load", "degrees"):
+        frame = data.get(name)
+        if frame is not None:
+            shown[name] = frame.assign(run_id=frame["run_id"].map(lambda r: labels.get(r, r)))
+    return shown
 
 
 def write_tables(result: Metrics, out: Path) -> None:
@@ -361,7 +436,7 @@ def _analyze(
     report: bool,
     static: bool,
 ) -> Analysis:
-    from pubmesh.analysis.report import charts_of, write_report
+    from pubmesh.analysis.report import charts_of, run_headline, write_report
 
     try:
         result = compute(spark, trace)
@@ -387,6 +462,7 @@ def _analyze(
             charts_of(figures),
             notes,
             static=static,
+            headline=run_headline(rows, data["fault_summaries"], data["labels"]),
         )
     return Analysis(sources, trace, result, rows, figures, data, notes)
 

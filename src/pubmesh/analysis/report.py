@@ -63,6 +63,52 @@ RUN_TABLE: list[tuple[str, str, str]] = [
 ]
 
 
+#: What each run-table column is, on one line: shown when the pointer rests on its heading.
+#: docs/metrics.md has each in full, under an anchor of the column's name.
+GLOSSARY: dict[str, str] = {
+    "stack": "the stack that ran",
+    "nodes": "nodes in the run, infrastructure included",
+    "seed": "the scenario's seed: same scenario and seed, same trace",
+    "publications": "publications issued in the run",
+    "reliability": "delivered ÷ expected (subscriber, publication) pairs, the publisher's own "
+    "0-hop delivery included",
+    "history_reliability": "the share of every publication ever issued that each subscriber "
+    "alive at the end got, whenever it joined (skipring's guarantee)",
+    "duplicates": "deliveries beyond the first of a publication at a node",
+    "order_violations": "first deliveries that came after a later publication of the same "
+    "publisher",
+    "latency_p50": "median publish → first delivery, over every first delivery (ms)",
+    "latency_p99": "99th percentile of publish → first delivery (ms)",
+    "rmr_mean": "Relative Message Redundancy: payload messages ÷ (receivers − 1) − 1, mean over "
+    "publications (0: one message per receiver)",
+    "ldh_mean": "Last Delivery Hop: the hops of a publication's last first delivery, mean over "
+    "publications",
+    "rmr_late": "RMR over the later half of the publications (the tree's steady state)",
+    "ldh_late": "LDH over the later half of the publications",
+    "false_positive_rate": "payload messages received by nodes that neither deliver nor "
+    "forward them, ÷ payload messages received (content routing)",
+    "control_overhead": "control (non-payload) messages sent per node per second",
+    "load_gini": "Gini coefficient of messages in + out per node (0: all equal)",
+    "degree_max": "largest overlay degree at the last snapshot",
+    "degree_mean": "mean overlay degree at the last snapshot",
+    "diameter": "largest diameter of a connected topic overlay at the last snapshot (hops)",
+    "convergence_time": "first time from which the legitimacy predicate held for good (s)",
+    "supervisor_messages_per_subscribe": "messages the skipring supervisor sent per subscribe",
+    "supervisor_messages_per_unsubscribe": "messages the skipring supervisor sent per unsubscribe",
+    "config_requests": "skipring ConfigurationRequests per topic per timeout interval once stable",
+    "filter_conjunctions_mean": "chord: subscription conjunctions routed per out-edge, mean",
+    "filter_conjunctions_max": "chord: subscription conjunctions on the fullest out-edge",
+    "stalls": "brokertree: times a queued copy waited behind a link it could not yet take",
+    "tagged": "brokertree: deliveries tagged while a subscription was partly set up",
+    "safety_drops": "brokertree: copies a client dropped as already delivered (exactly-once)",
+}
+
+
+#: the anchor of a column in docs/metrics.md where it differs from the column's name (names
+#: that are also a section's heading there)
+ANCHORS = {"nodes": "runs-nodes", "publications": "runs-publications"}
+
+
 def fmt(value: Any, pattern: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -88,6 +134,61 @@ def present_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]
         for metric in get_stack(name).extra_metrics
     }
     return [c for c in RUN_TABLE if c[0] in declared or any(r.get(c[0]) is not None for r in rows)]
+
+
+def _ms(seconds: Any) -> str:
+    return "–" if seconds is None else f"{seconds * 1000:,.0f} ms"
+
+
+def run_headline(
+    rows: Sequence[dict[str, Any]], faults: dict[str, str], labels: dict[str, str]
+) -> str:
+    """The report's first sentence: what the run (or the runs) delivered, how fast and at
+    what cost. ``faults``: run_id → what its faults did ("50% crashed at 40 s");
+    ``labels``: run_id → its name in the legends."""
+    if not rows:
+        return ""
+
+    def cost(row: dict[str, Any]) -> float | None:
+        messages, delivered = row.get("messages"), row.get("delivered")
+        return messages / delivered if messages and delivered else None
+
+    if len(rows) == 1:
+        row = rows[0]
+        fault = faults.get(str(row.get("run_id")), "")
+        head = f"{row.get('nodes') or 0:,} {row.get('stack')} nodes" + (
+            f", {fault}" if fault else ""
+        )
+        if row.get("reliability") is None:
+            count = row.get("publications") or 0
+            return f"{head}: no subscriber expected any of its {count:,} publications."
+        per = cost(row)
+        return (
+            f"{head}: {row['reliability']:.2%} of the expected deliveries made, latency p50 "
+            f"{_ms(row.get('latency_p50'))} (p99 {_ms(row.get('latency_p99'))})"
+            + (f", {per:,.1f} messages per delivery" if per is not None else "")
+            + "."
+        )
+    stacks = sorted({str(r.get("stack")) for r in rows})
+    rated = [r for r in rows if r.get("reliability") is not None]
+    head = f"{len(rows)} runs ({', '.join(stacks)})"
+    if not rated:
+        return f"{head}: no subscriber expected any publication."
+    low = min(rated, key=lambda r: r["reliability"])
+    high = max(rated, key=lambda r: r["reliability"])
+    p50 = [r["latency_p50"] for r in rated if r.get("latency_p50") is not None]
+    costs = [c for c in (cost(r) for r in rated) if c is not None]
+    name = labels.get(str(low.get("run_id")), str(low.get("run_id")))
+    fault = faults.get(str(low.get("run_id")), "")
+    text = f"{head}: reliability from {low['reliability']:.2%} ({name}" + (
+        f", {fault})" if fault else ")"
+    )
+    text += f" to {high['reliability']:.2%}"
+    if p50:
+        text += f", latency p50 {_ms(min(p50))} to {_ms(max(p50))}"
+    if costs:
+        text += f", {min(costs):,.1f} to {max(costs):,.1f} messages per delivery"
+    return text + "."
 
 
 #: Up to this many runs print as columns (one row per metric), which fits a terminal.
@@ -116,7 +217,11 @@ def print_runs(rows: Sequence[dict[str, Any]], title: str, console: Console | No
 def html_table(
     rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]], first: str = "run_id"
 ) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in columns)
+    head = "".join(
+        f"<th title='{html.escape(GLOSSARY.get(k, k))} (docs/metrics.md#{ANCHORS.get(k, k)})'>"
+        f"{html.escape(h)}</th>"
+        for k, h, _ in columns
+    )
     body = []
     for row in rows:
         cells = "".join(f"<td>{html.escape(fmt(row.get(k), p))}</td>" for k, _, p in columns)
@@ -263,8 +368,10 @@ def write_report(
     sections: Sequence[Section] = (),
     *,
     static: bool = False,
+    headline: str | None = None,
 ) -> None:
-    """Write a self-contained HTML report: ``sections`` (heading, content) first, then the run
+    """Write a self-contained HTML report: ``headline`` (the sentence that answers the
+    report's question, :func:`run_headline`), ``sections`` (heading, content), then the run
     table and ``figures``. Interactive unless ``static`` (PNG charts, also written to
     ``figures/`` beside the report). When the sections have charts of their own (the demo's
     comparison), the figures below them start collapsed: the charts above answer first."""
@@ -280,9 +387,11 @@ def write_report(
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{STYLE}</style>{script}</head><body>",
         f"<h1>{html.escape(title)}</h1>",
-        f"<p class='note'>pubmesh {__version__}. Metric names and definitions: docs/design.md "
-        "(reliability counts a (subscriber, publication) pair when the subscription and the "
-        "subscriber's life cover the publish time to the end of the run).</p>",
+        *([f"<p class='headline'>{html.escape(headline)}</p>"] if headline else []),
+        f"<p class='note'>pubmesh {__version__}. Rest the pointer on a column's heading for "
+        "what it measures; docs/metrics.md defines every metric (reliability counts a "
+        "(subscriber, publication) pair when the subscription and the subscriber's life cover "
+        "the publish time to the end of the run, the publisher's own delivery included).</p>",
     ]
     for heading, content in sections:
         body = content if isinstance(content, str) else "".join(

@@ -419,9 +419,92 @@ def _numeric(values: Any) -> Any:
     return numbers.astype(float)
 
 
+#: the sweep report's first charts, at most LEADING of them: these metrics against each
+#: numeric swept parameter, in this order, where they vary
+LEAD_METRICS = (
+    "reliability",
+    "latency_p50",
+    "rmr_mean",
+    "ldh_mean",
+    "control_overhead",
+    "convergence_time",
+    "history_reliability",
+    "latency_p99",
+)
+LEADING = 6
+
+
+def varying(frame: Any, metric: str) -> bool:
+    """Whether ``metric``'s means differ between grid points (a chart of a metric that is
+    absent or constant says nothing)."""
+    column = f"{metric}_mean"
+    return column in frame and frame[column].dropna().nunique() > 1
+
+
+def leading_captions(figures: dict[str, Any], grid: Grid, frame: Any) -> list[str]:
+    """The captions of the sweep report's first charts (:data:`LEAD_METRICS`)."""
+    numeric = [
+        k
+        for k in grid.parameters
+        if k != "scenario"
+        and len({str(p.get(k)) for p in grid.points}) > 1
+        and all(_is_number(p.get(k)) for p in grid.points)
+    ]
+    chosen: list[str] = []
+    for metric in LEAD_METRICS:
+        for parameter in numeric:
+            caption = f"{metric} against {parameter}"
+            if caption in figures and varying(frame, metric) and len(chosen) < LEADING:
+                chosen.append(caption)
+    return chosen
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def sweep_headline(grid: Grid, comparison: list[dict[str, Any]]) -> str:
+    """The sweep report's first sentence: what was swept, and where reliability and latency
+    were best and worst (means over seeds)."""
+    swept = [k for k in grid.parameters if len({str(p.get(k)) for p in grid.points}) > 1]
+    values = "; ".join(
+        f"{k} = {', '.join(dict.fromkeys(str(p.get(k)) for p in grid.points))}" for k in swept
+    )
+    text = f"{len(grid.tasks)} runs ({len(grid.points)} points × {len(grid.seeds)} seeds"
+    text += f"; {values})" if values else ")"
+
+    def where(row: dict[str, Any]) -> str:
+        return ", ".join(f"{k} = {row.get(column_name(k))}" for k in swept) or "the base"
+
+    def shown(metric: str, value: float) -> str:
+        return f"{value * 1000:,.0f} ms" if metric == "latency_p50" else f"{value:.2%}"
+
+    parts = []
+    for metric in ("reliability", "latency_p50"):
+        rows = [r for r in comparison if r.get(f"{metric}_mean") is not None]
+        if not rows:
+            continue
+        low = min(rows, key=lambda r: r[f"{metric}_mean"])
+        high = max(rows, key=lambda r: r[f"{metric}_mean"])
+        name = "latency p50" if metric == "latency_p50" else metric
+        if low[f"{metric}_mean"] == high[f"{metric}_mean"]:
+            parts.append(f"{name} {shown(metric, low[f'{metric}_mean'])} at every point")
+        else:
+            parts.append(
+                f"{name} from {shown(metric, low[f'{metric}_mean'])} ({where(low)}) to "
+                f"{shown(metric, high[f'{metric}_mean'])} ({where(high)})"
+            )
+    return text + (": " + "; ".join(parts) if parts else "") + "."
+
+
 def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, Any]:
     """Each compared metric against each swept parameter, one line per combination of the
-    other swept parameters (captioned Plotly figures)."""
+    other swept parameters (captioned Plotly figures); none for a metric whose means do not
+    vary between the points."""
     from pubmesh.analysis import charts
 
     frame = table.toPandas()
@@ -440,6 +523,8 @@ def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, An
         categorical = data[column].dtype == object
         data = data.rename(columns={column: parameter})
         for metric in present:
+            if not varying(frame, metric):
+                continue
             figures[f"{metric} against {parameter}"] = charts.metric_against(
                 data, parameter, metric, others, categorical
             )
@@ -459,14 +544,29 @@ class SweepResult:
     sections: list[Any]
     title: str
     static: bool = False
+    #: the report's first sentence (:func:`sweep_headline`)
+    headline: str = ""
+    #: the charts the report leads with (:func:`leading_captions`), by caption
+    lead: dict[str, Any] = field(default_factory=dict)
 
     def write_report(self, path: Path, leading: list[Any] | None = None) -> None:
-        """``report.html``: ``leading`` sections, the grid comparison, failures, the runs and
-        every plot (PNG charts when the sweep is ``static``)."""
-        from pubmesh.analysis.report import charts_of, write_report
+        """``report.html``: the headline and the leading charts (or, given, ``leading``
+        sections of the caller's, such as the demo's comparison, with the leading charts
+        then among the rest), the grid comparison, failures, the runs and every plot (PNG
+        charts when the sweep is ``static``)."""
+        from pubmesh.analysis.report import Chart, charts_of, write_report
 
-        write_report(path, self.title, self.analysis.rows, charts_of(self.figures),
-                     [*(leading or []), *self.sections], static=self.static)  # fmt: skip
+        figures = self.figures
+        first: list[Any] = list(leading or [])
+        if leading:
+            figures = self.lead | figures
+        elif self.lead:
+            charts: list[str | Chart] = list(charts_of(self.lead, prefix="lead"))
+            first.append(("What the sweep shows (mean over seeds; every chart: All plots)", charts))
+
+        write_report(path, self.title, self.analysis.rows, charts_of(figures),
+                     [*first, *self.sections], static=self.static,
+                     headline=None if leading else self.headline)  # fmt: skip
 
 
 def run_sweep(
@@ -511,14 +611,18 @@ def run_sweep(
     table, present = compare(spark, grid, results, analysis.metrics.runs, analysis.rows)
     table.coalesce(1).write.mode("overwrite").parquet(str(out / "metrics" / "grid"))
     comparison = [row.asDict() for row in table.collect()]
-    figures = comparison_plots(table, grid, present) | analysis.figures
+    compared = comparison_plots(table, grid, present)
     from pubmesh.analysis.report import html_table
 
+    lead = leading_captions(compared, grid, table.toPandas())
+    figures = {k: v for k, v in compared.items() if k not in lead} | analysis.figures
     columns = [(column_name(k), k, "{}") for k in grid.parameters] + [("runs", "runs", "{}")]
     for metric in present:
-        columns.append((f"{metric}_mean", f"{metric} mean", "{:.4g}"))
-        columns.append((f"{metric}_std", "sd", "{:.2g}"))
-    extra = [("Comparison by grid point (mean and sd over seeds)",
+        latency = metric.startswith("latency")
+        unit = " (ms)" if latency else ""
+        columns.append((f"{metric}_mean", f"{metric} mean{unit}", "ms" if latency else "{:.4g}"))
+        columns.append((f"{metric}_std", "sd", "ms" if latency else "{:.2g}"))
+    extra: list[Any] = [("Comparison by grid point (mean and sd over seeds)",
               html_table(shown_rows(comparison), columns, first="point"))]  # fmt: skip
     inert = inert_section(grid)
     if inert is not None:
@@ -545,7 +649,8 @@ def run_sweep(
     )
     result = SweepResult(
         grid, results, failures, comparison, present, analysis, figures, extra,
-        title or f"pubmesh sweep: {grid.path.name}", static,
+        title or f"pubmesh sweep: {grid.path.name}", static, sweep_headline(grid, comparison),
+        {k: compared[k] for k in lead},
     )  # fmt: skip
     if report:
         result.write_report(out / "report.html")
@@ -569,6 +674,11 @@ def print_comparison(sweep: SweepResult, console: Any, title: str) -> None:
         cells.append(str(row["runs"]))
         for metric in shown:
             mean, sd = row.get(f"{metric}_mean"), row.get(f"{metric}_std")
-            cells.append("–" if mean is None else f"{mean:.4g} ± {sd or 0:.2g}")
+            if mean is None:
+                cells.append("–")
+            elif metric.startswith("latency"):  # ms, as in every other table
+                cells.append(f"{mean * 1000:.1f} ± {(sd or 0) * 1000:.1f} ms")
+            else:
+                cells.append(f"{mean:.4g} ± {sd or 0:.2g}")
         table.add_row(*cells)
     console.print(table)

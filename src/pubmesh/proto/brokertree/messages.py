@@ -45,7 +45,7 @@ class Hello(Message):
     epoch: float
     kind: str
     after: int
-    wiring: int
+    wiring: int = 0
 
 
 register_message(Hello, 400, layer=CTL)
@@ -60,7 +60,7 @@ class HelloAck(Message):
     n: int
     epoch: float
     kind: str
-    wiring: int
+    wiring: int = 0
 
 
 register_message(HelloAck, 401, layer=CTL)
