@@ -11,6 +11,7 @@ activated (its .pth files are not read from there), which the test checks.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -18,6 +19,26 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the README tour's simulation quick enough for the suite (the others take 25 s and more)
+QUICK = "paper004_fail50"
+#: the trace tables the README's tour says a run directory holds
+README_TABLES = (
+    "runs", "nodes", "subscriptions", "publications", "deliveries", "messages", "snapshots",
+    "checks", "faults", "events",
+)  # fmt: skip
+
+
+def readme_commands() -> list[list[str]]:
+    """Every ``pubmesh`` command line of the README's shell blocks, as argv (comments cut)."""
+    commands, inside = [], False
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("```"):
+            inside = line.strip() == "```sh"
+            continue
+        text = line.split("#", 1)[0].strip()
+        if inside and text.startswith("pubmesh "):
+            commands.append(shlex.split(text))
+    return commands
 
 
 def run(command: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -67,3 +88,22 @@ def test_the_wheel_installs_and_runs_shipped_scenarios_from_an_empty_directory(
     stacks = run([pubmesh, "stacks", "gossip"], empty).stdout
     assert "active_view" in stacks, stacks
     assert sorted(p.name for p in empty.iterdir()) == ["run"]  # nothing else written here
+
+    # the README's tour, the quick commands, as written there, from the fresh install
+    tour = tmp_path / "tour"
+    tour.mkdir()
+    commands = readme_commands()
+    quick = [c for c in commands if c[:2] == ["pubmesh", "sim"] and QUICK in c[2]]
+    assert quick, commands  # the README still has the quick simulation
+    for command in quick:
+        done = run([pubmesh, *command[1:]], tour)
+        assert "trace: " in done.stdout, done.stdout
+    [run_dir] = [p for p in (tour / "runs").iterdir() if p.is_dir()]
+    assert run_dir.name == f"{QUICK}-s1"  # runs/<scenario>-s<seed>, as the README says
+    assert (run_dir / "run.json").is_file()
+    for table in README_TABLES:  # "one Parquet dataset per trace table", as listed there
+        assert list((run_dir / table).glob("*.parquet")), table
+    readme = (ROOT / "README.md").read_text()
+    for command in ("pubmesh stacks", "pubmesh --help", "pubmesh key new", "pubmesh scenarios"):
+        assert f"`{command}" in readme, command  # the tour names it ...
+        assert run([pubmesh, *command.split()[1:]], tour).stdout.strip(), command  # ... it runs
