@@ -253,7 +253,7 @@ def test_the_shell_in_identity_mode_signs_and_says_what_the_acl_refuses(tmp_path
         shell.read_until(f"error: {address} may not publish on 'weather' (the ACL {acl})".encode())
         shell.type_line("subscribe weather")
         shell.read_until(b"may not subscribe on 'weather'")
-        shell.type_line("stats")
+        shell.type_line("stats --json")
         shell.read_until(b'"forged": {}')
         shell.type_line("quit")
         assert shell.process.wait(15) == 0

@@ -412,9 +412,6 @@ def run(args: argparse.Namespace) -> int:
 
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", stream=sys.stderr)
-    for handler in logging.getLogger().handlers:
-        # an event the node reports itself (the shell's line, the JSON channel's) once only
-        handler.addFilter(lambda record: not hasattr(record, EVENT_LOGGED))
     return asyncio.run(NodeProcess(options).main())
 
 
@@ -603,6 +600,11 @@ class NodeProcess:
             loop.add_signal_handler(signum, self._on_signal, signum)
         runtime.delivery_callbacks.append(self._on_delivery)
         runtime.event_callbacks.append(self._on_event)
+        if self.shell:
+            # the shell shows each event once, in its own line: not again as a log line on
+            # the same terminal (piped, the JSON channel and stderr are read apart: both stay)
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(lambda record: not hasattr(record, EVENT_LOGGED))
         self.emit(
             control.Ready(
                 node=runtime.node_id,

@@ -465,7 +465,7 @@ class Connection(asyncio.Protocol):
         hub = self.hub
         body = frame[4:]
         try:
-            security.check_refusal(body, hub.key)
+            security.check_refusal(body, hub.key_if_shared)
             if hub.identity is not None:
                 self._identity_handshake(body)
             elif self.dialer and not self._script:
@@ -851,6 +851,11 @@ class Transport:
         self._dirty: list[Connection] = []
         self._last_message: Message | None = None
         self._last_encoded: tuple[int, bytes] = (0, b"")
+
+    @property
+    def key_if_shared(self) -> ClusterKey | None:
+        """The cluster key, None in identity mode."""
+        return self._key
 
     @property
     def key(self) -> ClusterKey:
