@@ -217,14 +217,20 @@ def parameter_docs(params_type: type) -> dict[str, str]:
         body = ast.parse(source).body[0]
         assert isinstance(body, ast.ClassDef)
         text = source.splitlines()
+        previous: tuple[int, str] | None = None  # (last line, doc) of the field above
         for node in body.body:
             if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name):
+                previous = None
                 continue
             comment: list[str] = []
             row = node.lineno - 2
             while row >= 0 and text[row].strip().startswith("#:"):
                 comment.insert(0, text[row].strip()[2:].strip())
                 row -= 1
-            if comment:
-                docs[node.target.id] = " ".join(comment)
+            doc = " ".join(comment)
+            if not doc and previous is not None and previous[0] == node.lineno - 1:
+                doc = previous[1]  # a field right under another shares its comment
+            if doc:
+                docs[node.target.id] = doc
+            previous = (node.end_lineno or node.lineno, doc) if doc else None
     return docs

@@ -40,6 +40,7 @@ class ChordParams:
     #: Seconds before a location lookup is retried (≤ ``lookup_tries`` tries, spec §7.7;
     #: the first retries come sooner, node.py ``_backoff``).
     location_timeout: float = 2.0
+    #: Tries of a location lookup, and join notices a joiner sends (spec §7 step 1, 7.7).
     lookup_tries: int = 5
     #: Seconds between retransmissions of an unacknowledged RespChange (spec §7).
     resp_retry: float = 1.0

@@ -18,6 +18,9 @@ class CliqueParams:
     #: a Join is answered with the member's own relay too (spec §3 [R]: else the joiner has no
     #: out-link for Θ(n) rounds)
     join_intro: bool = True
+    #: Leave's phase 2 (spec §3): "anchor" hands the leaver's out-neighbours its anchor so the
+    #: last links through it are replaced around it (ours, the spec's repair); "slides" as
+    #: written, which can leave a path through the leaver with its far end isolated
     leave_phase2: str = "anchor"
     #: the feedback speed-up (Scheideler's lecture Theorem 9.5 discussion; spec §3.5): u is drawn
     #: with probability ∝ ω, halved when an introduction brought nothing new, doubled otherwise

@@ -15,6 +15,8 @@ TWIN_BUDGETS = ("one", "log")
 class D2GParams(CliqueParams):
     #: T (spec §8: 0.5 s for d2g)
     timeout: float = 0.5
+    #: τ, the twin pairs N may hold before a dequeued relay is replaced by a 2-hop one (spec
+    #: §4): "one" (τ = 1, the slides' rule) or "log" (τ = ⌈ln |N|⌉)
     twin_budget: str = "one"
     #: spec §4 [R]: a member nothing points at sends a random out-neighbour Connect(in)
     #: (without it a node with in-degree 0 is never sampled again and the graph collapses)
