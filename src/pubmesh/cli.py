@@ -33,7 +33,9 @@ A short tour:
        pubmesh node --stack gossip --listen 127.0.0.1:7000
 
 Stacks: gossip, skipring, chord, brokertree, clique, d2g (`pubmesh stacks` lists the ones
-this build has). Scenario files are TOML; `pubmesh sim --help` lists every key.
+this build has, `pubmesh stacks NAME` one's parameters). Scenario files are TOML; `pubmesh
+sim --help` lists every key, and `pubmesh scenarios` the shipped ones, which run by name from
+any directory (`pubmesh sim gossip_crash`).
 """
 
 
