@@ -160,6 +160,11 @@ def test_analyze_cli_writes_report_and_prints_the_run_table(good_run: Path, tmp_
     assert row["reliability"] == 1.0  # no faults in paper004
     assert "reliability" in done.stdout and row["run_id"] in done.stdout
     assert (tmp_path / "a" / "report.html").stat().st_size > 10_000
+    # quiet: the JVM's start-up lines go to its log, not the terminal; the report's address,
+    # one a terminal can open, comes last
+    assert "WARNING" not in done.stderr and "log level" not in done.stderr, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last == f"report: {(tmp_path / 'a' / 'report.html').resolve().as_uri()}", last
     # opened in headless Chromium: every plot drew, no JavaScript error, nothing fetched
     shown = assert_renders(tmp_path / "a" / "report.html", tmp_path / "analyze.png", min_charts=5)
     assert row["run_id"] in shown.text and "latency" in shown.text.lower()

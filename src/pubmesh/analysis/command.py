@@ -46,9 +46,11 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         analysis = analyze(spark, sources, out, static=args.static)
     print_runs(analysis.rows, f"pubmesh analyze ({len(analysis.rows)} runs)", console)
     console.print(
-        f"metrics: [bold]{out / 'metrics'}[/]  summary: {out / 'summary.json'}  "
-        f"report: [bold]{out / 'report.html'}[/]  ({time.perf_counter() - started:.1f} s)"
+        f"metrics: {out / 'metrics'}  summary: {out / 'summary.json'}  "
+        f"({time.perf_counter() - started:.1f} s)"
     )
+    # last, on a line of its own: what a terminal lets one click to open
+    console.print(f"report: {(out / 'report.html').resolve().as_uri()}", highlight=False)
     return 0
 
 

@@ -13,11 +13,14 @@ empty tasks. Adaptive query execution then coalesces or splits partitions for th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,6 +99,32 @@ def driver_java_options(*, local: bool, small: bool) -> str:
     return options
 
 
+def jvm_log() -> Path:
+    """Where the Spark JVM's own output goes (its start-up warnings, and anything it prints
+    later): ``$PUBMESH_SPARK_LOG``, else a file per process in the temporary directory. An
+    error that the JVM explains there names the file."""
+    given = os.environ.get("PUBMESH_SPARK_LOG")
+    return (
+        Path(given) if given else Path(tempfile.gettempdir()) / f"pubmesh-spark-{os.getpid()}.log"
+    )
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """File descriptor 2 points at ``path`` within the block (a child started inside keeps
+    it), and at the terminal again after."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def get_session(
     master: str | None = None, *, app: str = "pubmesh", small: bool = False
 ) -> SparkSession:
@@ -138,10 +167,14 @@ def get_session(
         )
     elif small:  # a cluster's executors, for a small input: all start-up, as the driver's
         builder = builder.config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+    log = jvm_log()
     try:
-        session = builder.getOrCreate()
+        with _stderr_to(log):  # the JVM inherits it: its warnings go to the log, not here
+            session = builder.getOrCreate()
     except Exception as error:  # the JVM did not start: say why in one line
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UserError(f"cannot start Spark (master {resolved}): {first}") from None
+        raise UserError(
+            f"cannot start Spark (master {resolved}): {first} (the JVM's output: {log})"
+        ) from None
     session.sparkContext.setLogLevel("ERROR")
     return session
