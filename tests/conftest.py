@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 os.environ["PUBMESH_STACK_MODULES"] = "tinystack.spec"
+# a warm Spark the developer keeps (`pubmesh spark start`) is not the one the tests analyse
+# on: they see a private, empty state directory, and the warm tests start their own server
+os.environ["PUBMESH_SPARK_STATE"] = tempfile.mkdtemp(prefix="pubmesh-spark-tests-")
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(TESTS.parent / "src"), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
 )

@@ -6,11 +6,15 @@ CLI in a subprocess."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -151,29 +155,41 @@ def test_sweep_refuses_a_broken_grid_in_one_line(case: str, tmp_path: Path) -> N
     assert not (tmp_path / "out").exists()
 
 
-def test_analyze_cli_writes_report_and_prints_the_run_table(good_run: Path, tmp_path: Path) -> None:
-    done = pubmesh("analyze", str(good_run), "--out", str(tmp_path / "a"), "--master", "local[2]")
+@pytest.fixture(scope="session")
+def embedded(
+    good_run: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``pubmesh analyze`` of the good run on Spark embedded in the command (no warm one):
+    its output directory and the finished process."""
+    out = tmp_path_factory.mktemp("embedded") / "a"
+    return out, pubmesh("analyze", str(good_run), "--out", str(out), "--master", "local[2]")
+
+
+def test_analyze_cli_writes_report_and_prints_the_run_table(
+    embedded: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    out, done = embedded
     assert done.returncode == 0, done.stderr
-    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
     [row] = summary["runs"]
     assert row["stack"] == "gossip" and row["publications"] == 20
     assert row["reliability"] == 1.0  # no faults in paper004
     assert "reliability" in done.stdout and row["run_id"] in done.stdout
-    assert (tmp_path / "a" / "report.html").stat().st_size > 10_000
+    assert (out / "report.html").stat().st_size > 10_000
     # quiet: the JVM's start-up lines go to its log, not the terminal; the report's address,
     # one a terminal can open, comes last
     assert "WARNING" not in done.stderr and "log level" not in done.stderr, done.stderr
     last = done.stdout.strip().splitlines()[-1]
-    assert last == f"report: {(tmp_path / 'a' / 'report.html').resolve().as_uri()}", last
+    assert last == f"report: {(out / 'report.html').resolve().as_uri()}", last
     # opened in headless Chromium: every plot drew, no JavaScript error, nothing fetched
-    shown = assert_renders(tmp_path / "a" / "report.html", tmp_path / "analyze.png", min_charts=5)
+    shown = assert_renders(out / "report.html", tmp_path / "analyze.png", min_charts=5)
     assert row["run_id"] in shown.text and "latency" in shown.text.lower()
     # the report opens with the sentence that answers it, in the run's own figures
     nodes, p50 = row["nodes"], round(row["latency_p50"] * 1000)
     headline = f"{nodes:,} gossip nodes: 100.00% of the expected deliveries made, latency p50 "
     assert headline + f"{p50:,} ms" in " ".join(shown.text.split()), shown.text[:400]
     # legends name the run without its id's hash; each heading says what it measures
-    report = (tmp_path / "a" / "report.html").read_text()
+    report = (out / "report.html").read_text()
     label = row["run_id"].rsplit("-", 1)[0]
     assert f'"name":"{label}"' in report and f'"name":"{row["run_id"]}"' not in report
     assert "title='delivered ÷ expected (subscriber, publication) pairs" in report
@@ -235,3 +251,103 @@ def test_static_without_chromium_is_named_in_one_line(
     assert line.startswith("pubmesh: error: --static draws the charts as PNG in headless Chromium")
     assert "apt-get install chromium" in line
     assert not (tmp_path / "o").exists()
+
+
+def _spark(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pubmesh", *args], capture_output=True, text=True, timeout=600,
+        cwd=ROOT, env={**os.environ, "PUBMESH_SPARK_STATE": str(state)},
+    )  # fmt: skip
+
+
+def _warm_record(state: Path) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads((state / "warm.json").read_text())
+    return record
+
+
+def _server_alive(pid: int) -> bool:
+    try:
+        return "pubmesh.analysis.warm" in Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return False
+
+
+def test_a_warm_spark_serves_later_analyses_with_the_same_results(
+    good_run: Path, embedded: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    """`pubmesh spark start` keeps one Spark Connect server that every later analyze uses
+    (issue 45): the same metrics as Spark embedded in the command, the same server process
+    for the second call, 127.0.0.1 and a token kept private, and `stop` ends it."""
+    state = tmp_path / "state"
+    assert _spark(state, "spark", "status").returncode == 1
+    started = _spark(state, "spark", "start", "--idle", "10")
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "warm Spark runs at sc://localhost:" in started.stdout, started.stdout
+        record = _warm_record(state)
+        pid, token = record["pid"], record["token"]
+        # only this user can read the token; it is on no command line
+        assert stat.S_IMODE(state.stat().st_mode) == 0o700
+        assert stat.S_IMODE((state / "warm.json").stat().st_mode) == 0o600
+        assert len(token) >= 40 and token not in Path(f"/proc/{pid}/cmdline").read_text()
+        port = f":{record['port']:04X}"
+        bound = [
+            line.split()[1]
+            for table in ("/proc/net/tcp", "/proc/net/tcp6")
+            for line in Path(table).read_text().splitlines()[1:]
+            if line.split()[1].endswith(port) and line.split()[3] == "0A"  # listening
+        ]
+        # 127.0.0.1 only (Netty's socket may be IPv6 holding it as ::ffff:127.0.0.1)
+        loopback = {f"0100007F{port}", f"0000000000000000FFFF00000100007F{port}"}
+        assert bound and set(bound) <= loopback, bound
+        reference = json.loads((embedded[0] / "summary.json").read_text())["runs"]
+        out = tmp_path / "a"
+        done = _spark(state, "analyze", str(good_run), "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        assert "on Spark Connect" in done.stdout, done.stdout  # no JVM of its own
+        assert json.loads((out / "summary.json").read_text())["runs"] == reference
+        assert (out / "report.html").stat().st_size > 10_000
+        assert _warm_record(state)["pid"] == pid  # the same server, still up
+        status = _spark(state, "spark", "status")
+        assert status.returncode == 0 and f"pid {pid}" in status.stdout, status.stdout
+        # a client without the token is refused
+        refused = subprocess.run(
+            [sys.executable, "-c",
+             "from pyspark.sql import SparkSession\n"
+             f"s = SparkSession.builder.remote('sc://localhost:{record['port']}/;token=x')"
+             ".getOrCreate()\nprint(s.range(2).count())"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert refused.returncode != 0 and "UNAUTHENTICATED" in refused.stderr, refused.stderr
+    finally:
+        stopped = _spark(state, "spark", "stop")
+    assert stopped.returncode == 0 and stopped.stdout.strip() == "warm Spark stopped"
+    assert not _server_alive(pid) and not (state / "warm.json").exists()
+    assert _spark(state, "spark", "status").returncode == 1
+
+
+def test_a_warm_spark_stops_itself_when_idle(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    started = _spark(state, "spark", "start", "--idle", "0.05")  # 3 s
+    try:
+        assert started.returncode == 0, started.stderr
+        pid = _warm_record(state)["pid"]
+        deadline = time.monotonic() + 60
+        while _server_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _server_alive(pid), "the idle server still runs after 60 s"
+        assert not (state / "warm.json").exists()
+        assert "idle for 0.05 min: stopping" in (state / "spark.log").read_text()
+    finally:
+        _spark(state, "spark", "stop")
+
+
+def test_a_warm_spark_refuses_a_state_directory_others_can_enter(tmp_path: Path) -> None:
+    state = tmp_path / "open"
+    state.mkdir(mode=0o777)
+    state.chmod(0o777)
+    done = _spark(state, "spark", "start")
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"pubmesh: error: {state}: owned by another user or open to others")
+    assert not (state / "warm.json").exists()

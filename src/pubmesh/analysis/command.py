@@ -14,6 +14,11 @@ MASTER_HELP = (
     "Spark master URL (default: $PUBMESH_SPARK_MASTER, else local[*], Spark embedded in this "
     "process; e.g. spark://host:7077 for a cluster)"
 )
+ANALYZE_MASTER_HELP = (
+    "Spark master URL (default: $PUBMESH_SPARK_MASTER, else the warm Spark that `pubmesh spark "
+    "start` keeps if it runs, else local[*] embedded in this process); spark://host:7077 for a "
+    "cluster, sc://host:port for a Spark Connect server"
+)
 STATIC_HELP = (
     "PNG charts instead of interactive ones (drawn in headless Chromium; also written to "
     "OUT/figures/ for papers): no JavaScript, a smaller file"
@@ -27,10 +32,11 @@ def _console() -> Any:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from pubmesh.analysis.job import analyze
+    from pubmesh.analysis.job import STEPS, analyze
     from pubmesh.analysis.load import inspect
+    from pubmesh.analysis.progress import AnalysisProgress
     from pubmesh.analysis.report import print_runs
-    from pubmesh.analysis.spark import SMALL_INPUT_BYTES, get_session
+    from pubmesh.analysis.spark import SMALL_INPUT_BYTES, get_session, master_of
 
     roots = [Path(p) for p in args.run_dir]
     # fail on a bad trace before paying for the JVM
@@ -40,15 +46,21 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else _default_out(roots)
     console = _console()
     started = time.perf_counter()
-    with console.status("starting Spark and analysing…", spinner="dots") as status:
-        spark = get_session(args.master, small=size <= SMALL_INPUT_BYTES)
-        status.update(f"analysing {len(roots)} trace(s) on Spark ({spark.sparkContext.master})…")
-        analysis = analyze(spark, sources, out, static=args.static)
+    with console.status("starting Spark…", spinner="dots"):
+        spark = get_session(args.master, small=size <= SMALL_INPUT_BYTES, warm=True)
+    where = master_of(spark)
+    with AnalysisProgress(spark, console, STEPS) as progress:
+        analysis = analyze(spark, sources, out, static=args.static, step=progress.step)
     print_runs(analysis.rows, f"pubmesh analyze ({len(analysis.rows)} runs)", console)
     console.print(
         f"metrics: {out / 'metrics'}  summary: {out / 'summary.json'}  "
-        f"({time.perf_counter() - started:.1f} s)"
+        f"({time.perf_counter() - started:.1f} s on {where})"
     )
+    if where.startswith("local") and not args.master:
+        console.print(
+            "tip: `pubmesh spark start` keeps a warm Spark that the next analysis uses "
+            "(no JVM start)", style="dim", highlight=False,
+        )  # fmt: skip
     # last, on a line of its own: what a terminal lets one click to open
     console.print(f"report: {(out / 'report.html').resolve().as_uri()}", highlight=False)
     return 0
@@ -122,6 +134,42 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_spark(args: argparse.Namespace) -> int:
+    from pubmesh.analysis import warm
+
+    if args.idle <= 0:
+        raise UserError(f"--idle {args.idle:g}: give a positive number of minutes")
+    if args.action == "start":
+        found = warm.running()
+        if found is not None:
+            print(f"warm Spark already runs at {found.url} (pid {found.pid})")
+            return 0
+        started = time.perf_counter()
+        server = warm.start(idle_minutes=args.idle, memory=args.memory)
+        print(
+            f"warm Spark runs at {server.url} (pid {server.pid}, started in "
+            f"{time.perf_counter() - started:.1f} s); pubmesh analyze uses it; it stops after "
+            f"{server.idle_minutes:g} min idle or on `pubmesh spark stop`; log: {warm.log_path()}"
+        )
+        return 0
+    if args.action == "stop":
+        stopped = warm.stop()
+        print("warm Spark stopped" if stopped else "no warm Spark runs")
+        return 0
+    up = warm.running()
+    if up is None:
+        print("no warm Spark runs (start one: pubmesh spark start)")
+        return 1
+    directory = warm.state_dir()
+    left = max(0.0, up.idle_minutes * 60 - warm.idle_for(directory, up))
+    print(
+        f"warm Spark runs at {up.url} (pid {up.pid}, up {(time.time() - up.started) / 60:.0f} "
+        f"min, PySpark {up.pyspark}); stops after {left / 60:.0f} more min idle; "
+        f"log: {warm.log_path(directory)}"
+    )
+    return 0
+
+
 def register(sub: Any) -> None:
     formatter = argparse.RawDescriptionHelpFormatter
     analyze = sub.add_parser(
@@ -151,7 +199,7 @@ def register(sub: Any) -> None:
     )
     analyze.add_argument("run_dir", nargs="+", help="run directories or sweep datasets")
     analyze.add_argument("--out", help="output directory (default RUN_DIR/analysis)")
-    analyze.add_argument("--master", help=MASTER_HELP)
+    analyze.add_argument("--master", help=ANALYZE_MASTER_HELP)
     analyze.add_argument("--static", action="store_true", help=STATIC_HELP)
     analyze.set_defaults(func=_cmd_analyze)
 
@@ -210,6 +258,39 @@ def register(sub: Any) -> None:
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.add_argument("--static", action="store_true", help=STATIC_HELP)
     demo.set_defaults(func=_cmd_demo)
+
+    spark = sub.add_parser(
+        "spark",
+        help="keep a warm Spark for pubmesh analyze: start, status, stop",
+        description=(
+            "A long-lived local Spark (a Spark Connect server in a background process) that\n"
+            "every later `pubmesh analyze` uses instead of starting its own JVM: the second\n"
+            "analysis of a small run takes seconds. It listens on 127.0.0.1 only and needs a\n"
+            "token kept in a private directory ($PUBMESH_SPARK_STATE, else\n"
+            "/tmp/pubmesh-spark-<uid>), so only your own processes can use it. It stops\n"
+            "after --idle minutes without an analysis, or on `pubmesh spark stop`.\n"
+            "sweep and demo run simulations as Spark tasks (RDDs, which Spark Connect lacks)\n"
+            "and start their own Spark; --master and $PUBMESH_SPARK_MASTER take precedence."
+        ),
+        epilog=(
+            "examples:\n"
+            "  pubmesh spark start               # once; ~5 s\n"
+            "  pubmesh analyze runs/a            # uses it\n"
+            "  pubmesh spark status              # exit 0 if it runs, 1 if not\n"
+            "  pubmesh spark stop\n"
+        ),
+        formatter_class=formatter,
+    )
+    spark.add_argument("action", choices=("start", "status", "stop"))
+    spark.add_argument(
+        "--idle", type=float, default=30.0, metavar="MINUTES",
+        help="start: stop by itself after this many minutes without an analysis (default 30)",
+    )  # fmt: skip
+    spark.add_argument(
+        "--memory", metavar="SIZE",
+        help="start: the JVM's heap (default $PUBMESH_SPARK_MEMORY, else 4g)",
+    )  # fmt: skip
+    spark.set_defaults(func=_cmd_spark)
 
 
 __all__ = ["UserError", "register"]

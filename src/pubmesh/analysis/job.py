@@ -23,7 +23,7 @@ import math
 import re
 import tomllib
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,19 @@ from pubmesh.errors import TraceError
 from pubmesh.stacks.base import StackSpec, available_stacks, get_stack
 
 CDF_POINTS = [i / 100 for i in range(101)]
+
+#: an analysis's steps in order, each announced to the caller's ``step`` callback as it starts
+#: (:class:`pubmesh.analysis.progress.AnalysisProgress` draws them as a bar)
+STEPS = (
+    "first deliveries", "publications", "message totals", "nodes", "overlay edges", "degrees",
+    "overlay", "convergence", "history", "runs", "messages per second", "writing metrics",
+    "plot data", "report",
+)  # fmt: skip
+Step = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
 
 
 @dataclass
@@ -126,19 +139,31 @@ def publication_metrics(trace: Trace, first: DataFrame, *, content_based: bool) 
     return metrics.per_publication(trace, first, content_based=content_based, small_since=small)
 
 
-def compute(spark: SparkSession, trace: Trace) -> Metrics:
+def compute(spark: SparkSession, trace: Trace, step: Step = _quiet) -> Metrics:
+    """Every metric table, each computed once (:func:`materialize`); ``step`` hears each of
+    :data:`STEPS` up to "messages per second" as it starts."""
     content_based = has_filters(trace)
+    step("first deliveries")
     first = materialize(metrics.first_deliveries(trace.deliveries, trace.publications))
+    step("publications")
     publications = materialize(publication_metrics(trace, first, content_based=content_based))
+    step("message totals")
     totals = materialize(metrics.message_totals(trace))
+    step("nodes")
     nodes = materialize(metrics.per_node(trace, totals, first))
     # the overlay's edges and degrees once, for its per-snapshot figures and the histogram
+    step("overlay edges")
     vertices, edges = metrics.overlay_edges(trace.snapshots, non_overlay_layers())
     edges = materialize(edges)
+    step("degrees")
     degrees = materialize(metrics.degrees_of(vertices, edges))
+    step("overlay")
     overlay = materialize(metrics.overlay_of(edges, degrees))
+    step("convergence")
     convergence = materialize(metrics.convergence_time(trace.checks))
+    step("history")
     history = materialize(metrics.history_reliability(trace, content_based=content_based))
+    step("runs")
     config = metrics.config_requests(trace, convergence, timeout_intervals(spark, trace))
     runs = materialize(
         metrics.per_run(
@@ -153,6 +178,7 @@ def compute(spark: SparkSession, trace: Trace) -> Metrics:
             config=config,
         )
     )
+    step("messages per second")
     return Metrics(
         publications=publications,
         nodes=nodes,
@@ -414,16 +440,21 @@ def analyze(
     title: str | None = None,
     report: bool = True,
     static: bool = False,
+    step: Step = _quiet,
 ) -> Analysis:
     """Check, load, compute and write ``metrics/`` and ``summary.json`` (and ``report.html``
     unless ``report`` is false: a sweep adds its comparison first; ``static``: PNG charts),
     with as many shuffle partitions as the input's size wants (:func:`shuffle_partitions`).
     ``roots`` are run directories or sweep datasets, or what :func:`inspect` already made of
-    them (the CLI checks the traces before it starts the JVM, and they are not read twice)."""
+    them (the CLI checks the traces before it starts the JVM, and they are not read twice).
+    ``step`` hears each of :data:`STEPS` as it starts."""
     sources = [r if isinstance(r, TraceSource) else inspect(r) for r in roots]
     trace = load(spark, sources)
+    out = out.resolve()  # a Spark Connect server writes it, from a directory of its own
     with shuffle_partitions(spark, sum(source.size for source in sources)):
-        return _analyze(spark, sources, trace, out, title=title, report=report, static=static)
+        return _analyze(
+            spark, sources, trace, out, title=title, report=report, static=static, step=step
+        )
 
 
 def _analyze(
@@ -435,14 +466,17 @@ def _analyze(
     title: str | None,
     report: bool,
     static: bool,
+    step: Step,
 ) -> Analysis:
     from pubmesh.analysis.report import charts_of, run_headline, write_report
 
     try:
-        result = compute(spark, trace)
+        result = compute(spark, trace, step)
         out.mkdir(parents=True, exist_ok=True)
+        step("writing metrics")
         write_tables(result, out)
         rows = run_rows(result.runs)
+        step("plot data")
         data = plot_data(trace, result)
         figures = make_plots(data)
         notes = [note] if (note := counts_note(trace)) else []
@@ -454,6 +488,7 @@ def _analyze(
         )
         + "\n"
     )
+    step("report")
     if report:
         write_report(
             out / "report.html",

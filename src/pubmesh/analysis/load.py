@@ -170,7 +170,7 @@ def load(spark: SparkSession, sources: list[TraceSource]) -> Trace:
     for table in TABLES:
         schema = spark_schema(table)
         parts = [
-            spark.read.schema(schema).parquet(str(source.root / table))
+            spark.read.schema(schema).parquet(str((source.root / table).resolve()))
             for source in sources
             if source.tables.get(table)
         ]

@@ -125,56 +125,96 @@ def _stderr_to(path: Path) -> Iterator[None]:
         os.close(saved)
 
 
+def session_conf(resolved: str, *, app: str, small: bool) -> list[tuple[str, str]]:
+    """The Spark settings of every session we start, embedded or warm (:mod:`.warm`)."""
+    local = resolved.startswith("local")
+    conf = [
+        ("spark.master", resolved),
+        ("spark.app.name", app),
+        ("spark.ui.enabled", "false"),
+        ("spark.ui.showConsoleProgress", "false"),
+        ("spark.sql.session.timeZone", "UTC"),
+        ("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2) * 2))),
+        ("spark.sql.adaptive.enabled", "true"),
+        ("spark.sql.adaptive.coalescePartitions.enabled", "true"),
+        # a join may use its sides' partitioning by a subset of its keys: the metrics partition
+        # deliveries and expected pairs by publication once, then join them on (publication,
+        # node) and aggregate per publication without shuffling them again
+        ("spark.sql.requireAllClusterKeysForCoPartition", "false"),
+        # broadcast joins only where adaptive execution has measured the small side: plan-time
+        # estimates of exploded neighbour lists were far too small and a 16,384-node skipring
+        # snapshot table ran the driver out of memory while broadcasting
+        ("spark.sql.autoBroadcastJoinThreshold", "-1"),
+        ("spark.sql.adaptive.autoBroadcastJoinThreshold", "10MB"),
+        ("spark.sql.execution.arrow.pyspark.enabled", "true"),
+        ("spark.driver.extraJavaOptions", driver_java_options(local=local, small=small)),
+    ]
+    if local:
+        conf.append(("spark.driver.memory", os.environ.get("PUBMESH_SPARK_MEMORY", "4g")))
+    elif small:  # a cluster's executors, for a small input: all start-up, as the driver's
+        conf.append(("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1"))
+    return conf
+
+
 def get_session(
-    master: str | None = None, *, app: str = "pubmesh", small: bool = False
+    master: str | None = None, *, app: str = "pubmesh", small: bool = False, warm: bool = False
 ) -> SparkSession:
     """The shared Spark session (created on first use, reused after). ``small``: the caller
-    knows the input is small (:data:`SMALL_INPUT_BYTES`), see :func:`driver_java_options`."""
-    check_java()
+    knows the input is small (:data:`SMALL_INPUT_BYTES`), see :func:`driver_java_options`.
+    ``warm``: the caller's work runs on Spark Connect too (DataFrames only, no RDDs), so with
+    no master given it uses the user's warm server when one runs (:mod:`.warm`). A master
+    ``sc://host:port`` is any Spark Connect server."""
     resolved = resolve_master(master)
+    if resolved.startswith("sc://"):
+        return _remote(resolved)
+    if warm and master is None and not os.environ.get(ENV_MASTER):
+        from pubmesh.analysis import warm as warm_spark
+
+        server = warm_spark.running()
+        if server is not None:
+            return warm_spark.connect(server)  # type: ignore[no-any-return]
+    check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    local = resolved.startswith("local")
-    builder = (
-        SparkSession.builder.master(resolved)
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", str(max(2, (os.cpu_count() or 2) * 2)))
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
-        # a join may use its sides' partitioning by a subset of its keys: the metrics partition
-        # deliveries and expected pairs by publication once, then join them on (publication,
-        # node) and aggregate per publication without shuffling them again
-        .config("spark.sql.requireAllClusterKeysForCoPartition", "false")
-        # broadcast joins only where adaptive execution has measured the small side: plan-time
-        # estimates of exploded neighbour lists were far too small and a 16,384-node skipring
-        # snapshot table ran the driver out of memory while broadcasting
-        .config("spark.sql.autoBroadcastJoinThreshold", "-1")
-        .config("spark.sql.adaptive.autoBroadcastJoinThreshold", "10MB")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.extraJavaOptions", driver_java_options(local=local, small=small))
+    builder = SparkSession.builder.config(
+        conf=SparkConf(loadDefaults=True).setAll(session_conf(resolved, app=app, small=small))
     )
-    if local:
-        builder = builder.config(
-            "spark.driver.memory", os.environ.get("PUBMESH_SPARK_MEMORY", "4g")
-        )
-    elif small:  # a cluster's executors, for a small input: all start-up, as the driver's
-        builder = builder.config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1")
     log = jvm_log()
     try:
         with _stderr_to(log):  # the JVM inherits it: its warnings go to the log, not here
             session = builder.getOrCreate()
     except Exception as error:  # the JVM did not start: say why in one line
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UserError(
-            f"cannot start Spark (master {resolved}): {first} (the JVM's output: {log})"
+            f"cannot start Spark (master {resolved}): {_first(error)} (the JVM's output: {log})"
         ) from None
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _first(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _remote(url: str) -> SparkSession:
+    """A session on the Spark Connect server at ``url`` (``sc://host:port[/;token=...]``)."""
+    from pyspark.sql import SparkSession
+
+    try:
+        return SparkSession.builder.remote(url).getOrCreate()
+    except Exception as error:
+        raise UserError(f"cannot reach Spark Connect at {url}: {_first(error)}") from None
+
+
+def master_of(spark: SparkSession) -> str:
+    """Where ``spark`` runs, for a status line: the master URL, or the Connect server's."""
+    try:
+        return str(spark.sparkContext.master)
+    except Exception:  # a Spark Connect session has no SparkContext
+        return f"Spark Connect, master {spark.conf.get('spark.master', '?')}"
