@@ -159,10 +159,20 @@ def test_sweep_refuses_a_broken_grid_in_one_line(case: str, tmp_path: Path) -> N
 def embedded(
     good_run: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """``pubmesh analyze`` of the good run on Spark embedded in the command (no warm one):
-    its output directory and the finished process."""
-    out = tmp_path_factory.mktemp("embedded") / "a"
-    return out, pubmesh("analyze", str(good_run), "--out", str(out), "--master", "local[2]")
+    """``pubmesh analyze`` of the good run on Spark embedded in the command: its output
+    directory and the finished process. The warm Spark's state directory is one others can
+    enter (as if planted by another user): the command must not trust it, say so, and
+    analyse on its own Spark."""
+    base = tmp_path_factory.mktemp("embedded")
+    planted = base / "state"
+    planted.mkdir()
+    planted.chmod(0o777)
+    done = subprocess.run(
+        [sys.executable, "-m", "pubmesh", "analyze", str(good_run), "--out", str(base / "a")],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        env={**os.environ, "PUBMESH_SPARK_STATE": str(planted)},
+    )  # fmt: skip
+    return base / "a", done
 
 
 def test_analyze_cli_writes_report_and_prints_the_run_table(
@@ -179,6 +189,10 @@ def test_analyze_cli_writes_report_and_prints_the_run_table(
     # quiet: the JVM's start-up lines go to its log, not the terminal; the report's address,
     # one a terminal can open, comes last
     assert "WARNING" not in done.stderr and "log level" not in done.stderr, done.stderr
+    # the planted state directory (see the fixture) is named, and the analysis ran anyway
+    [warning] = done.stderr.strip().splitlines()
+    assert warning.startswith("warning: not using a warm Spark: ") and "open to others" in warning
+    assert "local[*])" in done.stdout, done.stdout  # "(… s on local[*])": embedded
     last = done.stdout.strip().splitlines()[-1]
     assert last == f"report: {(out / 'report.html').resolve().as_uri()}", last
     # opened in headless Chromium: every plot drew, no JavaScript error, nothing fetched
@@ -307,7 +321,7 @@ def test_a_warm_spark_serves_later_analyses_with_the_same_results(
         assert "on Spark Connect" in done.stdout, done.stdout  # no JVM of its own
         assert json.loads((out / "summary.json").read_text())["runs"] == reference
         assert (out / "report.html").stat().st_size > 10_000
-        assert _warm_record(state)["pid"] == pid  # the same server, still up
+        assert _warm_record(state)["pid"] == pid and _server_alive(pid)  # the same, still up
         status = _spark(state, "spark", "status")
         assert status.returncode == 0 and f"pid {pid}" in status.stdout, status.stdout
         # a client without the token is refused

@@ -295,7 +295,7 @@ def test_order_violations_count_older_publications_delivered_after_newer(spark: 
         ],
     )
     assertDataFrameEqual(
-        metrics.order_violations(deliveries, pubs),
+        metrics.order_violations(metrics.first_deliveries(deliveries, pubs), pubs),
         spark.createDataFrame([("r1", 1)], "run_id string, order_violations long"),
     )
 

@@ -34,7 +34,7 @@ def _console() -> Any:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from pubmesh.analysis.job import STEPS, analyze
     from pubmesh.analysis.load import inspect
-    from pubmesh.analysis.progress import AnalysisProgress
+    from pubmesh.analysis.progress import AnalysisProgress, is_connect
     from pubmesh.analysis.report import print_runs
     from pubmesh.analysis.spark import SMALL_INPUT_BYTES, get_session, master_of
 
@@ -49,8 +49,12 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     with console.status("starting Spark…", spinner="dots"):
         spark = get_session(args.master, small=size <= SMALL_INPUT_BYTES, warm=True)
     where = master_of(spark)
-    with AnalysisProgress(spark, console, STEPS) as progress:
-        analysis = analyze(spark, sources, out, static=args.static, step=progress.step)
+    try:
+        with AnalysisProgress(spark, console, STEPS) as progress:
+            analysis = analyze(spark, sources, out, static=args.static, step=progress.step)
+    finally:
+        if is_connect(spark):  # the server drops this session's cached tables now
+            spark.stop()
     print_runs(analysis.rows, f"pubmesh analyze ({len(analysis.rows)} runs)", console)
     console.print(
         f"metrics: {out / 'metrics'}  summary: {out / 'summary.json'}  "

@@ -522,14 +522,16 @@ def per_publication(
     )  # fmt: skip
 
 
-def order_violations(deliveries: DataFrame, publications: DataFrame) -> DataFrame:
+def order_violations(first: DataFrame, publications: DataFrame) -> DataFrame:
     """(run_id, order_violations): first deliveries at a node of a publication issued before
-    (publish time, then id) one from the same publisher already delivered there."""
-    first = deliveries.groupBy("run_id", "pub_id", "node").agg(F.min("t").alias("t_deliver"))
-    keyed = first.join(
-        publications.select("run_id", "pub_id", "publisher", F.col("t").alias("t_publish")),
-        ["run_id", "pub_id"],
-    ).withColumn("issue_order", F.struct("t_publish", "pub_id"))
+    (publish time, then id) one from the same publisher already delivered there. ``first`` is
+    :func:`first_deliveries` (computed once for every metric that reads it: no second
+    aggregation of the raw deliveries)."""
+    keyed = (
+        first.select("run_id", "pub_id", "node", F.col("t").alias("t_deliver"), "t_publish")
+        .join(publications.select("run_id", "pub_id", "publisher"), ["run_id", "pub_id"])
+        .withColumn("issue_order", F.struct("t_publish", "pub_id"))
+    )
     seen = (
         Window.partitionBy("run_id", "node", "publisher")
         .orderBy("t_deliver", "pub_id")
@@ -972,7 +974,7 @@ def per_run(
     out = (
         runs.join(pubs, ["run_id"], "left")
         .join(history, ["run_id"], "left")
-        .join(order_violations(trace.deliveries, trace.publications), ["run_id"], "left")
+        .join(order_violations(first, trace.publications), ["run_id"], "left")
         .join(latency, ["run_id"], "left")
         .join(late, ["run_id"], "left")
         .join(totals, ["run_id"], "left")

@@ -106,7 +106,7 @@ class AnalysisProgress:
     def __enter__(self) -> AnalysisProgress:
         self.bar.start()
         register = getattr(self.spark, "registerProgressHandler", None)
-        if register is not None and _is_connect(self.spark):
+        if register is not None and is_connect(self.spark):
             self.handler = ConnectHandler(self.counter)
             register(self.handler)
         else:
@@ -123,5 +123,6 @@ class AnalysisProgress:
         self.bar.stop()
 
 
-def _is_connect(spark: Any) -> bool:
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (not one with a SparkContext here)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")

@@ -147,6 +147,10 @@ def session_conf(resolved: str, *, app: str, small: bool) -> list[tuple[str, str
         ("spark.sql.autoBroadcastJoinThreshold", "-1"),
         ("spark.sql.adaptive.autoBroadcastJoinThreshold", "10MB"),
         ("spark.sql.execution.arrow.pyspark.enabled", "true"),
+        # one analysis compiles a few hundred generated classes (whole-stage code, projections,
+        # orderings); Spark keeps 100, so a session that analyses again (the warm one, the
+        # tests') compiled most of them again with Janino on every call
+        ("spark.sql.codegen.cache.maxEntries", "4096"),
         ("spark.driver.extraJavaOptions", driver_java_options(local=local, small=small)),
     ]
     if local:
@@ -170,7 +174,11 @@ def get_session(
     if warm and master is None and not os.environ.get(ENV_MASTER):
         from pubmesh.analysis import warm as warm_spark
 
-        server = warm_spark.running()
+        try:
+            server = warm_spark.running()
+        except UserError as error:  # a state directory we must not trust: say so, go on
+            print(f"warning: not using a warm Spark: {error}", file=sys.stderr)
+            server = None
         if server is not None:
             return warm_spark.connect(server)  # type: ignore[no-any-return]
     check_java()
