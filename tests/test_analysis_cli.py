@@ -322,8 +322,15 @@ def test_a_warm_spark_serves_later_analyses_with_the_same_results(
         assert json.loads((out / "summary.json").read_text())["runs"] == reference
         assert (out / "report.html").stat().st_size > 10_000
         assert _warm_record(state)["pid"] == pid and _server_alive(pid)  # the same, still up
+        # it warmed itself up with an analysis of its own (the first call above may have
+        # come before the end of it: wait for it here)
+        deadline = time.monotonic() + 120
+        while "warmed up in" not in (state / "spark.log").read_text():
+            assert time.monotonic() < deadline, (state / "spark.log").read_text()[-2000:]
+            time.sleep(0.5)
         status = _spark(state, "spark", "status")
         assert status.returncode == 0 and f"pid {pid}" in status.stdout, status.stdout
+        assert "PySpark 4.3.0, warm)" in " ".join(status.stdout.split()), status.stdout
         # a client without the token is refused
         refused = subprocess.run(
             [sys.executable, "-c",
@@ -342,7 +349,7 @@ def test_a_warm_spark_serves_later_analyses_with_the_same_results(
 
 def test_a_warm_spark_stops_itself_when_idle(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    started = _spark(state, "spark", "start", "--idle", "0.05")  # 3 s
+    started = _spark(state, "spark", "start", "--idle", "0.05", "--no-warm-up")  # 3 s
     try:
         assert started.returncode == 0, started.stderr
         pid = _warm_record(state)["pid"]

@@ -149,12 +149,17 @@ def _cmd_spark(args: argparse.Namespace) -> int:
             print(f"warm Spark already runs at {found.url} (pid {found.pid})")
             return 0
         started = time.perf_counter()
-        server = warm.start(idle_minutes=args.idle, memory=args.memory)
+        server = warm.start(idle_minutes=args.idle, memory=args.memory, prewarm=args.warm_up)
         print(
             f"warm Spark runs at {server.url} (pid {server.pid}, started in "
             f"{time.perf_counter() - started:.1f} s); pubmesh analyze uses it; it stops after "
             f"{server.idle_minutes:g} min idle or on `pubmesh spark stop`; log: {warm.log_path()}"
         )
+        if args.warm_up:
+            print(
+                "it now warms itself up with one analysis of a small run (~20 s in the "
+                "background); `pubmesh spark status` says when it is warm"
+            )
         return 0
     if args.action == "stop":
         stopped = warm.stop()
@@ -168,7 +173,8 @@ def _cmd_spark(args: argparse.Namespace) -> int:
     left = max(0.0, up.idle_minutes * 60 - warm.idle_for(directory, up))
     print(
         f"warm Spark runs at {up.url} (pid {up.pid}, up {(time.time() - up.started) / 60:.0f} "
-        f"min, PySpark {up.pyspark}); stops after {left / 60:.0f} more min idle; "
+        f"min, PySpark {up.pyspark}, {'warm' if warm.warmed_up(directory) else 'warming up'}); "
+        f"stops after {left / 60:.0f} more min idle; "
         f"log: {warm.log_path(directory)}"
     )
     return 0
@@ -268,8 +274,9 @@ def register(sub: Any) -> None:
         help="keep a warm Spark for pubmesh analyze: start, status, stop",
         description=(
             "A long-lived local Spark (a Spark Connect server in a background process) that\n"
-            "every later `pubmesh analyze` uses instead of starting its own JVM: the second\n"
-            "analysis of a small run takes seconds. It listens on 127.0.0.1 only and needs a\n"
+            "every later `pubmesh analyze` uses instead of starting its own JVM. Once started\n"
+            "it warms itself up with one analysis of a small run, so that an analysis of a\n"
+            "small run takes seconds. It listens on 127.0.0.1 only and needs a\n"
             "token kept in a private directory ($PUBMESH_SPARK_STATE, else\n"
             "/tmp/pubmesh-spark-<uid>), so only your own processes can use it. It stops\n"
             "after --idle minutes without an analysis, or on `pubmesh spark stop`.\n"
@@ -293,6 +300,10 @@ def register(sub: Any) -> None:
     spark.add_argument(
         "--memory", metavar="SIZE",
         help="start: the JVM's heap (default $PUBMESH_SPARK_MEMORY, else 4g)",
+    )  # fmt: skip
+    spark.add_argument(
+        "--no-warm-up", dest="warm_up", action="store_false",
+        help="start: skip the warm-up analysis of a small run (the first real call is slower)",
     )  # fmt: skip
     spark.set_defaults(func=_cmd_spark)
 

@@ -16,6 +16,10 @@ directory), so another local user can neither read the token nor pass it; the us
 processes share the server by design. The token travels in the environment, never on a
 command line that ``ps`` shows.
 
+Warm-up: right after it listens, the server analyses a small simulated run of its own in
+the background (:func:`warm_up`), so that the first real analysis does not pay for the
+JIT compilers' and the code generator's first pass.
+
 Lifetime: the server stops by itself after ``--idle`` minutes with no analysis (default
 30; every client touches ``used`` in the state directory, and a running Spark job counts as
 use), on ``pubmesh spark stop``, or on SIGTERM. ``pubmesh spark status`` says whether it
@@ -39,6 +43,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,8 +187,14 @@ def connect(warm: Warm) -> Any:
     return SparkSession.builder.remote(warm.url).getOrCreate()
 
 
-def start(*, idle_minutes: float = DEFAULT_IDLE_MINUTES, memory: str | None = None) -> Warm:
-    """Start the server in the background (or find it running) and wait until it listens."""
+def start(
+    *,
+    idle_minutes: float = DEFAULT_IDLE_MINUTES,
+    memory: str | None = None,
+    prewarm: bool = True,
+) -> Warm:
+    """Start the server in the background (or find it running) and wait until it listens;
+    ``prewarm``: it then warms itself up (:func:`warm_up`)."""
     from pubmesh.analysis.spark import check_java
 
     directory = state_dir()
@@ -192,13 +203,14 @@ def start(*, idle_minutes: float = DEFAULT_IDLE_MINUTES, memory: str | None = No
         return found
     check_java()
     stop(directory)  # a server this PySpark cannot use (another version), or a stale record
+    _warmed(directory).unlink(missing_ok=True)
     log = log_path(directory)
     env = dict(os.environ)
     env[TOKEN_ENV] = secrets.token_urlsafe(32)
     if memory:
         env["PUBMESH_SPARK_MEMORY"] = memory
     command = [sys.executable, "-m", SERVE_MODULE, "--state", str(directory)]
-    command += ["--idle", str(idle_minutes)]
+    command += ["--idle", str(idle_minutes)] + ([] if prewarm else ["--no-warm-up"])
     with log.open("ab") as out:
         child = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
@@ -254,7 +266,44 @@ def _connect_port(session: Any) -> int:
     return int(service.getField("MODULE$").get(None).localPort())
 
 
-def serve(directory: Path, idle_minutes: float) -> int:
+#: the run :func:`warm_up` analyses: the smallest shipped gossip reproduction, shortened
+WARM_UP_RUN = ("paper004", ["workload.publications=20", "run.duration=60"])
+
+
+def _warmed(directory: Path) -> Path:
+    return directory / "warmed"
+
+
+def warmed_up(directory: Path) -> bool:
+    return _warmed(directory).exists()
+
+
+def warm_up(session: Any, directory: Path) -> None:
+    """One whole analysis of a small simulated run inside the server, in the background,
+    right after it starts listening: the JVM's compilers see Spark's planning and execution
+    code, and the classes Spark generates for the analysis's plans (the same for any trace)
+    land in the codegen cache, so the user's first analysis runs as warm as a later one
+    (issue 45: the server's first call otherwise costs what an embedded one does). On a
+    session of its own; a failure is logged and changes nothing else."""
+    from pubmesh.analysis.job import analyze
+    from pubmesh.catalog import find
+    from pubmesh.sim.runner import run_scenario
+    from pubmesh.sim.scenario import load_scenario
+
+    started = time.perf_counter()
+    try:
+        with tempfile.TemporaryDirectory(prefix="pubmesh-warm-up-") as tmp:
+            name, overrides = WARM_UP_RUN
+            run_scenario(load_scenario(find(name), overrides), Path(tmp) / "run")
+            analyze(session.newSession(), [Path(tmp) / "run"], Path(tmp) / "out", report=False)
+    except Exception as error:  # the server still serves; the first call is merely colder
+        print(f"warm-up failed: {type(error).__name__}: {error}", flush=True)
+        return
+    _warmed(directory).touch()
+    print(f"warmed up in {time.perf_counter() - started:.1f} s", flush=True)
+
+
+def serve(directory: Path, idle_minutes: float, *, prewarm: bool = True) -> int:
     """The server process: Spark with the Connect plugin, until idle, stopped or killed."""
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
@@ -289,6 +338,8 @@ def serve(directory: Path, idle_minutes: float) -> int:
     signal.signal(signal.SIGINT, lambda number, _frame: stopping.append(number))
     _write(directory, warm)
     print(f"pubmesh warm Spark: {warm.url} (pid {warm.pid})", flush=True)
+    if prewarm:
+        threading.Thread(target=warm_up, args=(session, directory), daemon=True).start()
     tracker = session.sparkContext.statusTracker()
     try:
         while not stopping:
@@ -311,8 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {SERVE_MODULE}")
     parser.add_argument("--state", required=True)
     parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_MINUTES)
+    parser.add_argument("--no-warm-up", dest="prewarm", action="store_false")
     args = parser.parse_args(argv)
-    return serve(Path(args.state), args.idle)
+    return serve(Path(args.state), args.idle, prewarm=args.prewarm)
 
 
 if __name__ == "__main__":
