@@ -497,11 +497,12 @@ def test_supervisor_messages_and_config_requests(spark: Any) -> None:
         messages=[request | {"t_send": x, "t_recv": x + 0.01} for x in (1.0, 4.0, 5.0, 8.0)],
     )
     assertDataFrameEqual(
-        metrics.supervisor_messages(t.events),
+        metrics.event_metrics(t.events),
         spark.createDataFrame(
-            [("r1", 1.0, 2.0)],
+            [("r1", 1.0, 2.0, None, None, None)],  # no brokertree events: no counts
             "run_id string, supervisor_messages_per_subscribe double, "
-            "supervisor_messages_per_unsubscribe double",
+            "supervisor_messages_per_unsubscribe double, stalls long, tagged long, "
+            "safety_drops long",
         ),
     )
     intervals = spark.createDataFrame([("r1", 1.0)], "run_id string, timeout_interval double")
@@ -522,12 +523,15 @@ def test_event_counts_per_run(spark: Any) -> None:
     ]
     t = trace(spark, events=events)
     assertDataFrameEqual(
-        metrics.event_counts(t.events),
+        metrics.event_metrics(t.events),
         spark.createDataFrame(
-            [("r1", 2, 1, 0)], "run_id string, stalls long, tagged long, safety_drops long"
+            [("r1", None, None, 2, 1, 0)],  # no supervisor events: no means
+            "run_id string, supervisor_messages_per_subscribe double, "
+            "supervisor_messages_per_unsubscribe double, stalls long, tagged long, "
+            "safety_drops long",
         ),
     )
-    assert metrics.event_counts(trace(spark, events=events[3:]).events).count() == 0
+    assert metrics.event_metrics(trace(spark, events=events[3:]).events).count() == 0
 
 
 def test_counts_mode_traces_give_node_totals_but_no_rmr(spark: Any) -> None:

@@ -48,7 +48,7 @@ millions of rows. The names are docs/design.md's, one name each, everywhere:
 ``convergence_time``
     the first check time from which the stack's legitimacy predicate holds at every later
     check; null when it does not hold at the last one.
-``supervisor_messages``, ``config_requests``
+``supervisor_messages`` (:func:`event_metrics`), ``config_requests``
     messages the supervisor sent per subscribe and per unsubscribe (its ``supervisor.*``
     trace events); ConfigurationRequest messages sent after convergence per subscriber per
     timeout interval.
@@ -816,25 +816,6 @@ def convergence_time(checks: DataFrame) -> DataFrame:
     )
 
 
-def supervisor_messages(events: DataFrame) -> DataFrame:
-    """(run_id, supervisor_messages_per_subscribe, supervisor_messages_per_unsubscribe): the
-    mean of ``detail.messages`` over the supervisor's ``supervisor.subscribe`` and
-    ``supervisor.unsubscribe`` trace events (Feldmann et al. §3.1: 1 and 2)."""
-    sent = F.get_json_object("detail", "$.messages").cast("double")
-    return (
-        events.where(F.col("kind").isin("supervisor.subscribe", "supervisor.unsubscribe"))
-        .groupBy("run_id")
-        .agg(
-            F.avg(F.when(F.col("kind") == "supervisor.subscribe", sent)).alias(
-                "supervisor_messages_per_subscribe"
-            ),
-            F.avg(F.when(F.col("kind") == "supervisor.unsubscribe", sent)).alias(
-                "supervisor_messages_per_unsubscribe"
-            ),
-        )
-    )
-
-
 #: protocol events counted per run (brokertree's, Kazemzadeh & Jacobsen;
 #: docs/protocols/brokertree.md §11): copies held back because they would break legitimacy,
 #: publications tagged as delivered through an overlap while a subscription was partial, and copies
@@ -846,18 +827,34 @@ EVENT_COUNTS = (
 )
 
 
-def event_counts(events: DataFrame) -> DataFrame:
-    """(run_id, stalls, tagged, safety_drops): how many trace events of each kind of
-    :data:`EVENT_COUNTS` a run has, for runs with at least one of them."""
-    kinds = [kind for _, kind in EVENT_COUNTS]
+def event_metrics(events: DataFrame) -> DataFrame:
+    """(run_id, supervisor_messages_per_subscribe, supervisor_messages_per_unsubscribe,
+    stalls, tagged, safety_drops) from the events table, in one pass.
+
+    The supervisor means are the mean of ``detail.messages`` over the supervisor's
+    ``supervisor.subscribe`` and ``supervisor.unsubscribe`` trace events (Feldmann et al.
+    §3.1: 1 and 2), null for a run without such events; the counts are how many events of
+    each kind of :data:`EVENT_COUNTS` a run has, null for a run with none of those kinds. A run
+    with neither has no row."""
+    counted = [kind for _, kind in EVENT_COUNTS]
+    sent = F.get_json_object("detail", "$.messages").cast("double")
+    any_counted = F.sum(F.col("kind").isin(counted).cast("long")) > 0
     return (
-        events.where(F.col("kind").isin(kinds))
+        events.where(F.col("kind").isin("supervisor.subscribe", "supervisor.unsubscribe", *counted))
         .groupBy("run_id")
         .agg(
+            F.avg(F.when(F.col("kind") == "supervisor.subscribe", sent)).alias(
+                "supervisor_messages_per_subscribe"
+            ),
+            F.avg(F.when(F.col("kind") == "supervisor.unsubscribe", sent)).alias(
+                "supervisor_messages_per_unsubscribe"
+            ),
             *(
-                F.sum(F.when(F.col("kind") == kind, 1).otherwise(0)).cast("long").alias(name)
+                F.when(any_counted, F.sum(F.when(F.col("kind") == kind, 1).otherwise(0)))
+                .cast("long")
+                .alias(name)
                 for name, kind in EVENT_COUNTS
-            )
+            ),
         )
     )
 
@@ -943,7 +940,14 @@ def per_run(
     :func:`per_publication`, :func:`per_node`, :func:`overlay_over_time`,
     :func:`first_deliveries`, :func:`message_totals`, :func:`convergence_time`,
     :func:`history_reliability` and :func:`config_requests` (each computed once)."""
-    pubs = publications.groupBy("run_id").agg(
+    # the later half by publish time (rmr_late, ldh_late) from the same pass: one shuffle of
+    # the publications by run for the rank and every aggregate, not one each
+    order = Window.partitionBy("run_id").orderBy("t", "pub_id")
+    late = F.col("_rank") > F.floor(F.col("_count") / 2)
+    ranked = publications.withColumn("_rank", F.row_number().over(order)).withColumn(
+        "_count", F.count("*").over(Window.partitionBy("run_id"))
+    )
+    pubs = ranked.groupBy("run_id").agg(
         F.count("*").alias("publications"),
         F.sum("expected").alias("expected"),
         F.sum("delivered").alias("delivered"),
@@ -956,16 +960,10 @@ def per_run(
         F.when(
             F.sum("payload_received") > 0, F.sum("false_positives") / F.sum("payload_received")
         ).alias("false_positive_rate"),
+        F.avg(F.when(late, F.col("rmr"))).alias("rmr_late"),
+        F.avg(F.when(late, F.col("ldh"))).alias("ldh_late"),
     )
     latency = first.groupBy("run_id").agg(*_percentiles("latency"))
-    order = Window.partitionBy("run_id").orderBy("t", "pub_id")
-    late = (
-        publications.withColumn("_rank", F.row_number().over(order))
-        .withColumn("_count", F.count("*").over(Window.partitionBy("run_id")))
-        .where(F.col("_rank") > F.floor(F.col("_count") / 2))
-        .groupBy("run_id")
-        .agg(F.avg("rmr").alias("rmr_late"), F.avg("ldh").alias("ldh_late"))
-    )
     totals = message_totals.groupBy("run_id").agg(
         F.sum("sent").alias("messages"),
         F.sum(F.when(~F.col("payload"), F.col("sent")).otherwise(0)).alias("control_messages"),
@@ -976,15 +974,13 @@ def per_run(
         .join(history, ["run_id"], "left")
         .join(order_violations(first, trace.publications), ["run_id"], "left")
         .join(latency, ["run_id"], "left")
-        .join(late, ["run_id"], "left")
         .join(totals, ["run_id"], "left")
         .join(load_summary(nodes), ["run_id"], "left")
         .join(overlay_final(overlay), ["run_id"], "left")
         .join(convergence, ["run_id"], "left")
-        .join(supervisor_messages(trace.events), ["run_id"], "left")
+        .join(event_metrics(trace.events), ["run_id"], "left")
         .join(config, ["run_id"], "left")
         .join(edge_filters(trace.snapshots), ["run_id"], "left")
-        .join(event_counts(trace.events), ["run_id"], "left")
         .fillna(0, ["publications", "expected", "delivered", "duplicates", "order_violations"])
         .withColumn(
             "reliability",

@@ -87,6 +87,10 @@ def check_java() -> None:
 SMALL_INPUT_BYTES = 64 * 1024 * 1024
 
 
+#: generated classes a session keeps compiled (Spark's default 100 is less than one analysis)
+CODEGEN_CACHE = 1024
+
+
 def driver_java_options(*, local: bool, small: bool) -> str:
     """The driver JVM's options: our log4j settings and, unless the driver itself crunches a
     large input (local mode, not ``small``), the client compiler only
@@ -96,7 +100,10 @@ def driver_java_options(*, local: bool, small: bool) -> str:
     options = f"-Dlog4j.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}"
     if small or not local:
         options += " -XX:TieredStopAtLevel=1"
-    return options
+    # room for the compiled code of the classes the codegen cache keeps (CODEGEN_CACHE): the
+    # client compiler alone reserves 48 MB, and a session that analysed again and again
+    # filled it and died of "Out of space in CodeCache for adapters" (reserved, not resident)
+    return options + " -XX:ReservedCodeCacheSize=512m"
 
 
 def jvm_log() -> Path:
@@ -150,13 +157,18 @@ def session_conf(resolved: str, *, app: str, small: bool) -> list[tuple[str, str
         # one analysis compiles a few hundred generated classes (whole-stage code, projections,
         # orderings); Spark keeps 100, so a session that analyses again (the warm one, the
         # tests') compiled most of them again with Janino on every call
-        ("spark.sql.codegen.cache.maxEntries", "4096"),
+        ("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE)),
         ("spark.driver.extraJavaOptions", driver_java_options(local=local, small=small)),
     ]
     if local:
         conf.append(("spark.driver.memory", os.environ.get("PUBMESH_SPARK_MEMORY", "4g")))
     elif small:  # a cluster's executors, for a small input: all start-up, as the driver's
-        conf.append(("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1"))
+        conf.append(
+            (
+                "spark.executor.extraJavaOptions",
+                "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m",
+            )
+        )
     return conf
 
 
