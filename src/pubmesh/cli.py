@@ -22,7 +22,8 @@ A short tour:
        pubmesh sim scenarios/gossip_1000.toml --seed 3 --out runs/g1000
   2. Change anything from the command line, e.g. crash 80% of the nodes:
        pubmesh sim scenarios/gossip_crash.toml --set faults.0.fraction=0.8
-  3. Turn the trace into metrics, a summary and an HTML report with plots (PySpark):
+  3. Turn the trace into metrics, a summary and an HTML report with plots (PySpark);
+     `pubmesh spark start` first keeps a warm Spark that every later analysis uses:
        pubmesh analyze runs/g1000
   4. Sweep a parameter grid × seeds as Spark tasks and compare the grid points:
        pubmesh sweep scenarios/grids/paper004_failures.toml
