@@ -120,3 +120,7 @@ def test_a_sweep_opens_with_what_was_swept_and_where_the_extremes_are(tmp_path: 
     )
     same = [{**row, "reliability_mean": 1.0} for row in comparison]
     assert "reliability 100.00% at every point" in sweep_headline(grid, same)
+    # a failed task is not counted among the runs the means are over
+    assert sweep_headline(grid, comparison, failed=1).startswith(
+        "3 runs (2 points × 2 seeds; faults.0.fraction = 0.0, 0.5; 1 of 4 failed): "
+    )

@@ -97,7 +97,9 @@ def test_the_sweep_report_renders_in_a_real_browser(sweep: Any, tmp_path: Path) 
     # the numeric swept parameter; every other chart is under "All plots", collapsed
     text = " ".join(shown.text.split())
     first = text.split("What the sweep shows")[0]
-    assert "8 runs (4 points × 2 seeds; scenario = " in first, first
+    # the probe's four tasks fail (the fixture's point): the runs counted are the others
+    assert "4 runs (4 points × 2 seeds; scenario = " in first, first
+    assert "; 4 of 8 failed): " in first, first
     assert 1 <= len(leading) <= 6, leading
     assert all(c.caption.endswith("against faults.0.fraction") for c in leading), leading
     assert text.index("What the sweep shows") < text.index("All plots")

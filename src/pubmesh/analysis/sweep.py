@@ -467,15 +467,17 @@ def _is_number(value: Any) -> bool:
     return True
 
 
-def sweep_headline(grid: Grid, comparison: list[dict[str, Any]]) -> str:
-    """The sweep report's first sentence: what was swept, and where reliability and latency
+def sweep_headline(grid: Grid, comparison: list[dict[str, Any]], failed: int = 0) -> str:
+    """The sweep report's first sentence: what was swept, how many runs completed (``failed``
+    tasks are said apart: the means are over the others), and where reliability and latency
     were best and worst (means over seeds)."""
     swept = [k for k in grid.parameters if len({str(p.get(k)) for p in grid.points}) > 1]
     values = "; ".join(
         f"{k} = {', '.join(dict.fromkeys(str(p.get(k)) for p in grid.points))}" for k in swept
     )
-    text = f"{len(grid.tasks)} runs ({len(grid.points)} points × {len(grid.seeds)} seeds"
-    text += f"; {values})" if values else ")"
+    text = f"{len(grid.tasks) - failed} runs ({len(grid.points)} points × {len(grid.seeds)} seeds"
+    text += f"; {values}" if values else ""
+    text += f"; {failed} of {len(grid.tasks)} failed)" if failed else ")"
 
     def where(row: dict[str, Any]) -> str:
         return ", ".join(f"{k} = {row.get(column_name(k))}" for k in swept) or "the base"
@@ -649,8 +651,8 @@ def run_sweep(
     )
     result = SweepResult(
         grid, results, failures, comparison, present, analysis, figures, extra,
-        title or f"pubmesh sweep: {grid.path.name}", static, sweep_headline(grid, comparison),
-        {k: compared[k] for k in lead},
+        title or f"pubmesh sweep: {grid.path.name}", static,
+        sweep_headline(grid, comparison, len(failures)), {k: compared[k] for k in lead},
     )  # fmt: skip
     if report:
         result.write_report(out / "report.html")
