@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -71,6 +72,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     five that follow."""
     gc.collect()
     gc.freeze()
+    shutil.rmtree(os.environ["PUBMESH_SPARK_STATE"], ignore_errors=True)
 
 
 #: xdist groups and test files of minutes each under the suite's load, longest first

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from browser import assert_renders
+from pubmesh.analysis.warm import is_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -279,13 +280,6 @@ def _warm_record(state: Path) -> dict[str, Any]:
     return record
 
 
-def _server_alive(pid: int) -> bool:
-    try:
-        return "pubmesh.analysis.warm" in Path(f"/proc/{pid}/cmdline").read_text()
-    except OSError:
-        return False
-
-
 def test_a_warm_spark_serves_later_analyses_with_the_same_results(
     good_run: Path, embedded: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
@@ -321,7 +315,7 @@ def test_a_warm_spark_serves_later_analyses_with_the_same_results(
         assert "on Spark Connect" in done.stdout, done.stdout  # no JVM of its own
         assert json.loads((out / "summary.json").read_text())["runs"] == reference
         assert (out / "report.html").stat().st_size > 10_000
-        assert _warm_record(state)["pid"] == pid and _server_alive(pid)  # the same, still up
+        assert _warm_record(state)["pid"] == pid and is_server(pid)  # the same, still up
         # it warmed itself up with an analysis of its own (the first call above may have
         # come before the end of it: wait for it here)
         deadline = time.monotonic() + 120
@@ -343,7 +337,7 @@ def test_a_warm_spark_serves_later_analyses_with_the_same_results(
     finally:
         stopped = _spark(state, "spark", "stop")
     assert stopped.returncode == 0 and stopped.stdout.strip() == "warm Spark stopped"
-    assert not _server_alive(pid) and not (state / "warm.json").exists()
+    assert not is_server(pid) and not (state / "warm.json").exists()
     assert _spark(state, "spark", "status").returncode == 1
 
 
@@ -354,9 +348,9 @@ def test_a_warm_spark_stops_itself_when_idle(tmp_path: Path) -> None:
         assert started.returncode == 0, started.stderr
         pid = _warm_record(state)["pid"]
         deadline = time.monotonic() + 60
-        while _server_alive(pid) and time.monotonic() < deadline:
+        while is_server(pid) and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert not _server_alive(pid), "the idle server still runs after 60 s"
+        assert not is_server(pid), "the idle server still runs after 60 s"
         assert not (state / "warm.json").exists()
         assert "idle for 0.05 min: stopping" in (state / "spark.log").read_text()
     finally:

@@ -34,9 +34,9 @@ def _console() -> Any:
 def _cmd_analyze(args: argparse.Namespace) -> int:
     from pubmesh.analysis.job import STEPS, analyze
     from pubmesh.analysis.load import inspect
-    from pubmesh.analysis.progress import AnalysisProgress, is_connect
+    from pubmesh.analysis.progress import AnalysisProgress
     from pubmesh.analysis.report import print_runs
-    from pubmesh.analysis.spark import SMALL_INPUT_BYTES, get_session, master_of
+    from pubmesh.analysis.spark import SMALL_INPUT_BYTES, get_session, is_connect, master_of
 
     roots = [Path(p) for p in args.run_dir]
     # fail on a bad trace before paying for the JVM

@@ -17,6 +17,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from pubmesh.analysis.spark import is_connect
+
 
 class StageCounter:
     """Spark stages seen done, and the running one's tasks, from either source."""
@@ -76,16 +78,16 @@ class AnalysisProgress:
             console=console,
             transient=True,
         )
+        self.steps = list(steps)
         self.task = self.bar.add_task("analysing", total=len(steps), spark="")
         self.stopping = threading.Event()
         self.handler: ConnectHandler | None = None
         self.poller: threading.Thread | None = None
 
     def step(self, name: str) -> None:
-        """The analysis starts ``name`` (the bar counts the one before it done)."""
-        started = self.bar.tasks[0].fields.get("started", False)
+        """The analysis starts ``name`` (the bar counts the steps before it done)."""
         self.bar.update(
-            self.task, description=name, advance=1 if started else 0, started=True,
+            self.task, description=name, completed=self.steps.index(name),
             spark=self.counter.text(),
         )  # fmt: skip
 
@@ -121,8 +123,3 @@ class AnalysisProgress:
         if self.handler is not None:
             self.spark.removeProgressHandler(self.handler)
         self.bar.stop()
-
-
-def is_connect(spark: Any) -> bool:
-    """Whether ``spark`` is a Spark Connect session (not one with a SparkContext here)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")

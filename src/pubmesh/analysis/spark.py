@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pubmesh.errors import UserError
 
@@ -89,6 +89,12 @@ SMALL_INPUT_BYTES = 64 * 1024 * 1024
 
 #: generated classes a session keeps compiled (Spark's default 100 is less than one analysis)
 CODEGEN_CACHE = 1024
+#: a JVM that only starts up and runs one-off plans: the client compiler alone
+CLIENT_COMPILER = "-XX:TieredStopAtLevel=1"
+#: room for the compiled code of the classes the codegen cache keeps: the client compiler alone
+#: reserves 48 MB, and a session that analysed again and again filled it and died of "Out of
+#: space in CodeCache for adapters" (reserved address space, not resident memory)
+CODE_CACHE = "-XX:ReservedCodeCacheSize=512m"
 
 
 def driver_java_options(*, local: bool, small: bool) -> str:
@@ -99,11 +105,8 @@ def driver_java_options(*, local: bool, small: bool) -> str:
     91 CPU s and 50 s with C2, 56 CPU s and 41 s without, on two cores (issue 41)."""
     options = f"-Dlog4j.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}"
     if small or not local:
-        options += " -XX:TieredStopAtLevel=1"
-    # room for the compiled code of the classes the codegen cache keeps (CODEGEN_CACHE): the
-    # client compiler alone reserves 48 MB, and a session that analysed again and again
-    # filled it and died of "Out of space in CodeCache for adapters" (reserved, not resident)
-    return options + " -XX:ReservedCodeCacheSize=512m"
+        options += f" {CLIENT_COMPILER}"
+    return f"{options} {CODE_CACHE}"
 
 
 def jvm_log() -> Path:
@@ -163,12 +166,7 @@ def session_conf(resolved: str, *, app: str, small: bool) -> list[tuple[str, str
     if local:
         conf.append(("spark.driver.memory", os.environ.get("PUBMESH_SPARK_MEMORY", "4g")))
     elif small:  # a cluster's executors, for a small input: all start-up, as the driver's
-        conf.append(
-            (
-                "spark.executor.extraJavaOptions",
-                "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m",
-            )
-        )
+        conf.append(("spark.executor.extraJavaOptions", f"{CLIENT_COMPILER} {CODE_CACHE}"))
     return conf
 
 
@@ -232,9 +230,13 @@ def _remote(url: str) -> SparkSession:
         raise UserError(f"cannot reach Spark Connect at {url}: {_first(error)}") from None
 
 
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (it has no SparkContext in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def master_of(spark: SparkSession) -> str:
     """Where ``spark`` runs, for a status line: the master URL, or the Connect server's."""
-    try:
-        return str(spark.sparkContext.master)
-    except Exception:  # a Spark Connect session has no SparkContext
+    if is_connect(spark):
         return f"Spark Connect, master {spark.conf.get('spark.master', '?')}"
+    return str(spark.sparkContext.master)

@@ -139,7 +139,7 @@ def _write(directory: Path, warm: Warm) -> None:
     temporary.replace(target)
 
 
-def _is_server(pid: int) -> bool:
+def is_server(pid: int) -> bool:
     """Whether ``pid`` is alive and is our server (a recycled pid is someone else's)."""
     try:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -163,7 +163,7 @@ def running(directory: Path | None = None) -> Warm | None:
     warm = _read(directory)
     if warm is None:
         return None
-    if not _is_server(warm.pid):
+    if not is_server(warm.pid):
         with contextlib.suppress(FileNotFoundError):
             _record(directory).unlink()
         return None
@@ -233,14 +233,14 @@ def stop(directory: Path | None = None, *, timeout: float = 30.0) -> Warm | None
     server's record, or None when none ran."""
     directory = directory or state_dir()
     warm = _read(directory)
-    if warm is None or not _is_server(warm.pid):
+    if warm is None or not is_server(warm.pid):
         _record(directory).unlink(missing_ok=True)
         return None
     os.kill(warm.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _is_server(warm.pid) and time.monotonic() < deadline:
+    while is_server(warm.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _is_server(warm.pid):
+    if is_server(warm.pid):
         os.kill(warm.pid, signal.SIGKILL)
     _record(directory).unlink(missing_ok=True)
     return warm
