@@ -2,7 +2,7 @@
 
 Before, deliveries were written and flushed on the event loop: after ~600 unread deliveries the
 node stopped answering handshakes while its peers still held it alive. Now stdout goes through
-a bounded buffer and a thread of its own (:mod:`pubmesh.net.output`).
+a bounded buffer, written without ever blocking the loop (:mod:`pubmesh.net.output`).
 
 Real processes: a publisher, and a subscriber whose stdout the test reads once (its ``ready``
 line) and then leaves unread while 2,000 publications arrive. Checked: its peer never declares
@@ -14,6 +14,7 @@ every delivery is there as a line or counted in a ``lagged`` line, those counts 
 
 from __future__ import annotations
 
+import io
 import json
 import signal
 import subprocess
@@ -121,16 +122,30 @@ def test_an_unread_stdout_costs_lines_not_the_nodes_peers(tmp_path: Path) -> Non
                 node.stop()
 
 
-def test_the_writer_drops_only_droppable_lines_and_never_holds_the_exit() -> None:
-    """The buffer's rule on a real pipe nobody reads: droppable lines go past the limit,
-    answers stay; closing gives up after its timeout instead of blocking the exit."""
+class _Undescribed(io.TextIOWrapper):
+    """A stream over a pipe that does not say its descriptor, as a terminal's wrapper or a
+    file would not be written directly: the writer takes its thread-only path."""
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("fileno")
+
+
+@pytest.mark.parametrize("path", ["direct", "thread"])
+def test_the_writer_drops_only_droppable_lines_and_never_holds_the_exit(path: str) -> None:
+    """The buffer's rule on a real pipe nobody reads, on both paths (lines written straight
+    to a non-blocking pipe, and every line through the thread): droppable lines go past the
+    limit, answers stay; closing gives up after its timeout instead of blocking the exit."""
     import os
 
     from pubmesh.net.output import LineWriter
 
     read_end, write_end = os.pipe()
-    stream = os.fdopen(write_end, "w")
+    if path == "direct":
+        stream: io.TextIOWrapper = os.fdopen(write_end, "w")
+    else:
+        stream = _Undescribed(io.BufferedWriter(io.FileIO(write_end, "w")), write_through=True)
     writer = LineWriter(stream, lambda n: f"lagged {n}", limit=4096)
+    assert os.get_blocking(write_end) is (path == "thread"), "the direct path is non-blocking"
     try:
         kept = 0
         deadline = time.monotonic() + 10
@@ -162,6 +177,35 @@ def test_the_writer_drops_only_droppable_lines_and_never_holds_the_exit() -> Non
         said = [int(line.split()[1]) for line in lines if line.startswith("lagged ")]
         assert sum(said) == writer.dropped and len(said) == writer.episodes, (said, writer.dropped)
         assert lines[-1].startswith("lagged "), "the last drops are said at the close"
+        assert os.get_blocking(write_end), "the descriptor is given back blocking at the end"
     finally:
         os.close(read_end)
         stream.close()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_stdout_shared_with_stderr_stays_blocking(shared: bool) -> None:
+    """Lines go straight to a non-blocking stdout pipe, but not when stderr is the same pipe
+    (``2>&1``): its non-blocking mode would be stderr's too, and an error message written to a
+    full pipe would fail. A real process with its stdout on a pipe, stderr there or not."""
+    code = (
+        "import os, sys\n"
+        "from pubmesh.net.output import LineWriter\n"
+        "writer = LineWriter(sys.stdout, str)\n"
+        "blocking = os.get_blocking(1)\n"
+        "writer.write('a line')\n"
+        "assert writer.close(timeout=5.0)\n"
+        "print(f'blocking {blocking}', file=sys.stderr, flush=True)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if shared else subprocess.PIPE,
+        env=node_env(),
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result
+    said = result.stdout + (result.stderr or "")
+    assert "a line\n" in said
+    assert f"blocking {shared}" in said, said
