@@ -11,6 +11,9 @@ suite adds the tiny hub stack of ``tests/tinystack`` that way) is checked for:
 * **liveness after a fault-free quiesce**: once the cluster has settled, every publication
   reaches every live subscriber of its topic exactly once, from every publisher, over seeds;
 * **statistics**: one ``NodeStatistics`` shape, JSON-able, its delivery count the node's.
+* **the layer contract**: the fast entry points both runtimes call (``receive``, ``fire``) give
+  the outputs ``handle`` gives, input by input over a whole simulated run; a planted
+  divergence is caught.
 
 The network runtime's generated checks (a 12-process cluster, a quarter of it killed; the same
 scenario delivering the same pairs in the simulator and over TCP) are in
@@ -20,6 +23,8 @@ seed, and the command that replays it.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -250,3 +255,98 @@ def test_statistics_have_one_shape_and_count_the_deliveries(stack: str) -> None:
         assert stats.delivered == len(cluster.delivered[node]), (stack, node, stats)
         if node in cluster.peers:
             assert stats.topics == ("t0",) and stats.delivered == 1, (stack, node, stats)
+
+
+# ------------------------------------------------------------------------- the layer contract
+class EntryPointDivergence(AssertionError):
+    """A node's fast entry point (``receive``/``fire``) gave other outputs than ``handle``."""
+
+
+class _BothEntryPoints:
+    """A node seen by the simulator through both entry points: before each message or timer
+    goes to the node's fast path (what both runtimes call), a deep copy of the node takes the
+    same input through ``handle(Receive(...))`` / ``handle(TimerFired(...))``, and the two
+    output lists must be equal, element by element and in order (the contract of
+    :meth:`pubmesh.proto.core.StackNode.receive`)."""
+
+    def __init__(self, inner: object, stack: str) -> None:
+        self.inner = inner
+        self.stack = stack
+        self.checked = 0
+
+    def _compare(self, event: Input, fast: list[Output], slow: list[Output], now: float) -> None:
+        self.checked += 1
+        if fast != slow:
+            raise EntryPointDivergence(
+                f"{self.stack}: node {self.inner.node_id} at t={now:.6f}, {event!r}:\n"
+                f"  receive/fire gave {fast!r}\n  handle gave       {slow!r}"
+            )
+
+    def receive(self, src: int, message: object, now: float) -> list[Output]:
+        twin = copy.deepcopy(self.inner)
+        event = Receive(src, message)
+        slow = twin.handle(event, now)
+        fast: list[Output] = self.inner.receive(src, message, now)
+        self._compare(event, fast, slow, now)
+        return fast
+
+    def fire(self, timer: Timer, now: float) -> list[Output]:
+        twin = copy.deepcopy(self.inner)
+        event = TimerFired(timer)
+        slow = twin.handle(event, now)
+        fast: list[Output] = self.inner.fire(timer, now)
+        self._compare(event, fast, slow, now)
+        return fast
+
+    def handle(self, event: Input, now: float) -> list[Output]:
+        return self.inner.handle(event, now)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def _simulate_both_ways(stack: str, create: object = None) -> int:
+    """Run :data:`SCENARIO` on ``stack`` in the simulator with every node behind
+    :class:`_BothEntryPoints` (``create`` replaces the stack's node factory: the planted
+    divergence below); how many inputs were compared. Raises EntryPointDivergence."""
+    from pubmesh.sim.engine import Simulation
+    from pubmesh.sim.scenario import parse_scenario
+
+    sim = Simulation(parse_scenario(SCENARIO.format(stack=stack)), None)
+    factory = create if create is not None else sim.spec.create
+    wrapped: list[_BothEntryPoints] = []
+
+    def checked(ctx: object) -> object:
+        node = _BothEntryPoints(factory(ctx), stack)
+        wrapped.append(node)
+        return node
+
+    sim.spec = dataclasses.replace(sim.spec, create=checked)
+    sim.run()
+    return sum(node.checked for node in wrapped)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_both_entry_points_give_the_same_outputs(stack: str) -> None:
+    """The layer contract (pubmesh.proto.core): ``receive``/``fire`` behave exactly as
+    ``handle`` does. Both runtimes call the fast path; the test harness and the hostile-input
+    test call ``handle``; every message and timer of a whole simulated run (joins, a crash,
+    publications under jitter) goes through both, on a copy of the node, here."""
+    compared = _simulate_both_ways(stack)
+    assert compared > 500, f"{stack}: only {compared} inputs went through the fast path"
+
+
+def test_the_contract_check_catches_a_planted_divergence() -> None:
+    """A node whose fast path gives the same outputs as ``handle`` but in another order (the
+    runtimes apply outputs in order: a timer set before or after a send is another run) is
+    caught, named, with the input."""
+    tiny = get_stack("tiny")
+    node_class = tiny.create
+
+    class Reordering(node_class):
+        def receive(self, src: int, message: object, now: float) -> list[Output]:
+            return list(reversed(super().receive(src, message, now)))
+
+    with pytest.raises(EntryPointDivergence, match=r"tiny: node \d+ .*Receive") as caught:
+        _simulate_both_ways("tiny", create=Reordering)
+    assert "receive/fire gave" in str(caught.value)
