@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from btfigures import BrokerFigures, measure  # noqa: E402
+from pubmesh.scenario.model import load_scenario  # noqa: E402
 from pubmesh.sim.engine import Simulation  # noqa: E402
-from pubmesh.sim.scenario import load_scenario  # noqa: E402
 
 
 def simulate(scenario_file: str, sets: list[str]) -> tuple[Simulation, BrokerFigures, float]:

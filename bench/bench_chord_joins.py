@@ -27,8 +27,8 @@ from rich.console import Console
 from rich.table import Table
 
 from pubmesh.proto.chord.legitimacy import violations
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import load_scenario
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "chord_broadcast.toml"
 

@@ -23,8 +23,8 @@ from rich.table import Table
 
 from pubmesh.proto.chord.node import ChordNode
 from pubmesh.proto.chord.routing import is_maintenance
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import load_scenario
 
 W1 = Path(__file__).resolve().parent.parent / "scenarios" / "chord_w1.toml"
 #: docs/protocols/chord.md §11.8, N = 1,000: (mean, max) subscription conjunctions per edge

@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from pubmesh.scenario.model import parse_scenario
 from pubmesh.sim.runner import run_scenario
-from pubmesh.sim.scenario import parse_scenario
 from test_d2g_figures import JITTERED, deliveries_of
 
 

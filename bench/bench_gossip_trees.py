@@ -53,8 +53,8 @@ AXES = {
 def run_point(axis: str, value: float, mode: str, seed: int) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
+    from pubmesh.scenario.model import load_scenario
     from pubmesh.sim.engine import Simulation
-    from pubmesh.sim.scenario import load_scenario
 
     _, key, fixed, _ = AXES[axis]
     sets = ["workload.publications=60", *fixed, f"{key}={value}", f"run.seed={seed}", *MODES[mode]]

@@ -167,8 +167,8 @@ def d2g_series(args: argparse.Namespace, console: Any) -> list[dict[str, Any]]:
 def work_series(console: Any) -> list[dict[str, Any]]:
     from rich.table import Table
 
+    from pubmesh.scenario.model import load_scenario
     from pubmesh.sim.engine import Simulation
-    from pubmesh.sim.scenario import load_scenario
 
     table = Table(title="messages per member per round once legitimate (warm group, 200 rounds)")
     for column in ("stack", "n", "messages/member/round", "clique's 5 − 6/n"):

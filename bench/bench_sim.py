@@ -90,8 +90,8 @@ def bare_heapq_loop(events: int) -> float:
 
 
 def gossip_events_per_second(nodes: int) -> dict[str, float]:
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import run_scenario
-    from pubmesh.sim.scenario import parse_scenario
 
     text = TEN_K.format(nodes=nodes, duration=40.0, spread=10.0, pubs=100, publish_start=25.0)
     scenario = parse_scenario(text, source="bench-10k")
@@ -108,8 +108,8 @@ def gossip_events_per_second(nodes: int) -> dict[str, float]:
 
 def child(nodes: int) -> None:
     """Run in a child process: joins of ``nodes`` nodes, then one broadcast."""
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import leave_to_exit, run_scenario
-    from pubmesh.sim.scenario import parse_scenario
 
     spread = max(5.0, nodes / 5000)
     text = TEN_K.format(
@@ -150,8 +150,8 @@ WARM_TIMES = {"gossip": (1.0, 4.0), "skipring": (0.25, 1.0)}
 
 def warm_child(stack: str, nodes: int) -> None:
     """Run in a child process: a warm-started overlay of ``nodes`` nodes, one broadcast."""
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import leave_to_exit, run_scenario
-    from pubmesh.sim.scenario import parse_scenario
 
     publish_start, duration = WARM_TIMES[stack]
     text = WARM.format(
@@ -180,8 +180,8 @@ def idle_gossip_memory(nodes: int, idle: float = 25.0) -> dict[str, float]:
     import gc
     import tracemalloc
 
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.engine import Simulation
-    from pubmesh.sim.scenario import parse_scenario
 
     text = WARM.format(
         stack="gossip",

@@ -60,9 +60,9 @@ def main() -> None:
         bench_sim.child(args.nodes)
         print(json.dumps({"cpu_seconds": round(time.process_time() - started, 1)}))
         return
+    from pubmesh.scenario.model import parse_scenario
+    from pubmesh.scenario.workload import plan
     from pubmesh.sim.engine import Simulation
-    from pubmesh.sim.scenario import parse_scenario
-    from pubmesh.workload import plan
 
     publish_start, duration = args.window or bench_sim.WARM_TIMES[args.stack]
     text = bench_sim.WARM.format(

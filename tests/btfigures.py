@@ -34,8 +34,8 @@ from pubmesh.proto.brokertree.seqvect import legitimate, shifted
 from pubmesh.proto.brokertree.topology import build_tree
 from pubmesh.proto.brokertree.view import View
 from pubmesh.proto.content import matches, validate
+from pubmesh.scenario.model import Scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import Scenario
 
 
 @dataclass

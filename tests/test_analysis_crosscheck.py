@@ -12,8 +12,8 @@ import duckdb
 import pytest
 
 from pubmesh.analysis.job import analyze
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.runner import run_scenario
-from pubmesh.sim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = [

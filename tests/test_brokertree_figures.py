@@ -53,9 +53,9 @@ from btfigures import (
     view_of,
 )
 from figures import replay
+from pubmesh.scenario.model import load_scenario
+from pubmesh.scenario.workload import plan
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import load_scenario
-from pubmesh.workload import plan
 from tiers import full, tiered
 
 ROOT = Path(__file__).resolve().parent.parent

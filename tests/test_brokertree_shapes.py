@@ -34,8 +34,8 @@ from btfigures import adjacent_brokers, view_of
 from figures import replay
 from pubmesh.proto.brokertree.view import View
 from pubmesh.proto.core import Publish, Subscribe
+from pubmesh.scenario.model import load_scenario, parse_scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import load_scenario, parse_scenario
 from tiers import full, tiered
 
 ROOT = Path(__file__).resolve().parent.parent

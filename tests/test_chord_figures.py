@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from figures import publication_figures, replay
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = "scenarios/chord_fail.toml"

@@ -597,7 +597,7 @@ def test_ranges_nest_and_no_node_gets_a_publication_twice() -> None:
 def test_a_broken_stack_chord_table_is_refused_naming_the_key(table: str, named: str) -> None:
     """A scenario's [stack.chord] table is validated against ChordParams before anything
     runs: the error names the field and what it must be."""
-    from pubmesh.sim.scenario import ScenarioError, parse_scenario
+    from pubmesh.scenario.model import ScenarioError, parse_scenario
 
     text = f'[run]\nstack = "chord"\nnodes = 4\n[stack.chord]\n{table}\n'
     with pytest.raises(ScenarioError, match=named):

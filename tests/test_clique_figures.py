@@ -51,8 +51,8 @@ from pubmesh.proto.clique.corruption import KINDS
 from pubmesh.proto.clique.legitimacy import is_legitimate
 from pubmesh.proto.clique.node import CliqueNode
 from pubmesh.proto.core import Subscribe, Unsubscribe
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import load_scenario
 from relayoracle import check_sim
 from tiers import full
 

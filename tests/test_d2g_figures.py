@@ -42,8 +42,8 @@ from pubmesh.proto.core import Unsubscribe
 from pubmesh.proto.d2g.corruption import KINDS
 from pubmesh.proto.d2g.legitimacy import is_legitimate, shapes
 from pubmesh.proto.d2g.node import D2GNode
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import load_scenario
 from relayoracle import check_sim
 from tiers import tiered
 
@@ -370,8 +370,8 @@ def test_c9_small_groups_under_jitter_lose_no_member_to_a_sink_pair(
     member's only counted holder held nothing but a reference to it in transit.
     D2GNode._in_repair mends both (ours); bench/bench_d2g_jitter.py measures the 100 seeds
     and a wider jitter, where single missed publications remain (BENCHMARKS.md)."""
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import run_scenario
-    from pubmesh.sim.scenario import parse_scenario
 
     run_scenario(parse_scenario(JITTERED.format(seed=seed)), tmp_path)
     expected, delivered, _ = deliveries_of(tmp_path)

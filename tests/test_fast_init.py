@@ -174,7 +174,7 @@ def test_building_a_simulation_installs_it(tmp_path: Path) -> None:
         "from pubmesh.proto.core import Send\n"
         "from pubmesh.proto.skipring.messages import Linearize\n"
         "from pubmesh.sim.engine import Simulation\n"
-        "from pubmesh.sim.scenario import load_scenario\n"
+        "from pubmesh.scenario.model import load_scenario\n"
         "names = lambda: [c.__init__.__code__.co_filename for c in (Send, Linearize)]\n"
         "print(names())\n"
         f"Simulation(load_scenario({str(SCENARIOS / 'skipring_demo.toml')!r}))\n"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pubmesh.net.cluster.options import DRAIN_SECONDS, build_scenario, parse_kill
-from pubmesh.sim.scenario import parse_scenario, timing_warnings
+from pubmesh.scenario.model import parse_scenario, timing_warnings
 
 ROOT = Path(__file__).resolve().parent.parent
 

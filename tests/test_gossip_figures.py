@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from figures import PubFigures, publication_figures, replay
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import load_scenario
 from tiers import tiered
 
 ROOT = Path(__file__).resolve().parent.parent

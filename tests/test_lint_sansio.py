@@ -69,3 +69,27 @@ def test_checker_flags_proto_importing_a_layer_above_it(tmp_path: Path) -> None:
     ):
         assert needle in out, out
     assert "ok.py" not in out and "spec.py" not in out, out
+
+
+def test_checker_flags_a_private_name_imported_from_another_package(tmp_path: Path) -> None:
+    """No module imports a private name from another pubmesh package (the cluster's options
+    once imported the scenario parser's ``_apply_override``); within a package it may."""
+    pkg = tmp_path / "src" / "pubmesh"
+    for sub in ("net/cluster", "sim", "proto", "stacks"):
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+    (pkg / "net" / "cluster" / "options.py").write_text(
+        "from pubmesh.sim.scenario import Scenario, _apply_override\n"
+        "from pubmesh.net.transport import _private_to_net\n"
+        "from pubmesh.net.cluster.children import wait_exit as _wait_exit\n"
+    )
+    (pkg / "cli.py").write_text("from pubmesh import __version__\nfrom pubmesh.sim import _x\n")
+    result = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert any(
+        "options.py:1: imports _apply_override from pubmesh.sim.scenario" in line for line in lines
+    ), lines
+    assert any("cli.py:2: imports _x from pubmesh.sim" in line for line in lines), lines
+    assert len(lines) == 2, lines  # the same package's private name and a private alias pass

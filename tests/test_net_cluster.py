@@ -165,7 +165,7 @@ def test_survivors_get_the_publications_after_a_quarter_of_the_processes_is_kill
         "workload.publish_rate=20.0",
     )
     # 25% of the workload nodes that may be killed: not the stack's infrastructure nodes or
-    # its contacts (the planner's rule, pubmesh.workload), rounded half to even
+    # its contacts (the planner's rule, pubmesh.scenario.workload), rounded half to even
     spec = get_stack(stack)
     spared = set(spec.infrastructure(12, spec.params_type())) | set(
         spec.contacts(12, spec.params_type())
@@ -226,8 +226,8 @@ nodes = [3, 0]
 
 def test_the_workload_plan_makes_the_simulators_draws(tmp_path: Path) -> None:
     from pubmesh.net.workload import plan
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import run_scenario
-    from pubmesh.sim.scenario import parse_scenario
 
     stack = STACKS[0]
     scenario = parse_scenario(PLAN_SCENARIO, overrides=[f'run.stack="{stack}"'])
@@ -289,8 +289,8 @@ def test_twelve_processes_deliver_every_publication_as_the_simulator_does(
     """Twelve node processes give every subscriber every publication, and these are exactly
     the deliveries the simulator makes of the same scenario file (one cluster per case reads
     both claims: a cluster is the suite's most expensive fixture, issue 41)."""
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import run_scenario
-    from pubmesh.sim.scenario import parse_scenario
 
     scenario_file = tmp_path / "same.toml"
     text = SAME_SCENARIO.replace("[run]\n", f'[run]\nstack = "{stack}"\nduration = 8.0\n')
@@ -438,8 +438,8 @@ def test_a_chord_ring_over_tcp_settles_within_twice_the_simulated_time(tmp_path:
     (:func:`chord_ring_legitimate_since`); the simulated run's own predicate (the checks
     table, all of Q) is printed beside them. Before reactive stabilization the ring took
     9–24 s in either runtime and the cluster tests gave chord a 30 s head start."""
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import run_scenario
-    from pubmesh.sim.scenario import parse_scenario
 
     scenario_file = tmp_path / "ring.toml"
     scenario_file.write_text(CHORD_RING_SCENARIO)
@@ -633,8 +633,8 @@ def test_a_net_trace_keeps_the_workload_files_clock(tmp_path: Path, wait: str | 
     node (``cluster.overlay_not_ready``), never waited for silently. ``--wait-overlay`` is the
     explicit way to wait: the schedule from the first publication on then moves by the
     recorded shift, and only by it."""
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import run_scenario
-    from pubmesh.sim.scenario import parse_scenario
 
     scenario_file = tmp_path / "clock.toml"
     scenario_file.write_text(CLOCK_SCENARIO)

@@ -10,7 +10,7 @@ import pytest
 
 import simstacks  # noqa: F401
 from pubmesh.errors import ScenarioError
-from pubmesh.sim.scenario import load_scenario, parse_scenario
+from pubmesh.scenario.model import load_scenario, parse_scenario
 
 GOOD = """
 [run]

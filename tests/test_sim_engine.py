@@ -14,10 +14,10 @@ import pytest
 
 import simstacks  # noqa: F401  (registers the probe stack)
 from pubmesh.proto.core import Publish, Subscribe
+from pubmesh.scenario.model import parse_scenario
+from pubmesh.scenario.workload import Publication
 from pubmesh.sim.engine import Simulation
 from pubmesh.sim.runner import run_scenario
-from pubmesh.sim.scenario import parse_scenario
-from pubmesh.workload import Publication
 
 BASE = """
 [run]

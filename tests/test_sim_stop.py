@@ -90,7 +90,7 @@ _LATER_SIGXCPU = """
 import os, signal, sys, threading, time
 from pathlib import Path
 from pubmesh.sim.runner import SimulationStopped, run_scenario
-from pubmesh.sim.scenario import load_scenario
+from pubmesh.scenario.model import load_scenario
 
 out = Path(sys.argv[2])
 def first_signal():

@@ -30,8 +30,8 @@ import pytest
 
 from figures import replay
 from pubmesh.proto.skipring.corruption import KINDS
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import load_scenario
 from tiers import tiered
 
 ROOT = Path(__file__).resolve().parent.parent

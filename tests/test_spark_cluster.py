@@ -31,8 +31,8 @@ import pytest
 from pubmesh.analysis.job import analyze
 from pubmesh.analysis.standalone import StandaloneCluster
 from pubmesh.analysis.sweep import load_grid
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.runner import run_scenario
-from pubmesh.sim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 # a hang guard, not a bound: the fixture starts three JVMs and runs two Spark analyses on the

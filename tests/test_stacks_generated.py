@@ -309,8 +309,8 @@ def _simulate_both_ways(stack: str, create: object = None) -> int:
     """Run :data:`SCENARIO` on ``stack`` in the simulator with every node behind
     :class:`_BothEntryPoints` (``create`` replaces the stack's node factory: the planted
     divergence below); how many inputs were compared. Raises EntryPointDivergence."""
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.engine import Simulation
-    from pubmesh.sim.scenario import parse_scenario
 
     sim = Simulation(parse_scenario(SCENARIO.format(stack=stack)), None)
     factory = create if create is not None else sim.spec.create

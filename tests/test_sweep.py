@@ -14,8 +14,8 @@ from rich.console import Console
 import simstacks  # noqa: F401  (registers the probe stack in this process only)
 from browser import assert_renders
 from pubmesh.analysis.sweep import inert_section, load_grid, run_sweep
+from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.runner import run_scenario
-from pubmesh.sim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

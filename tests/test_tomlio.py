@@ -208,7 +208,7 @@ def test_offsets_in_seconds_are_refused() -> None:
 
 def test_the_scenario_writer_and_the_sweep_overrides_use_it() -> None:
     from pubmesh.analysis.sweep import _toml_literal
-    from pubmesh.sim.scenario import dump_toml
+    from pubmesh.scenario.model import dump_toml
 
     name = 'a "quoted"\\name\x7f'
     text = dump_toml(

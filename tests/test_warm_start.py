@@ -25,8 +25,8 @@ from pubmesh.errors import ScenarioError
 from pubmesh.proto.gossip.hyparview import HyParView
 from pubmesh.proto.gossip.node import GossipNode
 from pubmesh.proto.gossip.warm import _passive, active_graph, passive_views
+from pubmesh.scenario.model import parse_scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import parse_scenario
 from pubmesh.stacks.base import discovered_stacks, get_stack
 from tiers import tiered
 

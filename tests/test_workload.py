@@ -1,4 +1,4 @@
-"""The shared workload planner (pubmesh.workload): one plan, consumed by both runtimes.
+"""The shared workload planner (pubmesh.scenario.workload): one plan, consumed by both runtimes.
 
 * plan() is a pure function of the scenario and its seed: equal plans for the same seed
   (also through the scenario's canonical text), different plans for different seeds;
@@ -30,10 +30,8 @@ import pytest
 import simstacks
 from pubmesh.errors import ScenarioError
 from pubmesh.proto.core import Input, NodeContext, Output, Publish, Subscribe
-from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import Scenario, load_scenario, parse_scenario
-from pubmesh.stacks.base import STACKS, StackSpec, register
-from pubmesh.workload import (
+from pubmesh.scenario.model import Scenario, load_scenario, parse_scenario
+from pubmesh.scenario.workload import (
     ChurnBegin,
     ChurnEvent,
     FaultEvent,
@@ -47,6 +45,8 @@ from pubmesh.workload import (
     categorical_value,
     plan,
 )
+from pubmesh.sim.engine import Simulation
+from pubmesh.stacks.base import STACKS, StackSpec, register
 
 
 # ------------------------------------------------------------------------------------------
@@ -393,7 +393,6 @@ def test_net_workload_is_the_same_plan_for_the_cluster() -> None:
         NAMED.split("[[faults]]")[0] + '[[faults]]\nat = 3.0\nkind = "crash"\nfraction = 0.5\n'
     )
     assert net.plan(scenario) == plan(scenario)
-    assert net.PlannedPublication is Publication and net.WorkloadPlan is WorkloadPlan
     with pytest.raises(ScenarioError, match=r"#5 kind: 'recover' is not supported"):
         net.plan(parse_scenario(NAMED))
 
@@ -774,7 +773,7 @@ def test_the_planners_id_sets_read_as_the_sorted_lists_they_replace() -> None:
     Seed 7 replays: `pytest tests/test_workload.py -k sorted_lists`."""
     import random
 
-    from pubmesh.workload import _SortedIds
+    from pubmesh.scenario.workload import _SortedIds
 
     rng = random.Random(7)
     ids = _SortedIds()

@@ -11,6 +11,10 @@ It also enforces the layer direction of docs/design.md ("``proto/`` imports noth
 a module under ``src/pubmesh/proto/`` imports no ``pubmesh`` package but ``pubmesh.proto``
 (not ``pubmesh.stacks``, ``sim``, ``net``, ``trace``, ``analysis``, ``workload``, the CLI or the
 API), so the protocols stay runnable under any runtime and a stack's folder is self-contained.
+
+And, over all of ``src/pubmesh/``, that no module imports a private name (``_name``) from
+another package (``pubmesh.sim`` from ``pubmesh.net``, say): what two packages share is public
+and lives where both can name it.
 """
 
 from __future__ import annotations
@@ -98,12 +102,44 @@ def violations(path: Path, in_proto: bool = False) -> list[str]:
     return found
 
 
+def _package(module: str) -> str:
+    """The package of a pubmesh module: ``pubmesh.net`` for ``pubmesh.net.cluster.options``,
+    ``pubmesh`` for a module at the top (``pubmesh.cli``)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+
+def private_imports(path: Path, module: str) -> list[str]:
+    """Private names ``module`` (at ``path``) imports from a pubmesh package not its own."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    own = _package(module)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+            continue
+        if not (node.module == "pubmesh" or node.module.startswith("pubmesh.")):
+            continue
+        if _package(node.module + ".x") == own:
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                found.append(
+                    f"{path}:{node.lineno}: imports {alias.name} from {node.module} (a private "
+                    f"name of another package: make it public where it lives)"
+                )
+    return found
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent.parent
     problems: list[str] = []
     for sub in ROOTS:
         for path in sorted((root / sub).rglob("*.py")):
             problems.extend(violations(path, in_proto=sub == ROOTS[0]))
+    src = root / "src"
+    for path in sorted((src / "pubmesh").rglob("*.py")):
+        module = ".".join(path.relative_to(src).with_suffix("").parts)
+        problems.extend(private_imports(path, module))
     for line in problems:
         print(line)
     return 1 if problems else 0

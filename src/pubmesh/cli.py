@@ -45,8 +45,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from pubmesh.catalog import find
+    from pubmesh.scenario.model import load_scenario, timing_warnings
     from pubmesh.sim.runner import SimulationStopped, leave_to_exit, run_scenario
-    from pubmesh.sim.scenario import load_scenario, timing_warnings
 
     overrides = list(args.set or [])
     if args.seed is not None:
@@ -179,7 +179,7 @@ def _cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pubmesh.sim import scenario as scenario_module
+    from pubmesh.scenario import model as scenario_module
 
     parser = argparse.ArgumentParser(
         prog="pubmesh",

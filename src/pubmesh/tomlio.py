@@ -1,6 +1,6 @@
 """The project's one TOML writer (reading is :mod:`tomllib`'s job).
 
-Scenario files are written back in canonical form (:func:`pubmesh.sim.scenario.dump_toml`),
+Scenario files are written back in canonical form (:func:`pubmesh.scenario.model.dump_toml`),
 sweeps and ``pubmesh cluster`` hand values to the scenario loader as ``--set key=VALUE``
 overrides, and the cluster passes stack parameters to its node processes the same way. All of
 them write TOML here, so that whatever :mod:`tomllib` reads back is what was written:

@@ -51,7 +51,7 @@ def failure_note() -> str:
     """What "failed" means per stack: the share of the workload nodes crashed, or, where a
     stack's demo scenario gives its fault a ``role``, the share of the nodes of that role
     (brokertree crashes brokers: its clients are leaves that fail alone)."""
-    from pubmesh.sim.scenario import load_scenario
+    from pubmesh.scenario.model import load_scenario
 
     directory = scenarios_dir()
     roles = []

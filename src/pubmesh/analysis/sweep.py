@@ -107,7 +107,7 @@ class Grid:
     tasks: list[Task] = field(default_factory=list)
     #: one line per swept parameter that changes nothing (:func:`inert_warnings`)
     warnings: list[str] = field(default_factory=list)
-    #: the points' timing mistakes, each line once (:func:`pubmesh.sim.scenario.timing_warnings`)
+    #: the points' timing mistakes, each line once (:func:`pubmesh.scenario.model.timing_warnings`)
     timing: list[str] = field(default_factory=list)
 
 
@@ -122,7 +122,7 @@ def _toml_literal(value: Any) -> str:
 
 def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
     """Read and check a grid file; every (point, seed) scenario is validated here."""
-    from pubmesh.sim.scenario import Scenario, load_scenario, timing_warnings
+    from pubmesh.scenario.model import Scenario, load_scenario, timing_warnings
 
     path = Path(path)
     try:
@@ -206,11 +206,11 @@ def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
 
 def inert_warnings(grid: Grid, scenarios: list[Any]) -> list[str]:
     """One line per swept parameter that changes nothing: two grid points that differ in it
-    run the same effective scenario (:func:`pubmesh.sim.scenario.effective_signature`, seed
+    run the same effective scenario (:func:`pubmesh.scenario.model.effective_signature`, seed
     and name aside). The line says why when the scenario can tell
-    (:func:`pubmesh.sim.scenario.inert_parameters`, e.g. "active_view is set, so fanout is
+    (:func:`pubmesh.scenario.model.inert_parameters`, e.g. "active_view is set, so fanout is
     unused"), else that the values give the same scenario."""
-    from pubmesh.sim.scenario import effective_signature, inert_parameters
+    from pubmesh.scenario.model import effective_signature, inert_parameters
 
     seen: dict[str, int] = {}
     reasons: dict[str, str] = {}
@@ -257,9 +257,9 @@ def run_task(task: Task, out: str) -> dict[str, Any]:
     """Simulate one (point, seed) and move its trace into the partitioned dataset.
 
     Runs on a Spark worker. Never raises: a failure comes back as ``ok = False``."""
+    from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.engine import run_id_for
     from pubmesh.sim.runner import run_scenario
-    from pubmesh.sim.scenario import parse_scenario
 
     started = time.perf_counter()
     result: dict[str, Any] = {"index": task.index, "point": task.point, "seed": task.seed}

@@ -287,8 +287,8 @@ def warm_up(session: Any, directory: Path) -> None:
     session of its own; a failure is logged and changes nothing else."""
     from pubmesh.analysis.job import analyze
     from pubmesh.catalog import find
+    from pubmesh.scenario.model import load_scenario
     from pubmesh.sim.runner import run_scenario
-    from pubmesh.sim.scenario import load_scenario
 
     started = time.perf_counter()
     try:

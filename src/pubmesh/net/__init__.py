@@ -23,7 +23,7 @@ module             what it does
 ``control``        the typed control protocol between a node process and its controller:
                    one frozen dataclass per JSON line, ``encode``/``decode``
 ``node_cli``       ``pubmesh node``: a shell on a terminal, JSON lines otherwise
-``workload``       the cluster's view of :mod:`pubmesh.workload`, the one planner both
+``workload``       the cluster's view of :mod:`pubmesh.scenario.workload`, the one planner both
                    runtimes run
 ``cluster``        ``pubmesh cluster``: options, child processes (an enum state each), the
                    controller with a typed timeline, the live table

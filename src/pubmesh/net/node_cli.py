@@ -56,8 +56,8 @@ from pubmesh.net.runtime import (
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.net.transport import NetConfig, net_config
 from pubmesh.proto.core import Deliver, NodeId
+from pubmesh.scenario.workload import workload_payload
 from pubmesh.stacks.base import StackSpec, get_stack
-from pubmesh.workload import workload_payload
 
 if TYPE_CHECKING:
     from pubmesh.net.metrics import MetricsServer
@@ -324,7 +324,7 @@ def stack_params(spec: StackSpec, settings: list[str], *, where: str = "--set") 
     scenario loader, so the rules and messages are those of ``[stack.<name>]``)."""
     if not settings:
         return spec.params_type()
-    from pubmesh.sim.scenario import parse_scenario
+    from pubmesh.scenario.model import parse_scenario
 
     overrides = []
     for setting in settings:

@@ -1,11 +1,10 @@
-"""A scenario's workload for the network cluster: the shared plan of :mod:`pubmesh.workload`.
+"""A scenario's workload for the network cluster: the shared plan, checked for what it runs.
 
-The planner lives in :mod:`pubmesh.workload` and both runtimes consume its
-:class:`~pubmesh.workload.WorkloadPlan`; this module keeps the names ``pubmesh cluster`` has
-always imported from here. The cluster runs fault kinds crash and leave, and across network
-namespaces (``--netns``) partition and heal; :func:`plan` refuses a scenario with any other
-kind, or a partition that would split a namespace (one line naming the fault) before the
-cluster starts.
+The planner lives in :mod:`pubmesh.scenario.workload` and both runtimes consume its
+:class:`~pubmesh.scenario.workload.WorkloadPlan` (its types are imported from there). The
+cluster runs fault kinds crash and leave, and across network namespaces (``--netns``)
+partition and heal; :func:`plan` refuses a scenario with any other kind, or a partition that
+would split a namespace (one line naming the fault) before the cluster starts.
 
 What the cluster reads of the plan: ``nodes``, ``roles``, ``contacts``, ``starts``,
 ``topics``, ``subscribe_at``, ``subscribe_time(node)``, ``publications`` (``t``, ``pub_id``,
@@ -16,41 +15,19 @@ What the cluster reads of the plan: ``nodes``, ``roles``, ``contacts``, ``starts
 from __future__ import annotations
 
 from pubmesh.errors import ScenarioError
-from pubmesh.sim.scenario import Scenario
-from pubmesh.workload import (
-    FaultEvent,
-    Heal,
-    Partition,
-    Publication,
-    Unsubscription,
-    WorkloadPlan,
-)
-from pubmesh.workload import plan as plan_workload
+from pubmesh.scenario.model import Scenario
+from pubmesh.scenario.workload import Partition, WorkloadPlan
+from pubmesh.scenario.workload import plan as plan_workload
 
-__all__ = [
-    "NETNS_FAULTS",
-    "SUPPORTED_FAULTS",
-    "Heal",
-    "Partition",
-    "PlannedFault",
-    "PlannedPublication",
-    "PlannedUnsubscribe",
-    "WorkloadPlan",
-    "plan",
-]
+__all__ = ["NETNS_FAULTS", "SUPPORTED_FAULTS", "plan"]
 
 SUPPORTED_FAULTS = ("crash", "leave")
 #: fault kinds a cluster runs across network namespaces only (``--netns``)
 NETNS_FAULTS = ("partition", "heal")
 
-#: the names the cluster knew these types by
-PlannedPublication = Publication
-PlannedFault = FaultEvent
-PlannedUnsubscribe = Unsubscription
-
 
 def plan(scenario: Scenario, *, netns: int = 0) -> WorkloadPlan:
-    """The workload of ``scenario`` (:func:`pubmesh.workload.plan`), for fault kinds the
+    """The workload of ``scenario`` (:func:`pubmesh.scenario.workload.plan`), for fault kinds the
     network runtime supports: crash and leave, and with ``netns`` namespaces (``--netns``) partition
     and heal, whose groups must keep every namespace whole (its links are what is cut)."""
     kinds = (*SUPPORTED_FAULTS, *NETNS_FAULTS) if netns else SUPPORTED_FAULTS

@@ -11,7 +11,7 @@ plain tuple ``(t, seq, kind, a, b, c, d)``; the kinds are a message arriving, a 
 peer-down notice, a command for a node and a scheduled action of the simulator itself (a fault,
 a workload step, a snapshot).
 
-The workload is not drawn here: :func:`pubmesh.workload.plan` turns the scenario into a
+The workload is not drawn here: :func:`pubmesh.scenario.workload.plan` turns the scenario into a
 timeline of node starts, subscriptions, publications, unsubscriptions and faults with every
 random choice made and every victim resolved, the same plan the network cluster runs. The
 simulator walks that timeline with a cursor beside the queue: the loop runs the plan's next
@@ -77,13 +77,8 @@ from pubmesh.proto.core import (
     node_random,
     node_seed,
 )
-from pubmesh.sim.fastinit import install as install_fast_init
-from pubmesh.sim.scenario import Scenario
-from pubmesh.sim.sizes import SIZES, size_function
-from pubmesh.stacks.base import get_stack
-from pubmesh.trace.schema import SCHEMA_VERSION
-from pubmesh.trace.writer import TraceWriter
-from pubmesh.workload import (
+from pubmesh.scenario.model import Scenario
+from pubmesh.scenario.workload import (
     ChurnBegin,
     ChurnEvent,
     FaultEvent,
@@ -97,6 +92,11 @@ from pubmesh.workload import (
     WorkloadPlan,
     plan,
 )
+from pubmesh.sim.fastinit import install as install_fast_init
+from pubmesh.sim.sizes import SIZES, size_function
+from pubmesh.stacks.base import get_stack
+from pubmesh.trace.schema import SCHEMA_VERSION
+from pubmesh.trace.writer import TraceWriter
 
 # event kinds (PLAN: the plan's next event, run from the cursor, never queued)
 MSG, TIMER, DOWN, CMD, ACTION, PLAN = 0, 1, 2, 3, 4, 5
@@ -108,7 +108,7 @@ _NO_MORE = math.inf  # the plan cursor's time once the plan has run out
 BINS_PER_SECOND = 10000.0
 
 # stream ids for the simulator's own random streams (node streams use ids ≥ 0; the workload
-# planner's streams are -3, -4, -6 and -7, see pubmesh.workload)
+# planner's streams are -3, -4, -6 and -7, see pubmesh.scenario.workload)
 _NET, _TIMERS, _CORRUPT, _WARM = -1, -2, -5, -8
 
 
@@ -170,7 +170,7 @@ class Simulation:
         self.crashed: set[NodeId] = set()
         self.left: set[NodeId] = set()
         self.incarnation: dict[NodeId, int] = {}
-        #: the workload, planned (pubmesh.workload); the simulator runs its events in order
+        #: the workload, planned (pubmesh.scenario.workload); the simulator runs its events in order
         with _no_collections():
             self.plan: WorkloadPlan = plan(scenario)
         self._plan_events: tuple[PlanEvent, ...] = self.plan.events

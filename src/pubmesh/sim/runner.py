@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pubmesh.scenario.model import Scenario
 from pubmesh.sim.engine import Simulation
-from pubmesh.sim.scenario import Scenario
 
 
 @dataclass(frozen=True)

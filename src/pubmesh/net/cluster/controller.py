@@ -52,12 +52,12 @@ from pubmesh.net.cluster.children import GRACE_SECONDS, Child, ChildState, child
 from pubmesh.net.cluster.children import wait_exit as _wait_exit
 from pubmesh.net.cluster.netns import NetnsLayout, remove_leftovers
 from pubmesh.net.cluster.options import ClusterConfig
-from pubmesh.net.workload import (
+from pubmesh.scenario.workload import (
+    FaultEvent,
     Heal,
     Partition,
-    PlannedFault,
-    PlannedPublication,
-    PlannedUnsubscribe,
+    Publication,
+    Unsubscription,
     WorkloadPlan,
 )
 
@@ -96,7 +96,7 @@ class PublishAt:
 
     ORDER: ClassVar[int] = 1
     t: float
-    publication: PlannedPublication
+    publication: Publication
 
     @property
     def seq(self) -> int:
@@ -110,7 +110,7 @@ class UnsubscribeAt:
     ORDER: ClassVar[int] = 2
     t: float
     index: int
-    unsubscription: PlannedUnsubscribe
+    unsubscription: Unsubscription
 
     @property
     def seq(self) -> int:
@@ -220,9 +220,9 @@ def timeline(plan: WorkloadPlan, duration: float) -> list[TimelineEvent]:
     events.extend(PublishAt(p.t, p) for p in plan.publications)
     events.extend(UnsubscribeAt(u.t, i, u) for i, u in enumerate(plan.unsubscriptions))
     for i, fault in enumerate(plan.faults):
-        if isinstance(fault, PlannedFault) and fault.kind == KillAt.KIND:
+        if isinstance(fault, FaultEvent) and fault.kind == KillAt.KIND:
             events.append(KillAt(fault.t, i, tuple(fault.nodes)))
-        elif isinstance(fault, PlannedFault) and fault.kind == LeaveAt.KIND:
+        elif isinstance(fault, FaultEvent) and fault.kind == LeaveAt.KIND:
             events.append(LeaveAt(fault.t, i, tuple(fault.nodes)))
         elif isinstance(fault, Partition):
             events.append(CutAt(fault.t, i, fault.groups))
@@ -561,7 +561,7 @@ class Cluster:
                 return
             self.open_subscriptions[(index, command.topic)] = self.run_time(result.t)
 
-    async def _unsubscribe(self, what: PlannedUnsubscribe) -> None:
+    async def _unsubscribe(self, what: Unsubscription) -> None:
         child = self.children[what.node]
         try:
             result = await child.request(control.Unsubscribe(what.topic), control.Unsubscribed)
@@ -574,7 +574,7 @@ class Cluster:
         if t_start is not None:
             self.records.subscriptions.append((index, topic, t_start, t))
 
-    async def _publish(self, publication: PlannedPublication) -> None:
+    async def _publish(self, publication: Publication) -> None:
         child = self.children[publication.publisher]
         command = control.Publish(
             topic=publication.topic,

@@ -32,8 +32,9 @@ from pubmesh.catalog import find
 from pubmesh.errors import ScenarioError, UserError
 from pubmesh.net.security import KEY_ENV, ClusterKey, load_key
 from pubmesh.net.transport import net_config
-from pubmesh.net.workload import WorkloadPlan, plan
-from pubmesh.sim.scenario import Scenario, _apply_override, parse_scenario, timing_warnings
+from pubmesh.net.workload import plan
+from pubmesh.scenario.model import Scenario, apply_override, parse_scenario, timing_warnings
+from pubmesh.scenario.workload import WorkloadPlan
 from pubmesh.stacks.base import get_stack
 
 DESCRIPTION = """\
@@ -334,7 +335,7 @@ def build_scenario(
     run["stack"] = stack
     run["nodes"] = nodes
     for setting in settings or []:  # after --stack and --nodes: a setting may change them
-        _apply_override(data, setting, source)
+        apply_override(data, setting, source)
     run = _run_table(data, source)
     if seed is not None:
         run["seed"] = seed

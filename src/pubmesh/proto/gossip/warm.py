@@ -1,6 +1,6 @@
 """Warm start of the gossip stack: per topic, a HyParView overlay built by construction.
 
-``[init] overlay = "warm"`` (see :mod:`pubmesh.sim.scenario`) starts every node subscribed, in
+``[init] overlay = "warm"`` (see :mod:`pubmesh.scenario.model`) starts every node subscribed, in
 an overlay the protocol itself would accept, instead of building it by joins (≈ 80 messages
 per node, ~90% of a join-heavy run's events). For each topic swarm the members get:
 

@@ -322,7 +322,7 @@ def parse_scenario(
     except tomllib.TOMLDecodeError as error:
         raise ScenarioError(f"{source}: not valid TOML: {error}") from None
     for override in overrides or []:
-        _apply_override(data, override, source)
+        apply_override(data, override, source)
 
     where = source
     unknown = sorted(set(data) - {*SECTIONS, "faults", "stack"})
@@ -478,7 +478,7 @@ def effective_signature(scenario: Scenario, leave_out: Iterable[str] = ()) -> st
     return json.dumps(data, sort_keys=True, default=repr)
 
 
-def _apply_override(data: dict[str, Any], override: str, source: str) -> None:
+def apply_override(data: dict[str, Any], override: str, source: str) -> None:
     key, sep, raw = override.partition("=")
     key = key.strip()
     if not sep or not key or "." not in key:

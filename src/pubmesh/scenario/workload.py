@@ -108,10 +108,10 @@ between two quantiles of its distribution, so it too matches the target share.
 
 Numeric attributes may be log-uniform (``scale = "log"``: ``exp(U(ln min, ln max))``) and rounded
 down (``integer = true``); values stay floats. With ``patterns`` (docs/protocols/chord.md §11's
-W1–W4, :class:`pubmesh.sim.scenario.FilterPattern`) a filter is instead one pattern drawn by weight,
-then per named attribute in name order: ``"eq"`` a value drawn by the attribute's own popularity,
-``"top"`` rank 0, ``"own"`` rank ``node mod values``, ``"lt"``/``"le"``/``"gt"``/ ``"ge"`` a
-threshold drawn like the attribute's values; the filter stream makes every draw.
+W1–W4, :class:`pubmesh.scenario.model.FilterPattern`) a filter is instead one pattern drawn by
+weight, then per named attribute in name order: ``"eq"`` a value drawn by the attribute's own
+popularity, ``"top"`` rank 0, ``"own"`` rank ``node mod values``, ``"lt"``/``"le"``/``"gt"``/
+``"ge"`` a threshold drawn like the attribute's values; the filter stream makes every draw.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ from itertools import accumulate
 from typing import Any, Literal, TypeAlias, TypeVar
 
 from pubmesh.proto.core import node_seed
-from pubmesh.sim.scenario import AttributeSpec, Fault, FilterPattern, FilterSpec, Scenario
+from pubmesh.scenario.model import AttributeSpec, Fault, FilterPattern, FilterSpec, Scenario
 
 __all__ = [
     "ATTRIBUTE_STREAM",
@@ -404,7 +404,7 @@ def _draw_pattern(
     rng: random.Random, schemas: Sequence[_Schema], patterns: Sequence[FilterPattern], node: int
 ) -> dict[str, Any]:
     """One filter from ``[[workload.filters.patterns]]``: a pattern by weight, then one draw
-    per constraint in attribute-name order (:class:`pubmesh.sim.scenario.FilterPattern`)."""
+    per constraint in attribute-name order (:class:`pubmesh.scenario.model.FilterPattern`)."""
     pattern = rng.choices(patterns, weights=[p.weight for p in patterns])[0]
     by_name = {s.name: s for s in schemas}
     constraints: dict[str, Any] = {}
