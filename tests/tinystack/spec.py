@@ -11,6 +11,7 @@ SPEC = register(
     StackSpec(
         name="tiny",
         params_type=TinyParams,
+        colour="#999999",
         create=TinyNode,
         contacts=lambda n, params: (0,),
         description="test-only: publish/subscribe through one hub (shows what a stack needs)",

@@ -20,16 +20,9 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-#: One colour per stack across every figure of every report (Okabe-Ito, colour-blind safe).
-STACK_COLOURS = {
-    "gossip": "#0072B2",
-    "skipring": "#E69F00",
-    "chord": "#009E73",
-    "brokertree": "#CC79A7",
-    "clique": "#D55E00",
-    "d2g": "#56B4E9",
-    "tiny": "#999999",
-}
+from pubmesh.stacks.base import get_stack
+
+#: colours of stacks whose spec names none (StackSpec.colour), picked by name
 EXTRA_COLOURS = ["#F0E442", "#000000", "#8C564B", "#7F7F7F", "#BCBD22", "#17BECF"]
 #: message roles (Henriques & Pamplona Tables 2-3 in kind): payload, repair (lazy), maintenance
 ROLE_COLOURS = {"payload": "#4477AA", "repair": "#EE6677", "maintenance": "#BBBBBB"}
@@ -46,9 +39,13 @@ CONFIG = {
 
 
 def stack_colour(stack: str) -> str:
-    if stack in STACK_COLOURS:
-        return STACK_COLOURS[stack]
-    return EXTRA_COLOURS[sum(stack.encode()) % len(EXTRA_COLOURS)]
+    """The stack's colour across every figure: its spec's (StackSpec.colour), else a spare
+    one by name (a stack the registry does not know, from an old trace)."""
+    try:
+        colour = get_stack(stack).colour
+    except KeyError:
+        colour = None
+    return colour or EXTRA_COLOURS[sum(stack.encode()) % len(EXTRA_COLOURS)]
 
 
 def plotly_js() -> str:

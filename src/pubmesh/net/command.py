@@ -37,11 +37,20 @@ examples:
 """
 
 
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    # the controller (and the trace gatherer's pyarrow) only when a cluster runs: every
+    # pubmesh command builds this parser
+    from pubmesh.net.cluster.controller import run
+
+    return run(args)
+
+
 def register(subparsers: Any) -> None:
-    from pubmesh.net import cluster, node_cli
+    from pubmesh.net import node_cli
+    from pubmesh.net.cluster import options as cluster_options
 
     node_cli.add_parser(subparsers)
-    cluster.add_parser(subparsers)
+    cluster_options.add_parser(subparsers).set_defaults(func=_cmd_cluster)
     key = _actions(subparsers, "key", "make a cluster key for the shared-key mode", KEY_HELP)
     new = _action(
         key, "new", "print a fresh random key (or write it to --out FILE, mode 0600)", KEY_HELP

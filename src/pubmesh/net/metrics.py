@@ -54,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -241,25 +241,4 @@ class MetricsServer:
         return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
 
 
-def scrape_config(targets: Mapping[Any, str], job: str = "pubmesh") -> str:
-    """A Prometheus configuration that scrapes ``targets`` (label -> ``HOST:PORT``) every
-    second, each target labelled with its node index: what ``pubmesh cluster --metrics``
-    prints and writes."""
-    lines = [
-        "global:",
-        "  scrape_interval: 1s",
-        "  evaluation_interval: 1s",
-        "scrape_configs:",
-        f"  - job_name: {job}",
-        "    static_configs:",
-    ]
-    for index, target in sorted(targets.items()):
-        lines += [
-            f"      - targets: ['{target}']",
-            "        labels:",
-            f"          index: '{index}'",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["MetricsServer", "NodeCollector", "scrape_config"]
+__all__ = ["MetricsServer", "NodeCollector"]

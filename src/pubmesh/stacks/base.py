@@ -53,6 +53,10 @@ class StackSpec:
     #: Content-based stacks take filters and attributes instead of bare topics.
     content_based: bool = False
     description: str = ""
+    #: The stack's colour in every figure of every report (a CSS colour); None: one of the
+    #: spare colours, picked by name. The six stacks share the Okabe-Ito palette (colour-blind
+    #: safe).
+    colour: str | None = None
     #: The stack's scenario in ``scenarios/`` for ``pubmesh demo``; its first ``[[faults]]``
     #: entry must crash a ``fraction`` of the nodes (the demo sweeps it). None: not in the demo.
     demo_scenario: str | None = None

@@ -51,6 +51,7 @@ SPEC = register(
     StackSpec(
         name="brokertree",
         params_type=BrokerTreeParams,
+        colour="#CC79A7",
         create=create,
         infrastructure=infrastructure,
         contacts=contacts,

@@ -14,6 +14,7 @@ SPEC = register(
     StackSpec(
         name="chord",
         params_type=ChordParams,
+        colour="#009E73",
         create=create,
         contacts=contacts,
         content_based=True,

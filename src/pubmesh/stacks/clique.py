@@ -14,6 +14,7 @@ SPEC = register(
     StackSpec(
         name="clique",
         params_type=CliqueParams,
+        colour="#D55E00",
         create=create,
         infrastructure=infrastructure,
         contacts=contacts,

@@ -15,6 +15,7 @@ SPEC = register(
     StackSpec(
         name="d2g",
         params_type=D2GParams,
+        colour="#56B4E9",
         create=create,
         infrastructure=infrastructure,
         contacts=contacts,

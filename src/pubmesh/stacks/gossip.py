@@ -14,6 +14,7 @@ SPEC = register(
     StackSpec(
         name="gossip",
         params_type=GossipParams,
+        colour="#0072B2",
         create=GossipNode,
         contacts=lambda n, params: (0,),
         description=(

@@ -29,6 +29,7 @@ SPEC = register(
     StackSpec(
         name="skipring",
         params_type=SkipRingParams,
+        colour="#E69F00",
         create=create,
         infrastructure=infrastructure,
         contacts=contacts,

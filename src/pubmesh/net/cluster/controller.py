@@ -34,6 +34,7 @@ timeline and from the nodes' wall clocks (the ``t`` of their answers) for what t
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -42,6 +43,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -50,8 +52,11 @@ from pubmesh.net import control
 from pubmesh.net.address import format_id
 from pubmesh.net.cluster.children import GRACE_SECONDS, Child, ChildState, child_env, terminate
 from pubmesh.net.cluster.children import wait_exit as _wait_exit
+from pubmesh.net.cluster.live import print_summary, start_live_table
 from pubmesh.net.cluster.netns import NetnsLayout, remove_leftovers
-from pubmesh.net.cluster.options import ClusterConfig
+from pubmesh.net.cluster.options import ClusterConfig, config_from_args
+from pubmesh.net.gather import ControllerRecords, RunInfo, gather
+from pubmesh.net.identity import init_authority, issue
 from pubmesh.scenario.workload import (
     FaultEvent,
     Heal,
@@ -60,9 +65,15 @@ from pubmesh.scenario.workload import (
     Unsubscription,
     WorkloadPlan,
 )
+from pubmesh.trace.schema import TABLES
 
 #: the ``node`` of a trace event about the run as a whole (``cluster.schedule_shifted``)
 CONTROLLER = -1
+
+
+def run(args: argparse.Namespace) -> int:
+    """``pubmesh cluster ARGS``: validate everything, then run (exit status)."""
+    return run_cluster(config_from_args(args))
 
 
 def run_cluster(config: ClusterConfig) -> int:
@@ -242,8 +253,6 @@ class Cluster:
     """One cluster run; see the module docstring."""
 
     def __init__(self, config: ClusterConfig) -> None:
-        from pubmesh.net.gather import ControllerRecords
-
         self.config = config
         self.scenario = config.scenario
         self.plan = config.plan
@@ -291,8 +300,6 @@ class Cluster:
     async def main(self) -> int:
         """Run the cluster; 0 when the run completed, 143 on SIGTERM (KeyboardInterrupt on
         Ctrl-C). An interrupted run still gathers what its nodes traced (run.json says so)."""
-        from pubmesh.net.cluster.live import print_summary, start_live_table
-
         self.loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
@@ -349,8 +356,6 @@ class Cluster:
         return 0
 
     def _prepare_out(self) -> None:
-        from pubmesh.trace.schema import TABLES
-
         out = self.config.out
         out.mkdir(parents=True, exist_ok=True)
         for table in TABLES:  # a previous run's tables in the same directory
@@ -420,8 +425,6 @@ class Cluster:
         """Identity mode: every node's address chosen now (a free loopback port, or a fixed
         one in its own namespace) and an identity issued for it, by the authority of
         ``--ca`` or a fresh one in OUT/identity/ca."""
-        from pubmesh.net.identity import init_authority, issue
-
         base = self.config.out / "identity"
         ca_dir = self.config.ca_dir
         if ca_dir is None:
@@ -696,8 +699,6 @@ class Cluster:
     def _scrape_config(self, targets: dict[int, str]) -> None:
         """``--metrics``: the Prometheus configuration that scrapes every node, written to
         OUT/prometheus.yml and printed (pubmesh.net.metrics)."""
-        from pubmesh.net.metrics import scrape_config
-
         text = scrape_config(targets)
         path = self.config.out / "prometheus.yml"
         path.write_text(text)
@@ -769,8 +770,6 @@ class Cluster:
 
     # ------------------------------------------------------------------ the trace
     def _gather(self) -> dict[str, Any]:
-        from pubmesh.net.gather import RunInfo, gather
-
         end = self.scenario.run.duration + self.publish_shift
         for (index, topic), t_start in sorted(self.open_subscriptions.items()):
             self.records.subscriptions.append((index, topic, t_start, None))
@@ -821,3 +820,24 @@ class Cluster:
                 "node_namespace": {c.index: layout.namespace_of(c.index) for c in self.children},
             }
         }
+
+
+def scrape_config(targets: Mapping[Any, str], job: str = "pubmesh") -> str:
+    """A Prometheus configuration that scrapes ``targets`` (label -> ``HOST:PORT``) every
+    second, each target labelled with its node index: what ``pubmesh cluster --metrics``
+    prints and writes."""
+    lines = [
+        "global:",
+        "  scrape_interval: 1s",
+        "  evaluation_interval: 1s",
+        "scrape_configs:",
+        f"  - job_name: {job}",
+        "    static_configs:",
+    ]
+    for index, target in sorted(targets.items()):
+        lines += [
+            f"      - targets: ['{target}']",
+            "        labels:",
+            f"          index: '{index}'",
+        ]
+    return "\n".join(lines) + "\n"

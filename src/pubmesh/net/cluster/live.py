@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pubmesh.net.address import format_id
+from pubmesh.net.gather import summarize
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -93,8 +94,6 @@ def print_summary(out: Path, stats: dict[str, Any]) -> None:
     """The summary of a gathered run (``stats`` as in its ``run.json``)."""
     from rich.console import Console
     from rich.table import Table
-
-    from pubmesh.net.gather import summarize
 
     figures = summarize(out)
     table = Table(title=f"pubmesh cluster: {stats['stack']}, {stats['nodes']} nodes")

@@ -30,6 +30,9 @@ from typing import Any
 from pubmesh import tomlio
 from pubmesh.catalog import find
 from pubmesh.errors import ScenarioError, UserError
+from pubmesh.net.acl import load_acl
+from pubmesh.net.cluster.netns import NetnsLayout, require_root
+from pubmesh.net.identity import check_authority
 from pubmesh.net.security import KEY_ENV, ClusterKey, load_key
 from pubmesh.net.transport import net_config
 from pubmesh.net.workload import plan
@@ -199,15 +202,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "OUT/prometheus.yml once the nodes are up",
     )
     parser.add_argument("--quiet", action="store_true", help="no live table, no summary")
-    parser.set_defaults(func=run)
     return parser
-
-
-def run(args: argparse.Namespace) -> int:
-    """``pubmesh cluster ARGS``: validate everything, then run (exit status)."""
-    from pubmesh.net.cluster.controller import run_cluster
-
-    return run_cluster(config_from_args(args))
 
 
 # --------------------------------------------------------------------------------------------
@@ -393,8 +388,6 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     if args.nodes > MAX_NODES:
         raise UserError(f"--nodes {args.nodes}: at most {MAX_NODES} processes on one machine")
     if args.netns:
-        from pubmesh.net.cluster.netns import NetnsLayout, require_root
-
         require_root()
         NetnsLayout.check(args.netns, args.nodes)
     kills = [parse_kill(k) for k in args.kill]
@@ -424,12 +417,8 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
             raise UserError(
                 "--acl: permissions rest on signed publications (--identity or --ca, signed)"
             )
-        from pubmesh.net.acl import load_acl
-
         load_acl(acl_file)  # one line and exit 2 now, not from every node
     if ca_dir is not None:
-        from pubmesh.net.identity import check_authority
-
         check_authority(ca_dir)  # one line and exit 2 now, not once the nodes are due
     if identity:
         pass  # the nodes' certificates are issued once their addresses are chosen
