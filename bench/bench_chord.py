@@ -20,8 +20,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from pubmesh.harness import HarnessError, PoolCluster
 from pubmesh.proto.content import filters
-from pubmesh.sim.testing import HarnessError, PoolCluster
 from pubmesh.stacks.base import get_stack
 
 

@@ -24,11 +24,11 @@ from typing import NamedTuple
 from rich.console import Console
 from rich.table import Table
 
+from pubmesh.harness import PoolCluster
 from pubmesh.proto.chord.legitimacy import violations
 from pubmesh.proto.chord.params import ChordParams
 from pubmesh.proto.chord.warm import warm_start
 from pubmesh.proto.core import Subscribe
-from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 
 

@@ -22,12 +22,12 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from pubmesh.harness import PoolCluster
 from pubmesh.proto.chord.messages import FilterUpdate
 from pubmesh.proto.chord.node import ChordNode
 from pubmesh.proto.chord.params import ChordParams
 from pubmesh.proto.chord.warm import warm_start
 from pubmesh.proto.core import NodeId, Output, Publish, Send, Subscribe, Unsubscribe
-from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 
 

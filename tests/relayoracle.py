@@ -21,12 +21,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pubmesh.harness import PoolCluster
 from pubmesh.proto.clique.node import CliqueNode
 from pubmesh.proto.core import Message, NodeId, StackNode
 from pubmesh.proto.relay.layer import IN, PORT, ROUTED, Relay, refs_of
 from pubmesh.proto.relay.messages import Adopt
 from pubmesh.sim.engine import MSG, Simulation
-from pubmesh.sim.testing import PoolCluster
 
 Flight = tuple[NodeId, NodeId, Message]
 

@@ -1,7 +1,7 @@
 """Model-based test of the brokertree stack: Hypothesis drives a small broker tree
 (docs/protocols/brokertree.md; the stack's module essay in src/pubmesh/proto/brokertree/node.py).
 
-The cluster is a :class:`pubmesh.sim.testing.PoolCluster` (non-FIFO: any message in flight may
+The cluster is a :class:`pubmesh.harness.PoolCluster` (non-FIFO: any message in flight may
 be delivered next, the node's sessions resequence, spec §2 "Links") of B brokers (ids
 0 … B−1, B in 4 … 12, the tree drawn by the spec's generator with ``topology_seed`` = the
 cluster seed) and 2–6 clients (``cluster.peers``), with δ ∈ {1, 2} and ``ack`` ∈ {"conf",
@@ -70,6 +70,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from pubmesh.harness import PoolCluster
 from pubmesh.proto.brokertree.node import BrokerTreeNode
 from pubmesh.proto.brokertree.params import BrokerTreeParams
 from pubmesh.proto.brokertree.topology import Tree
@@ -83,7 +84,6 @@ from pubmesh.proto.core import (
     TraceRecord,
     Unsubscribe,
 )
-from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 
 SPEC = get_stack("brokertree")

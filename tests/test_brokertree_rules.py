@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pubmesh.harness import PoolCluster
 from pubmesh.proto.brokertree.messages import Pub
 from pubmesh.proto.brokertree.node import BrokerTreeNode
 from pubmesh.proto.brokertree.params import BrokerTreeParams
@@ -32,7 +33,6 @@ from pubmesh.proto.core import (
     TraceRecord,
     Unsubscribe,
 )
-from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 
 SEEDS = range(1, 6)

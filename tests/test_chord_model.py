@@ -1,7 +1,7 @@
 """Model-based test of the chord stack: Hypothesis drives a small Chord ring
 (docs/protocols/chord.md).
 
-The cluster is a :class:`pubmesh.sim.testing.PoolCluster` of chord nodes (default
+The cluster is a :class:`pubmesh.harness.PoolCluster` of chord nodes (default
 :class:`~pubmesh.proto.chord.params.ChordParams`: merging routing, auto L) with node 0 as the
 contact. It starts with 2–8 nodes, either *joining* (every node started, its JoinRequest to
 0 in flight: spec §7) or *warm* (the legitimate overlay of spec §3 with every filter at its
@@ -67,6 +67,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from pubmesh.harness import PoolCluster
 from pubmesh.proto.chord.legitimacy import violations
 from pubmesh.proto.chord.messages import LocationReply
 from pubmesh.proto.chord.node import JOINING, ChordNode
@@ -74,7 +75,6 @@ from pubmesh.proto.chord.params import ChordParams
 from pubmesh.proto.chord.warm import warm_start
 from pubmesh.proto.content import matches
 from pubmesh.proto.core import NodeId, Publish, Subscribe, Unsubscribe
-from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 
 SPEC = get_stack("chord")

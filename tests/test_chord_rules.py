@@ -1,6 +1,6 @@
 """The chord stack's rules (Terpstra et al.; docs/protocols/chord.md), one or more tests per rule.
 
-Clusters run on :class:`pubmesh.sim.testing.PoolCluster` (a pool of messages the test drives).
+Clusters run on :class:`pubmesh.harness.PoolCluster` (a pool of messages the test drives).
 Overlays are built either by protocol joins through contact 0, or warm (the legitimate
 overlay of spec §3 with every filter at its fixpoint, :mod:`pubmesh.proto.chord.warm`). The
 quiet predicate Q (spec §11) is :func:`pubmesh.proto.chord.legitimacy.violations`; a failure
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pubmesh.harness import PoolCluster
 from pubmesh.proto.chord.keys import SIZE, dist, even_key, finger_offset, key_text, text_key
 from pubmesh.proto.chord.legitimacy import ideal_fingers, violations
 from pubmesh.proto.chord.messages import Publication
@@ -22,7 +23,6 @@ from pubmesh.proto.chord.node import ChordNode
 from pubmesh.proto.chord.params import ChordParams
 from pubmesh.proto.chord.warm import warm_start
 from pubmesh.proto.core import NodeId, Output, Publish, Send, Subscribe, TraceRecord, Unsubscribe
-from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 from tiers import full
 

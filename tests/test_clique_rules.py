@@ -12,13 +12,13 @@ from collections import Counter
 
 import pytest
 
+from pubmesh.harness import PoolCluster
 from pubmesh.proto.clique.legitimacy import is_legitimate
 from pubmesh.proto.clique.messages import Introduce, Pub
 from pubmesh.proto.clique.node import CliqueNode
 from pubmesh.proto.core import Deliver, NodeId, Output, Publish, Send, Subscribe, Unsubscribe
 from pubmesh.proto.relay.layer import IN, MAX_HOPS, OUT, Outcome, RelayLayer
 from pubmesh.proto.relay.messages import Adopt, HoldCount, Probe, Ref, RelayGone, Release, SinkFix
-from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import get_stack
 
 SEEDS = range(1, 6)

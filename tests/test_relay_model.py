@@ -2,7 +2,7 @@
 state machines over small groups (≤ 8) with random delivery order, junk and crashes, checking the
 oracle's invariants after every step and convergence after quiesce").
 
-The cluster is a :class:`pubmesh.sim.testing.PoolCluster` with non-FIFO delivery: node 0 is
+The cluster is a :class:`pubmesh.harness.PoolCluster` with non-FIFO delivery: node 0 is
 the contact, every other node subscribes to topic ``t0``. It starts either *joining* (every
 Join in flight) or in a corrupted state of one of the stack's §6 kinds with junk messages in
 flight. The rules interleave, in any order Hypothesis picks:
@@ -35,8 +35,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from pubmesh.harness import InFlight, PoolCluster
 from pubmesh.proto.core import NodeId, Publish, Subscribe, Unsubscribe
-from pubmesh.sim.testing import InFlight, PoolCluster
 from pubmesh.stacks.base import get_stack
 from relayoracle import check
 

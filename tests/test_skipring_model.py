@@ -2,7 +2,7 @@
 
 Hypothesis draws a corrupted initial state (every kind of :mod:`pubmesh.proto.skipring.
 corruption`, n ≤ 64 subscribers, one or two topics, junk messages in flight) and a schedule
-seed. The cluster is the package's message-pool harness (:mod:`pubmesh.sim.testing`); a
+seed. The cluster is the package's message-pool harness (:mod:`pubmesh.harness`); a
 *round* fires every subscriber's Timeout once and the supervisor's ten times (the default ratio
 of the two periods), interleaved in a random order with the messages in flight (any of them, so
 messages overtake each other and timers interleave with them), until the pool is empty.
@@ -24,11 +24,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pubmesh.harness import InFlight, PoolCluster
 from pubmesh.proto.core import Subscribe
 from pubmesh.proto.skipring.corruption import KINDS, corrupt
 from pubmesh.proto.skipring.legitimacy import problems
 from pubmesh.proto.skipring.params import SkipRingParams
-from pubmesh.sim.testing import InFlight, PoolCluster
 from pubmesh.stacks.base import get_stack
 
 PARAMS = SkipRingParams()
@@ -39,7 +39,7 @@ STEP_LIMIT = 200_000
 
 class Cluster:
     """Supervisor 0 and subscribers 1..n on the package's message-pool harness
-    (:class:`pubmesh.sim.testing.PoolCluster`, non-FIFO), scheduled in rounds."""
+    (:class:`pubmesh.harness.PoolCluster`, non-FIFO), scheduled in rounds."""
 
     def __init__(self, n: int, topics: int, seed: int) -> None:
         self.rng = random.Random(seed)

@@ -35,6 +35,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pubmesh.harness import PoolCluster
 from pubmesh.proto.core import (
     MESSAGE_TYPES,
     Command,
@@ -50,7 +51,6 @@ from pubmesh.proto.core import (
     TimerFired,
     Unsubscribe,
 )
-from pubmesh.sim.testing import PoolCluster
 from pubmesh.stacks.base import discovered_stacks, get_stack
 
 ROOT = Path(__file__).resolve().parent.parent
