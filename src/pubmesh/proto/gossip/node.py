@@ -29,12 +29,14 @@ dropped here, so no layer ever sees a timer of an instance it is not.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from mypy_extensions import mypyc_attr
 
 from pubmesh.proto.core import (
+    MESSAGE_INFO,
     Deliver,
     Input,
     Leave,
@@ -98,14 +100,33 @@ from pubmesh.proto.gossip.rooted import Beacon, RoundRequest
 
 __all__ = ["GossipNode", "GossipParams", "Swarm", "SwarmTimer"]
 
-_MEMBERSHIP, _BROADCAST, _CONTACT = "membership", "broadcast", "contact"
-#: message class -> the part of the node that takes it (the receive path's one dict look-up)
-_ROUTES: dict[type[Message], str] = {
-    **dict.fromkeys(MEMBERSHIP_MESSAGES, _MEMBERSHIP),
-    ContactRequest: _CONTACT,
-    SwarmJoined: _CONTACT,
-    **dict.fromkeys((Gossip, IHave, Graft, Prune, Beacon, RoundRequest), _BROADCAST),
+
+class Route(enum.Enum):
+    """The part of the node a message goes to."""
+
+    #: the HyParView instance of the message's swarm
+    MEMBERSHIP = enum.auto()
+    #: the swarm's Plumtree (and its rooted tree's beacons)
+    BROADCAST = enum.auto()
+    #: the contact's directory of swarms (a request for a member, a member's announcement)
+    CONTACT = enum.auto()
+
+
+#: each protocol layer gossip registers its messages under (``MESSAGE_INFO``) -> its route
+_LAYER_ROUTES = {
+    "membership": Route.MEMBERSHIP,
+    "broadcast": Route.BROADCAST,
+    "tree": Route.BROADCAST,
 }
+#: message class -> the part of the node that takes it (the receive path's one dict look-up):
+#: its registered layer's, but for the two membership messages the contact answers itself
+_ROUTES: dict[type[Message], Route] = {
+    cls: _LAYER_ROUTES[MESSAGE_INFO[cls].layer]
+    for cls in (*MEMBERSHIP_MESSAGES, Gossip, IHave, Graft, Prune, Beacon, RoundRequest)
+}
+_ROUTES[ContactRequest] = _ROUTES[SwarmJoined] = Route.CONTACT
+#: the two routes the receive path tests, as module names (one look-up, not two)
+_BROADCAST, _MEMBERSHIP = Route.BROADCAST, Route.MEMBERSHIP
 
 #: membership messages whose sender holds (or is about to hold) us in its active view
 LINKING = (Join, JoinReply, ForwardJoinAccept, Neighbor, NeighborReply)
