@@ -15,13 +15,23 @@ the confirmed head is compacted, so a pointer never has to move when entries lea
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pubmesh.proto.brokertree.messages import OriginT, ParInfoT, Pub, SeqT, Sub, Unsub, Vect
 from pubmesh.proto.core import NodeId
 
-PUB, SUB, UNSUB = "pub", "sub", "unsub"
+
+class Kind(enum.StrEnum):
+    """What a queue entry carries."""
+
+    PUB = "pub"
+    SUB = "sub"
+    UNSUB = "unsub"
+
+
+PUB, SUB, UNSUB = Kind  # by their short names, in order
 
 
 @dataclass(slots=True, eq=False)
@@ -30,7 +40,7 @@ class Entry:
     node's own sequence number for it, the seqVect as received, who sent copies, the recipient
     set and the peers whose confirmation is awaited."""
 
-    kind: str
+    kind: Kind
     origin: OriginT
     message: Pub | Sub | Unsub
     lseq: SeqT

@@ -112,13 +112,14 @@ publications in simulation; every one is covered by a test
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB, CheckoutQueue, Entry
+from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB, CheckoutQueue, Entry, Kind
 from pubmesh.proto.brokertree.messages import (
     Conf,
     Dack,
@@ -143,7 +144,7 @@ from pubmesh.proto.brokertree.params import BrokerTreeParams
 from pubmesh.proto.brokertree.seqvect import HighSeq, legitimate, shifted
 from pubmesh.proto.brokertree.session import Down, Miswired, Sessions, Up
 from pubmesh.proto.brokertree.table import SubscriptionTable, SubTuple
-from pubmesh.proto.brokertree.topology import wiring
+from pubmesh.proto.brokertree.topology import BROKER, CLIENT, wiring
 from pubmesh.proto.brokertree.view import View
 from pubmesh.proto.content import (
     Conjunction,
@@ -177,11 +178,27 @@ from pubmesh.proto.core import (
     Unsubscribe,
 )
 
-BROKER, CLIENT = "broker", "client"
-IDLE, RUNNING, LEAVING, LEFT = "idle", "running", "leaving", "left"
-#: link states (spec §4): inactive (a closer node on the path is up), activating (LSeq asked),
-#: active (its pointer checks out)
-INACTIVE, ACTIVATING, ACTIVE = "inactive", "activating", "active"
+
+class Life(enum.StrEnum):
+    """Where a node is in its life (its ``state``)."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    LEAVING = "leaving"
+    LEFT = "left"
+
+
+class LinkState(enum.StrEnum):
+    """A link's state (spec §4): inactive (a closer node on the path is up), activating (LSeq
+    asked), active (its pointer checks out)."""
+
+    INACTIVE = "inactive"
+    ACTIVATING = "activating"
+    ACTIVE = "active"
+
+
+IDLE, RUNNING, LEAVING, LEFT = Life  # by their short names, in order
+INACTIVE, ACTIVATING, ACTIVE = LinkState
 #: route states of a recipient's path
 PENDING, LARGE = "pending", "large"
 
@@ -240,7 +257,7 @@ class Link:
     """Check-out state of the session with one peer (spec §4)."""
 
     peer: NodeId
-    state: str = INACTIVE
+    state: LinkState = INACTIVE
     pointer: int = -1
     gen: int = 0
     #: since when the session has been stalled (spec §4 head of line; -1: not since its
@@ -322,7 +339,7 @@ class BrokerTreeNode(StackNode):
             ctx.params if isinstance(ctx.params, BrokerTreeParams) else BrokerTreeParams()
         )
         self.delta = self.params.delta
-        self.state = IDLE
+        self.state: Life = IDLE
         self.kind = BROKER if ctx.role == BROKER else CLIENT
         self.view: View | None = None
         self.sessions: Sessions | None = None
@@ -1060,7 +1077,7 @@ class BrokerTreeNode(StackNode):
 
     def _enqueue(
         self,
-        kind: str,
+        kind: Kind,
         origin: OriginT,
         message: Pub | Sub | Unsub,
         vin: Vect,

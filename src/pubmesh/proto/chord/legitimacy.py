@@ -22,7 +22,7 @@ from bisect import bisect_left
 from collections.abc import Mapping
 
 from pubmesh.proto.chord.keys import SIZE, M, dist, finger_offset
-from pubmesh.proto.chord.node import JOINED, ChordNode
+from pubmesh.proto.chord.node import JOINED, JOINING, ChordNode
 from pubmesh.proto.content import covers_any
 from pubmesh.proto.core import NodeId, StackNode
 
@@ -59,7 +59,7 @@ def violations(nodes: Mapping[NodeId, StackNode], *, limit: int = 10) -> list[st
     live = {
         i: node
         for i, node in sorted(nodes.items())
-        if isinstance(node, ChordNode) and node.state in (JOINED, "joining")
+        if isinstance(node, ChordNode) and node.state in (JOINED, JOINING)
     }
     found: list[str] = []
 

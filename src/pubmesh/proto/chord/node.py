@@ -58,6 +58,7 @@ state on every change of its inputs. The quiet predicate Q of :mod:`.legitimacy`
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -139,7 +140,18 @@ _FIELD_JOIN = "$join"
 _FIELD_REQ = "$req"
 _FIELD_RID = "$rid"
 
-IDLE, JOINING, JOINED, LEAVING, LEFT = "idle", "joining", "joined", "leaving", "left"
+
+class Phase(enum.StrEnum):
+    """Where a node is in its life on the ring (its ``state``; the snapshot shows the value)."""
+
+    IDLE = "idle"
+    JOINING = "joining"
+    JOINED = "joined"
+    LEAVING = "leaving"
+    LEFT = "left"
+
+
+IDLE, JOINING, JOINED, LEAVING, LEFT = Phase  # the phases by their short names, in order
 #: messages only a ring member receives: from a node that counts the receiver in its ring
 _RING_TRAFFIC = (Publication, Notification, FilterUpdate, RespChange, SuccListRequest)
 #: "I am not in the ring": what a rejoining node tells its peers, and answers ring traffic with
@@ -236,7 +248,7 @@ class ChordNode(StackNode):
         self.params: ChordParams = ctx.params if ctx.params is not None else ChordParams()
         self.key = self.key_of(self.node_id)
         self.life = 0
-        self.state = IDLE
+        self.state: Phase = IDLE
         self.contacts: tuple[NodeId, ...] = ()
         self.epoch = 0
         self.subs: dict[str, Conjunction] = {}
