@@ -114,12 +114,12 @@ from __future__ import annotations
 
 import enum
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB, CheckoutQueue, Entry, Kind
+from pubmesh.proto.brokertree.dack import DepthAcks
 from pubmesh.proto.brokertree.messages import (
     Conf,
     Dack,
@@ -146,6 +146,16 @@ from pubmesh.proto.brokertree.session import Down, Miswired, Sessions, Up
 from pubmesh.proto.brokertree.table import SubscriptionTable, SubTuple
 from pubmesh.proto.brokertree.topology import BROKER, CLIENT, wiring
 from pubmesh.proto.brokertree.view import View
+from pubmesh.proto.brokertree.wire import (
+    norm_origin,
+    norm_parinfo,
+    norm_seq,
+    norm_vect,
+    valid_node,
+    valid_origin,
+    valid_parinfo,
+    valid_seq,
+)
 from pubmesh.proto.content import (
     Conjunction,
     FilterError,
@@ -287,49 +297,6 @@ class _Held:
     purged: list[SeqT] = field(default_factory=list)
 
 
-def _valid_seq(value: object) -> bool:
-    return (
-        type(value) is tuple
-        and len(value) == 2
-        and isinstance(value[0], float | int)
-        and not isinstance(value[0], bool)
-        and math.isfinite(value[0])
-        and type(value[1]) is int
-    )
-
-
-def _valid_node(value: object) -> bool:
-    return type(value) is int and value >= 0
-
-
-def _valid_origin(value: object) -> bool:
-    return (
-        type(value) is tuple and len(value) == 2 and _valid_node(value[0]) and _valid_seq(value[1])
-    )
-
-
-def _norm_seq(value: Any) -> SeqT:
-    return (float(value[0]), int(value[1]))
-
-
-def _norm_origin(value: Any) -> OriginT:
-    return (int(value[0]), _norm_seq(value[1]))
-
-
-def _norm_vect(vect: Any) -> Vect | None:
-    """The vector if every entry names a node (an id ≥ 0) and a finite number or ⊥, else None.
-    Types are the codec's business (it checks every field against its annotation) and the
-    simulator passes our own objects; this checks the values."""
-    try:
-        for node, seq in vect:
-            if node < 0 or (seq is not None and not -math.inf < seq[0] < math.inf):
-                return None
-    except (TypeError, ValueError, IndexError):
-        return None
-    result: Vect = vect
-    return result
-
-
 class BrokerTreeNode(StackNode):
     """One broker or client of the brokertree stack (module essay)."""
 
@@ -377,13 +344,9 @@ class BrokerTreeNode(StackNode):
         #: goes
         self.pt: dict[tuple[NodeId, SeqT], ParInfoT] = {}
         self._pt_until: dict[tuple[NodeId, SeqT], float] = {}
-        #: dack state (spec §8): reports ⟨A, B:seq⟩ received, and what changed since sent
-        self.rep_arrived: dict[NodeId, dict[NodeId, SeqT]] = {}
-        self.rep_discarded: dict[NodeId, dict[NodeId, SeqT]] = {}
-        self.discarded: dict[NodeId, SeqT] = {}
+        #: dack state (spec §8): the reports kept and traded (pubmesh.proto.brokertree.dack)
+        self.dacks = DepthAcks(self.node_id)
         self._held: dict[NodeId, _Held] = {}
-        self._dirty_arrived: set[tuple[NodeId, NodeId]] = set()
-        self._dirty_discarded: set[tuple[NodeId, NodeId]] = set()
         #: Confs to batch per peer this event (spec §12.5)
         self._confs: dict[NodeId, list[OriginT]] = {}
         self._dirty: set[Entry] = set()
@@ -453,7 +416,7 @@ class BrokerTreeNode(StackNode):
         from the parameters and them); dial the tree neighbours."""
         if self.state != IDLE:
             return
-        brokers = tuple(c for c in contacts if _valid_node(c))
+        brokers = tuple(c for c in contacts if valid_node(c))
         try:
             self.view = View(self.params, brokers, self.node_id)
         except ValueError as error:
@@ -653,7 +616,7 @@ class BrokerTreeNode(StackNode):
         self.received[name] = self.received.get(name, 0) + 1
         if not isinstance(message, _FRAMES) or self.sessions is None:
             return
-        if self.state not in (RUNNING, LEAVING) or src == self.node_id or not _valid_node(src):
+        if self.state not in (RUNNING, LEAVING) or src == self.node_id or not valid_node(src):
             return
         sid, n = message.sid, message.n
         if type(sid) is not int or type(n) is not int:
@@ -684,7 +647,7 @@ class BrokerTreeNode(StackNode):
             case SubSummary():
                 self._on_summary(src, message, now, out)
             case Dack():
-                self._on_dack(src, message)
+                self.dacks.receive(message)
             case TopoSummary():
                 self._on_topo(message)
 
@@ -852,8 +815,8 @@ class BrokerTreeNode(StackNode):
                 added.append(entry)
         gone: list[OriginT] = []
         for target in message.tombstones:
-            if _valid_origin(target):
-                target = _norm_origin(target)
+            if valid_origin(target):
+                target = norm_origin(target)
                 if target not in self.tombstones:
                     self._tombstone(target, now)
                     gone.append(target)
@@ -891,9 +854,9 @@ class BrokerTreeNode(StackNode):
                     continue  # the common case: an entry we hold as it is
             except (TypeError, IndexError):
                 continue
-            if not _valid_parinfo(raw):
+            if not valid_parinfo(raw):
                 continue
-            pi = _norm_parinfo(raw)
+            pi = norm_parinfo(raw)
             lead = pi[0]
             if lead != self.node_id and view.dist(lead) > 2 * self.delta + 1:
                 continue
@@ -929,18 +892,18 @@ class BrokerTreeNode(StackNode):
                 return None  # the common case: a summary repeats what we have
         except TypeError:  # an unhashable origin: malformed
             return None
-        if not _valid_origin(origin) or type(topic) is not str or not _valid_seq(lseq):
+        if not valid_origin(origin) or type(topic) is not str or not valid_seq(lseq):
             return None
-        origin = _norm_origin(origin)
+        origin = norm_origin(origin)
         if origin in self.table or origin in self.tombstones or topic.startswith("$"):
             return None
-        vin = _norm_vect(vect)
+        vin = norm_vect(vect)
         if vin is None or type(text) is not str:
             return None
         pred = _predicate_text(text, topic)
         if pred is None:
             return None
-        vect_here = shifted(vin, src, _norm_seq(lseq), bypassed, self.delta)
+        vect_here = shifted(vin, src, norm_seq(lseq), bypassed, self.delta)
         if origin[0] == self.node_id:
             return None
         frm = view.from_of(origin[0])
@@ -973,10 +936,10 @@ class BrokerTreeNode(StackNode):
         """A queued kind of message from ``src`` (spec §6.4 receipt)."""
         view = self.view
         assert view is not None
-        if not _valid_origin(message.origin):
+        if not valid_origin(message.origin):
             return
-        origin = _norm_origin(message.origin)
-        vin = _norm_vect(message.vect)
+        origin = norm_origin(message.origin)
+        vin = norm_vect(message.vect)
         if vin is None:
             return
         kind = PUB if isinstance(message, Pub) else SUB if isinstance(message, Sub) else UNSUB
@@ -991,7 +954,7 @@ class BrokerTreeNode(StackNode):
         before = {node for node, seq in vin[: 2 * self.delta + 1] if seq is not None}
         duplicate = self.high.is_duplicate(vin)
         for node in before:
-            self._dirty_arrived.add((self.node_id, node))
+            self.dacks.arrived_from(node)
         entry = self.queue.get(origin)
         if entry is not None:
             # a copy of a queued message: its sender gets the Conf with the others' [P §5.6 ii]
@@ -1032,7 +995,7 @@ class BrokerTreeNode(StackNode):
                 return
         else:
             assert isinstance(message, Unsub)
-            if not _valid_origin(message.target):
+            if not valid_origin(message.target):
                 return
         rcpt = view.frontier_except(self._upstream_branches({src}))
         self._enqueue(kind, origin, message, vin, rcpt, {src}, now)
@@ -1110,15 +1073,15 @@ class BrokerTreeNode(StackNode):
 
     def _on_conf(self, src: NodeId, message: Conf) -> None:
         """Rule CF: a Conf from Y removes Y from the entry's out (spec §4)."""
-        parinfo = tuple(p for p in message.parinfo if _valid_parinfo(p))
+        parinfo = tuple(p for p in message.parinfo if valid_parinfo(p))
         for key in message.keys:
-            if not _valid_origin(key):
+            if not valid_origin(key):
                 continue
-            entry = self.queue.get(_norm_origin(key))
+            entry = self.queue.get(norm_origin(key))
             if entry is None:
                 continue
             entry.out.discard(src)
-            entry.parinfo.update(_norm_parinfo(p) for p in parinfo)
+            entry.parinfo.update(norm_parinfo(p) for p in parinfo)
             self._dirty.add(entry)
 
     # ------------------------------------------------------------------- check-out (CO)
@@ -1327,7 +1290,7 @@ class BrokerTreeNode(StackNode):
             if self._add_tuple(tuple_):
                 self._step_three(tuple_, entry.senders, now, out)
         elif entry.kind == UNSUB and isinstance(message, Unsub):
-            self._tombstone(_norm_origin(message.target), now)
+            self._tombstone(norm_origin(message.target), now)
 
     def _step_three(
         self, tuple_: SubTuple, senders: set[NodeId], now: float, out: list[Output]
@@ -1440,7 +1403,7 @@ class BrokerTreeNode(StackNode):
             if type(edge) is not tuple or len(edge) != 2:
                 continue
             client, broker = edge
-            if not (_valid_node(client) and _valid_node(broker)) or view.is_broker(client):
+            if not (valid_node(client) and valid_node(broker)) or view.is_broker(client):
                 continue
             if client == self.node_id or view.attach(client) != broker:
                 continue
@@ -1563,9 +1526,9 @@ class BrokerTreeNode(StackNode):
         pending = {(pi[0], pi[1]): pi for pi in own.parinfo}
         tagged: list[ParInfoT] = []
         for tag in message.tags:
-            if not _valid_parinfo(tag):
+            if not valid_parinfo(tag):
                 continue
-            key = (tag[0], _norm_seq(tag[1]))
+            key = (tag[0], norm_seq(tag[1]))
             if key not in pending:
                 continue
             if tag[3]:
@@ -1659,53 +1622,21 @@ class BrokerTreeNode(StackNode):
                 out.append(SetTimer(p.purge_period, PurgeTick(self.life)))
 
     # ------------------------------------------------------------------------ dack, §8
-    def _pair_goes(self, peer: NodeId, a: NodeId, b: NodeId) -> bool:
-        """⟨A, B⟩ goes to ``peer`` if A is on our side, B on the peer's, and they are within
-        δ + 1 hops of each other [P §8]."""
-        view = self.view
-        assert view is not None
-        if a == b:
-            return False
-        path_b = view.path(b)
-        if b != peer and peer not in path_b:
-            return False
-        if a != self.node_id and (peer in view.path(a) or a in view.between(peer)):
-            return False
-        return view.distance(a, b) <= view.reach
-
-    def _report(self, a: NodeId, b: NodeId) -> tuple[SeqT | None, SeqT | None]:
-        if a == self.node_id:
-            return self.high.get(b), self.discarded.get(b, self.high.get(b))
-        return self.rep_arrived.get(a, {}).get(b), self.rep_discarded.get(a, {}).get(b)
-
-    def _dack_for(
+    def _reports_for(
         self, peer: NodeId, pairs: Iterable[tuple[NodeId, NodeId]]
     ) -> tuple[list[DackEntry], list[DackEntry]]:
-        arrived: list[DackEntry] = []
-        discarded: list[DackEntry] = []
-        for a, b in sorted(set(pairs)):
-            if not self._pair_goes(peer, a, b):
-                continue
-            arr, dis = self._report(a, b)
-            if arr is not None:
-                arrived.append((a, b, arr))
-            if dis is not None:
-                discarded.append((a, b, dis))
-        return arrived, discarded
-
-    def _all_pairs(self) -> set[tuple[NodeId, NodeId]]:
-        pairs = {(self.node_id, b) for b in self.high.high}
-        for a, row in self.rep_arrived.items():
-            pairs.update((a, b) for b in row)
-        for a, row in self.rep_discarded.items():
-            pairs.update((a, b) for b in row)
-        return pairs
+        """What a Dack to ``peer`` carries about ``pairs`` (pubmesh.proto.brokertree.dack)."""
+        pairs = set(pairs)
+        if not pairs:
+            return [], []
+        assert self.view is not None
+        return self.dacks.reports_for(self.view, self.high, peer, pairs)
 
     def _send_dack_state(self, peer: NodeId, now: float, out: list[Output]) -> None:
         """A newly active session gets every report that applies to it."""
         if self.params.ack != "dack":
             return
-        arrived, discarded = self._dack_for(peer, self._all_pairs())
+        arrived, discarded = self._reports_for(peer, self.dacks.all_pairs(self.high))
         if arrived or discarded:
             self._send(
                 peer, now, out, Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded))
@@ -1713,13 +1644,11 @@ class BrokerTreeNode(StackNode):
 
     def _send_dacks(self, now: float, out: list[Output]) -> None:
         """Every dack_period: the reports that changed, to each session peer they apply to."""
-        pairs = self._dirty_arrived | self._dirty_discarded
-        self._dirty_arrived = set()
-        self._dirty_discarded = set()
+        pairs = self.dacks.take_changed()
         if not pairs or self.sessions is None:
             return
         for peer in self.sessions.open_peers():
-            arrived, discarded = self._dack_for(peer, pairs)
+            arrived, discarded = self._reports_for(peer, pairs)
             if arrived or discarded:
                 self._count("dacks")
                 self._send(
@@ -1728,47 +1657,6 @@ class BrokerTreeNode(StackNode):
                     out,
                     Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded)),
                 )
-
-    def _on_dack(self, src: NodeId, message: Dack) -> None:
-        for table, dirty, rows in (
-            (self.rep_arrived, self._dirty_arrived, message.arrived),
-            (self.rep_discarded, self._dirty_discarded, message.discarded),
-        ):
-            for row in rows:
-                if type(row) is not tuple or len(row) != 3:
-                    continue
-                a, b, seq = row
-                if not (_valid_node(a) and _valid_node(b) and _valid_seq(seq)) or a == self.node_id:
-                    continue
-                seq = _norm_seq(seq)
-                known = table.setdefault(a, {}).get(b)
-                if known is None or seq > known:
-                    table[a][b] = seq
-                    dirty.add((a, b))
-
-    def _safe_seq(self, target: NodeId) -> SeqT | None:
-        """safeSeq [P §8]: the larger of the lowest arrival of our numbers reported by every
-        node on the path to ``target`` (once all have reported) and the highest discard any
-        of them reported."""
-        view = self.view
-        assert view is not None
-        me = self.node_id
-        lowest: SeqT | None = None
-        complete = True
-        highest: SeqT | None = None
-        for node in view.path(target):
-            arr = self.rep_arrived.get(node, {}).get(me)
-            if arr is None:
-                complete = False
-            elif lowest is None or arr < lowest:
-                lowest = arr
-            dis = self.rep_discarded.get(node, {}).get(me)
-            if dis is not None and (highest is None or dis > highest):
-                highest = dis
-        best = lowest if complete else None
-        if highest is not None and (best is None or highest > best):
-            best = highest
-        return best
 
     def _purge(self) -> None:
         """[P §8]: drop a publication once safeSeq(r) ≥ its number for every recipient and
@@ -1786,7 +1674,8 @@ class BrokerTreeNode(StackNode):
                 continue
             ok = True
             for r in entry.rcpt:
-                safe = self._safe_seq(r)
+                assert self.view is not None
+                safe = self.dacks.safe_seq(self.view, r)
                 if safe is None or safe < entry.lseq:
                     ok = False
                     break
@@ -1823,13 +1712,12 @@ class BrokerTreeNode(StackNode):
                 lowest = min(held.held)
                 below = [s for s in held.purged if s < lowest]
                 held.purged = [s for s in held.purged if s >= lowest]
-                value = max(below) if below else self.discarded.get(node)
-                known = self.discarded.get(node)
+                value = max(below) if below else self.dacks.discarded.get(node)
+                known = self.dacks.discarded.get(node)
                 if value is not None and known is not None and value < known:
                     value = known
-            if value is not None and value != self.discarded.get(node):
-                self.discarded[node] = value
-                self._dirty_discarded.add((self.node_id, node))
+            if value is not None and value != self.dacks.discarded.get(node):
+                self.dacks.set_discarded(node, value)
 
     # --------------------------------------------------------------------- queries
     def monitored_peers(self) -> Iterable[NodeId]:
@@ -1931,22 +1819,6 @@ def _plain(attributes: Any) -> dict[str, Any]:
         return {str(k): v for k, v in dict(attributes).items()}
     except (TypeError, ValueError):
         return {}
-
-
-def _valid_parinfo(value: object) -> bool:
-    return (
-        type(value) is tuple
-        and len(value) == 4
-        and _valid_node(value[0])
-        and _valid_seq(value[1])
-        and type(value[2]) is tuple
-        and all(_valid_node(x) for x in value[2])
-        and type(value[3]) is bool
-    )
-
-
-def _norm_parinfo(value: Any) -> ParInfoT:
-    return (int(value[0]), _norm_seq(value[1]), tuple(int(x) for x in value[2]), bool(value[3]))
 
 
 def _renumber(message: Message, sid: int, n: int) -> Message:
