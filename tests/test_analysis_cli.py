@@ -366,3 +366,35 @@ def test_a_warm_spark_refuses_a_state_directory_others_can_enter(tmp_path: Path)
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"pubmesh: error: {state}: owned by another user or open to others")
     assert not (state / "warm.json").exists()
+
+
+def test_the_jvm_logs_are_kept_to_the_newest_few_in_a_private_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every embedded analysis logs its JVM's output to a file of its own; the per-user log
+    directory keeps the newest KEPT_LOGS of them, and a directory others may write into is not
+    used at all (a name in it could be a link to one of our files)."""
+    import tempfile
+
+    from pubmesh.analysis import spark
+
+    monkeypatch.delenv("PUBMESH_SPARK_LOG", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    logs = tmp_path / f"pubmesh-spark-logs-{os.getuid()}"
+    logs.mkdir(mode=0o700)
+    for age in range(30):  # older and older
+        old = logs / f"spark-{100 + age}.log"
+        old.write_text("a JVM warning\n")
+        os.utime(old, (1_000_000 - age, 1_000_000 - age))
+    path = spark.jvm_log()
+    assert path.parent == logs and path.name == f"spark-{os.getpid()}.log"
+    kept = sorted(p.name for p in logs.glob("spark-*.log"))
+    assert kept == sorted(f"spark-{100 + age}.log" for age in range(spark.KEPT_LOGS - 1)), kept
+    assert stat.S_IMODE(logs.stat().st_mode) == 0o700
+
+    logs.chmod(0o777)
+    elsewhere = spark.jvm_log()
+    assert elsewhere.parent != logs and elsewhere.exists(), elsewhere
+    assert len(list(logs.glob("spark-*.log"))) == spark.KEPT_LOGS - 1, (
+        "an open directory is left alone"
+    )

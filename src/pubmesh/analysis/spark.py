@@ -109,14 +109,40 @@ def driver_java_options(*, local: bool, small: bool) -> str:
     return f"{options} {CODE_CACHE}"
 
 
+#: JVM logs kept in the per-user log directory (the newest; older ones are removed)
+KEPT_LOGS = 20
+
+
 def jvm_log() -> Path:
     """Where the Spark JVM's own output goes (its start-up warnings, and anything it prints
-    later): ``$PUBMESH_SPARK_LOG``, else a file per process in the temporary directory. An
-    error that the JVM explains there names the file."""
+    later): ``$PUBMESH_SPARK_LOG``, else a file per process in ``pubmesh-spark-logs-<uid>`` in
+    the temporary directory, of which the newest :data:`KEPT_LOGS` are kept (one analysis a
+    minute for a day would otherwise leave 1,440 files). An error that the JVM explains there
+    names the file."""
     given = os.environ.get("PUBMESH_SPARK_LOG")
-    return (
-        Path(given) if given else Path(tempfile.gettempdir()) / f"pubmesh-spark-{os.getpid()}.log"
-    )
+    if given:
+        return Path(given)
+    directory = Path(tempfile.gettempdir()) / f"pubmesh-spark-logs-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    mode = directory.lstat()
+    if mode.st_uid != os.getuid() or mode.st_mode & 0o077 or not directory.is_dir():
+        # made by someone else (or opened to them): a name in it could be a link to one of
+        # our files, so the log is a fresh file of our own instead
+        fd, name = tempfile.mkstemp(prefix="pubmesh-spark-", suffix=".log")
+        os.close(fd)
+        return Path(name)
+    logs = sorted(directory.glob("spark-*.log"), key=_mtime, reverse=True)
+    for old in logs[KEPT_LOGS - 1 :]:
+        with contextlib.suppress(OSError):  # another process's prune got there first
+            old.unlink()
+    return directory / f"spark-{os.getpid()}.log"
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 @contextlib.contextmanager
