@@ -26,10 +26,11 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "proto" / "brokertree"))
 
-from btfigures import BrokerFigures, measure  # noqa: E402
 from pubmesh.scenario.model import load_scenario  # noqa: E402
 from pubmesh.sim.engine import Simulation  # noqa: E402
+from support.btfigures import BrokerFigures, measure  # noqa: E402
 
 
 def simulate(scenario_file: str, sets: list[str]) -> tuple[Simulation, BrokerFigures, float]:
@@ -66,7 +67,8 @@ def run(scenario_file: str, sets: list[str]) -> tuple[dict[str, float], float]:
 
 
 def claims(span: str, console: Console) -> None:
-    """spec §11 (a) over many seeds, as tests/test_brokertree_figures.py runs it on three."""
+    """spec §11 (a) over many seeds, as tests/proto/brokertree/test_brokertree_figures.py runs
+    it on three."""
     from test_brokertree_figures import CUT, _nodes, _victims
 
     first, _, last = span.partition("-")

@@ -4,7 +4,7 @@
 δ = 3, 17% of the brokers (85, at random) crash at 40 s, publications at 20/s from 30 s to
 60 s; per seed, ``run.seed`` = ``topology_seed`` = the seed. Reliability is over every
 (publication, matching subscriber) pair published after 30 s whose subscriber is alive at the
-end (tests/btfigures.py ``measure``). Each expected pair is *within the guarantee* if every
+end (tests/support/btfigures.py ``measure``). Each expected pair is *within the guarantee* if every
 2δ + 1 window of its publisher→subscriber tree path holds at most δ crashed brokers, *beyond*
 it otherwise (``pubmesh.proto.brokertree.guarantee``; Kazemzadeh & Jacobsen, *Highly
 Available Distributed Publish/Subscribe Systems* §5.2 Def. 2, §5.7.1). The reference is
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from bench_brokertree import simulate  # noqa: E402  (bench/, the script's own folder)
 
-from btfigures import guarantee, stuck_sessions  # noqa: E402
+from support.btfigures import guarantee, stuck_sessions  # noqa: E402
 
 SCENARIO = "scenarios/brokertree_srds11.toml"
 

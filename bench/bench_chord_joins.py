@@ -1,16 +1,16 @@
 """Chord overlays built by protocol joins from scratch, at sizes the test suite cannot afford.
 
-tests/test_chord_rules.py checks that up to 20 nodes joining at once through the contact reach Q
-(docs/protocols/chord.md §11 test 1, §7). This script builds larger rings the way a deployment
-would: ``scenarios/chord_broadcast.toml`` (one topic, every node subscribed) with ``init.overlay =
-"joined"``, node starts drawn uniformly over ``N × --gap`` simulated seconds (every node joins
-through the contact, Terpstra et al. §4.5, spec §7), no publications. After the last start it runs
-the protocol in one-second steps and checks Q (:func:`pubmesh.proto.chord.legitimacy.violations`)
-after each, up to ``--limit`` seconds. The figures are the simulated seconds from the last start to
-Q, the messages per join and the CPU seconds. It exits 1 if Q does not hold within the limit,
-printing the violations and the command that replays the case. N = 1,000 is not the default: its CPU
-cost grows about as N^2.2 (~6,800 CPU s since the union filters share their prefixes;
-BENCHMARKS.md).
+tests/proto/chord/test_chord_rules.py checks that up to 20 nodes joining at once through the
+contact reach Q (docs/protocols/chord.md §11 test 1, §7). This script builds larger rings the
+way a deployment would: ``scenarios/chord_broadcast.toml`` (one topic, every node subscribed) with
+``init.overlay = "joined"``, node starts drawn uniformly over ``N × --gap`` simulated seconds (every
+node joins through the contact, Terpstra et al. §4.5, spec §7), no publications. After the last
+start it runs the protocol in one-second steps and checks Q
+(:func:`pubmesh.proto.chord.legitimacy.violations`) after each, up to ``--limit`` seconds. The
+figures are the simulated seconds from the last start to Q, the messages per join and the CPU
+seconds. It exits 1 if Q does not hold within the limit, printing the violations and the command
+that replays the case. N = 1,000 is not the default: its CPU cost grows about as N^2.2 (~6,800 CPU s
+since the union filters share their prefixes; BENCHMARKS.md).
 
     PYTHONPATH=src .venv/bin/python bench/bench_chord_joins.py [--sizes 100,200] [--gap 1.0]
 """

@@ -1,8 +1,8 @@
 """Chord's quiet predicate Q over more seeds and sizes than the test suite affords
 (docs/protocols/chord.md §11 test 1).
 
-tests/test_chord_rules.py checks Q on warm overlays of N ∈ {1, 2, 8, 100, 1000} (even and
-hashed keys, seed 1) and after joins of up to 20 nodes; at N = 1,000 the warm start costs
+tests/proto/chord/test_chord_rules.py checks Q on warm overlays of N ∈ {1, 2, 8, 100, 1000}
+(even and hashed keys, seed 1) and after joins of up to 20 nodes; at N = 1,000 the warm start costs
 ~30 CPU s (it reduces the union filter of every edge and clipped range, sharing prefixes), so
 more seeds at that size are this benchmark. It runs the same check at the sizes and seeds
 given: a warm overlay (every node on one

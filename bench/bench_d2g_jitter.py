@@ -1,5 +1,5 @@
-"""Benchmark: d2g's flood in small steady groups under jittered latency (tests/test_d2g_figures.py
-C9 at more seeds and a wider jitter).
+"""Benchmark: d2g's flood in small steady groups under jittered latency
+(tests/proto/d2g/test_d2g_figures.py C9 at more seeds and a wider jitter).
 
 Twelve nodes, three topics of about eight members, 40 publications at 20/s once subscribed
 (the JITTERED scenario of the C9 test), one simulation per seed and latency; printed per
@@ -18,9 +18,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "proto" / "d2g"))
+from test_d2g_figures import JITTERED, deliveries_of
+
 from pubmesh.scenario.model import parse_scenario
 from pubmesh.sim.runner import run_scenario
-from test_d2g_figures import JITTERED, deliveries_of
 
 
 def one(seed: int, median: float, sigma: float) -> tuple[int, int, float]:

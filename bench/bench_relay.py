@@ -9,8 +9,9 @@ docs/protocols/relay.md §9).
   counted from the corruption; the fitted constant a of rounds = a·n ln n is printed per kind,
   and the log-log plot goes to OUT/convergence.png.
 * **d2g shape against n**: ``scenarios/d2g_corrupted.toml`` from ``random_graph`` for
-  40√n + 300 rounds (the C6 run of tests/test_d2g_figures.py): m/√(n ln n), max |N|/√n, the
-  strongly connected share and the far-pair fraction over the snapshots after 300 rounds.
+  40√n + 300 rounds (the C6 run of tests/proto/d2g/test_d2g_figures.py): m/√(n ln n),
+  max |N|/√n, the strongly connected share and the far-pair fraction over the snapshots after
+  300 rounds.
 * **Work once legitimate**: messages per member per round on a warm group (C2's figure for
   the clique, 5 − 6/n by count; the same for d2g), 200 rounds.
 
@@ -33,6 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "proto" / "d2g"))
 
 T_CLIQUE = 0.25
 CLIQUE_SCENARIO = ROOT / "scenarios" / "clique_corrupted.toml"
@@ -131,7 +133,6 @@ def clique_series(args: argparse.Namespace, out: Path, console: Any) -> list[dic
 
 def d2g_series(args: argparse.Namespace, console: Any) -> list[dict[str, Any]]:
     from rich.table import Table
-
     from test_d2g_figures import run_c6
 
     table = Table(title="d2g from random_graph: shape after 300 rounds (40√n + 300 rounds)")

@@ -4,7 +4,8 @@ delivered a publication to every subscriber. Active views of 3 and the default, 
 
     .venv/bin/python bench/bench_swarms.py [--topics 2000] [--seeds 1,2,3,4,5]
 
-The harness is ``tests/swarms.py`` (the test ``tests/test_gossip_swarms.py`` runs one seed).
+The harness is ``tests/support/swarms.py`` (the test
+``tests/proto/gossip/test_gossip_swarms.py`` runs one seed).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from swarms import VIEWS, run_swarms
+from support.swarms import VIEWS, run_swarms
 
 
 def main() -> int:

@@ -1,7 +1,10 @@
 """Shared test setup.
 
-* ``tests/`` is importable: the runtime probe stacks (``simstacks``) and the tiny stack
-  (``tinystack``) live there.
+* ``tests/`` is importable: the helpers the tests share (the package ``support``: the runtime
+  probe stacks of ``support.simstacks``, the node processes of ``support.netnode``, ...) and
+  the tiny stack (``tinystack``) live there. The tests themselves sit in folders like the
+  code's (``proto/<stack>/``, ``sim/``, ``net/``, ``analysis/``, ``repo/``); they import the
+  helpers as ``from support.netnode import ...``, never a helper under a second name.
 * Two tiers. ``make test`` (the default) runs every test at the sizes and seeds that decide
   correctness within the suite's 20 minutes; cases marked ``full`` (more seeds, larger n, the
   papers' whole figure grids) are deselected unless ``PUBMESH_FULL=1``, and ``make figures``
@@ -37,7 +40,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
-from tiers import FULL  # noqa: E402  (tests/ is on sys.path from here)
+from support.tiers import FULL  # noqa: E402  (tests/ is on sys.path from here)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups it adds below
@@ -99,7 +102,7 @@ def spark() -> Iterator[Any]:
 def contact_and_peer(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
     """Two live node processes of the network tests' stack (gossip where this build has it):
     a contact and a peer joined through it, stopped afterwards."""
-    from test_net_stack import real_stacks, small_cluster
+    from support.netnode import real_stacks, small_cluster
 
     stack = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
     contact, peer = small_cluster(stack, 1, tmp_path)

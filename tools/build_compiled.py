@@ -7,7 +7,7 @@ The source tree is copied to ``OUT/pubmesh`` and the modules of :data:`HOT_MODUL
 there, in place, by mypyc (shipped with mypy, the dev extra's pin): ``src/`` is never touched,
 so the pure package stays pure and a source edit is never shadowed by a stale ``.so``. Put
 ``OUT`` first on ``PYTHONPATH`` to run compiled; without it pubmesh is pure Python. Both write
-the same traces, byte for byte (``make test`` checks it: tests/test_compiled.py).
+the same traces, byte for byte (``make test`` checks it: tests/sim/test_compiled.py).
 
 What compiling asks of the compiled modules (see also ``make compiled`` in the Makefile):
 

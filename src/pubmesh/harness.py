@@ -22,7 +22,7 @@ The failure detector is perfect, as the papers assume: a node that sends to a cr
 monitors one (``monitored_peers``), receives ``PeerDown`` for it before anything else happens.
 
 Every stack gets the same harness: :func:`pubmesh.stacks.base.available_stacks` names them, and
-``tests/test_stacks_generated.py`` runs the generated checks (determinism, hostile input,
+``tests/proto/test_stacks_generated.py`` runs the generated checks (determinism, hostile input,
 liveness) over all of them.
 """
 

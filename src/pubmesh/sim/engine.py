@@ -546,7 +546,7 @@ class Simulation:
         # leaves at every node, the events in flight) makes no cycles; with the collector on,
         # the gen-0 passes walked those survivors, and a full one now and then everything
         # made since the run began (4.7 of 61 CPU s at 400,000 warm gossip nodes). The stacks
-        # make no cyclic garbage in a run (tests/test_sim_engine.py); cycles a stack did make
+        # make no cyclic garbage in a run (tests/sim/test_sim_engine.py); cycles a stack did make
         # would be collected after the run.
         with _no_collections():
             return self._run_loop(end, predicate)

@@ -411,7 +411,7 @@ class ChordNode(StackNode):
         list, as if we left (spec §9): a live in-neighbour (the contact, say) would otherwise
         keep us as its successor and edge, route our own location lookup to us while we are
         joining, and never hear a PeerDown for us (the spec leaves this open;
-        tests/test_chord_model.py and test_chord_rules.py replay the cases)."""
+        tests/proto/chord/test_chord_model.py and test_chord_rules.py replay the cases)."""
         self._count("rejoins")
         out.append(TraceRecord("chord.rejoin", {"node": self.node_id}))
         for v in sorted(self.ends):
@@ -817,11 +817,11 @@ class ChordNode(StackNode):
         a live node outside the ring that some lists still hold (one still joining, or
         rejoining, spec §8.3) is dropped where it answers "not in the ring" and brought back
         from the lists that keep it (_on_succ_list keeps entries beyond a reply's reach), at
-        message speed, for as long as its join takes (found by tests/test_chord_model.py,
-        where no timer fires while messages are drained); so the
-        pushes draw on a budget of PUSH_BURST messages that refills at that many per
-        stabilize_period, and beyond it the periodic stabilize and fix_fingers, the safety
-        net they always were (lost messages, failures), carry the changes."""
+        message speed, for as long as its join takes (found by
+        tests/proto/chord/test_chord_model.py, where no timer fires while messages are
+        drained); so the pushes draw on a budget of PUSH_BURST messages that refills at that many
+        per stabilize_period, and beyond it the periodic stabilize and fix_fingers, the safety net
+        they always were (lost messages, failures), carry the changes."""
         p = self.params
         self.push_budget = min(
             float(PUSH_BURST),

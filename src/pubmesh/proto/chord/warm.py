@@ -6,7 +6,7 @@ its in-neighbours with their range ends and clipped ends, and every edge filter 
 of h (Terpstra et al. §4.4). The filters are computed in increasing range size, each from filters
 already computed (h for a range only uses filters of strictly smaller ranges), so the result
 is exactly what the protocol's filter waves converge to, and Q holds
-(:mod:`.legitimacy`; tests/test_chord_rules.py checks both claims).
+(:mod:`.legitimacy`; tests/proto/chord/test_chord_rules.py checks both claims).
 """
 
 from __future__ import annotations

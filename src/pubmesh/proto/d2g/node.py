@@ -271,8 +271,8 @@ class D2GNode(CliqueNode):
         test covers a member whose last relay pointing at it just went while the sink of one
         of its own relays still counts as a holder for the AskForIntro(in) we sent it (a
         reference in transit, until its Release is back). Found by the simulator at jittered
-        latency (tests/test_d2g_figures.py, C9) and on a 12-process cluster under load, two
-        members out for 1.1 s (ours). A Connect too many is harmless: the twin it makes is
+        latency (tests/proto/d2g/test_d2g_figures.py, C9) and on a 12-process cluster under
+        load, two members out for 1.1 s (ours). A Connect too many is harmless: the twin it makes is
         dropped at a later dequeue, and the degree figures of C6 do not move."""
         if not instance.n:
             return None

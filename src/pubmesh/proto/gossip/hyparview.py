@@ -72,8 +72,8 @@ Six rules pubmesh adds, because the paper leaves them to the implementation:
   exchange (Leitão et al., SRDS 2009). Without it a small swarm whose members' views were all
   full could stay split for good with no fault at all: HyParView asks for a link only with
   room in the active view, and shuffles walk active links only (the model machines' liveness
-  check found it; ``tests/test_gossip_swarms.py``: about one swarm in 200 of 4–12 members with
-  active views of 3). A connected swarm is never rewired by it, and a swarm past
+  check found it; ``tests/proto/gossip/test_gossip_swarms.py``: about one swarm in 200 of
+  4–12 members with active views of 3). A connected swarm is never rewired by it, and a swarm past
   ``component_watch`` members is not watched (the contact keeps a few ids per member only for
   small swarms; a large one rarely has every member full and cut off at once).
 

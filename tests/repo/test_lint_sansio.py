@@ -1,0 +1,95 @@
+"""The sans-IO rule holds for the package, and the checker really catches violations."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "lint_sansio.py"
+
+
+def test_package_obeys_the_sans_io_rule() -> None:
+    result = subprocess.run([sys.executable, str(TOOL), str(ROOT)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+def test_checker_flags_io_clocks_and_global_random(tmp_path: Path) -> None:
+    proto = tmp_path / "src" / "pubmesh" / "proto"
+    proto.mkdir(parents=True)
+    (tmp_path / "src" / "pubmesh" / "stacks").mkdir()
+    (proto / "ok.py").write_text("import random\nrng: random.Random = random.Random(1)\n")
+    (proto / "bad.py").write_text(
+        "import asyncio\nimport time\nfrom random import choice\nimport random\n"
+        "x = random.random()\nopen('f')\nfrom os import path\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    out = result.stdout
+    for needle in (
+        "bad.py:1: imports asyncio",
+        "bad.py:2: imports time",
+        "bad.py:3: imports random.choice",
+        "bad.py:5: uses random.random",
+        "bad.py:6: calls open()",
+        "bad.py:7: imports from os",
+    ):
+        assert needle in out, out
+    assert "ok.py" not in out
+
+
+def test_checker_flags_proto_importing_a_layer_above_it(tmp_path: Path) -> None:
+    """The layer-direction rule: proto/ may import pubmesh.proto only; stacks/ may import
+    proto/ (it is above it)."""
+    proto = tmp_path / "src" / "pubmesh" / "proto" / "demo"
+    proto.mkdir(parents=True)
+    stacks = tmp_path / "src" / "pubmesh" / "stacks"
+    stacks.mkdir()
+    (proto / "ok.py").write_text(
+        "from pubmesh.proto.core import Message\nimport pubmesh.proto.demo.ok\nfrom . import ok\n"
+    )
+    (proto / "up.py").write_text(
+        "from pubmesh.stacks.base import StackSpec\nimport pubmesh.sim.engine\n"
+        "from pubmesh.trace import schema\nfrom pubmesh import workload\n"
+    )
+    (stacks / "spec.py").write_text("from pubmesh.proto.demo.ok import Message\n")
+    result = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    out = result.stdout
+    for needle in (
+        "up.py:1: imports from pubmesh.stacks.base (proto/ imports nothing above it)",
+        "up.py:2: imports pubmesh.sim.engine (proto/ imports nothing above it)",
+        "up.py:3: imports from pubmesh.trace (proto/ imports nothing above it)",
+        "up.py:4: imports from pubmesh (proto/ imports nothing above it)",
+    ):
+        assert needle in out, out
+    assert "ok.py" not in out and "spec.py" not in out, out
+
+
+def test_checker_flags_a_private_name_imported_from_another_package(tmp_path: Path) -> None:
+    """No module imports a private name from another pubmesh package (the cluster's options
+    once imported the scenario parser's ``_apply_override``); within a package it may."""
+    pkg = tmp_path / "src" / "pubmesh"
+    for sub in ("net/cluster", "sim", "proto", "stacks"):
+        (pkg / sub).mkdir(parents=True, exist_ok=True)
+    (pkg / "net" / "cluster" / "options.py").write_text(
+        "from pubmesh.sim.scenario import Scenario, _apply_override\n"
+        "from pubmesh.net.transport import _private_to_net\n"
+        "from pubmesh.net.cluster.children import wait_exit as _wait_exit\n"
+    )
+    (pkg / "cli.py").write_text("from pubmesh import __version__\nfrom pubmesh.sim import _x\n")
+    result = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert any(
+        "options.py:1: imports _apply_override from pubmesh.sim.scenario" in line for line in lines
+    ), lines
+    assert any("cli.py:2: imports _x from pubmesh.sim" in line for line in lines), lines
+    assert len(lines) == 2, lines  # the same package's private name and a private alias pass

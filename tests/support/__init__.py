@@ -1,0 +1,1 @@
+"""Helpers the tests share: stacks, node processes, figure checks (not tests themselves)."""

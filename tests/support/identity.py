@@ -1,0 +1,33 @@
+"""Identity-mode node processes (certificates issued by a test authority, no cluster key)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from pubmesh.net.identity import issue
+from support.netnode import NodeProcess, node_env, real_stacks
+
+STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def keyless_env() -> dict[str, str]:
+    """Identity mode needs no cluster key: the nodes run without one."""
+    return {k: v for k, v in node_env().items() if k != "PUBMESH_KEY"}
+
+
+def identity_node(
+    tmp_path: Path, authority: Path, name: str, contact: NodeProcess | None = None
+) -> NodeProcess:
+    address = f"127.0.0.1:{free_port()}"
+    issue(authority, address, tmp_path / name)
+    args = ["--stack", STACK, "--listen", address, "--identity", str(tmp_path / name)]
+    if contact is not None:
+        args += ["--contact", contact.address]
+    return NodeProcess(args, log=tmp_path / f"{name}.log", env=keyless_env())

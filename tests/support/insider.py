@@ -1,0 +1,64 @@
+"""An insider's own link to a node in identity mode: TLS, then data frames built by hand."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from pubmesh.net import security
+from pubmesh.net.codec import encode
+from pubmesh.net.security import TlsSealer
+from pubmesh.net.signing import Signed
+from pubmesh.net.transport import SIGNATURE, TAG_SIGNED
+from pubmesh.proto.core import Message
+from support.hostile import read_frame
+
+#: a frame as an insider sends it: the message, its signature block (None: unsigned) and
+#: whether the block carries the publisher's certificate
+InsiderFrame = tuple[Message, Signed | None, bool]
+
+
+@contextlib.contextmanager
+def insider_link(
+    identity_dir: Path, claimed: int, address: str
+) -> Iterator[Callable[[list[InsiderFrame | tuple[int, bytes]]], None]]:
+    """A member's own link to the node at ``address``: TLS with the identity in
+    ``identity_dir``, the HELLO naming ``claimed`` (its own id), then data frames built by
+    hand, signed or not as each frame says."""
+    host, port = address.rsplit(":", 1)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.load_cert_chain(identity_dir / "node.crt", identity_dir / "node.key")
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        tls.sendall(security.hello(claimed, security.new_nonce()))
+        security.parse_challenge(read_frame(tls))
+        sealer = TlsSealer()
+
+        def send(frames: list[InsiderFrame | tuple[int, bytes]]) -> None:
+            """Frames of messages, or ``(tag, payload)`` frames as they are."""
+            out = []
+            for frame in frames:
+                if len(frame) == 2:
+                    tag, payload = frame
+                else:
+                    message, signed, with_cert = frame
+                    tag, payload = encode(message)
+                    if signed is not None:
+                        cert = signed.credential.der if with_cert and signed.credential else b""
+                        block = SIGNATURE.pack(
+                            signed.publisher, signed.nonce, signed.value, len(cert)
+                        )
+                        payload = block + cert + payload
+                        tag |= TAG_SIGNED
+                out.append(sealer.seal(tag, payload, time.time()))
+            tls.sendall(b"".join(out))
+
+        yield send

@@ -1,0 +1,478 @@
+"""``nettest``, a trivial flooding stack for testing the network runtime, and the helpers the
+network tests share: node processes, the shell on a pseudo-terminal, small clusters.
+
+``nettest``: every node floods publications to every peer it knows (its contacts, and anyone
+who ever sent it something), delivers those of topics it subscribes to once, and records the
+PeerDown notices it gets. It monitors every peer it knows, so the transport's failure detector
+is exercised. Its messages use tags 92-99 (90 and 91 belong to the simulator's probe stack in
+``support/simstacks.py``); ``NetTestKitchenSink`` carries every field form the codec supports.
+The stack's own tests are in ``tests/net/test_net_stack.py``.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import enum
+import json
+import os
+import pty
+import queue
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pubmesh.net.runtime import NodeRuntime
+from pubmesh.net.security import ClusterKey
+from pubmesh.net.transport import NetConfig
+from pubmesh.proto.core import (
+    Deliver,
+    Input,
+    Message,
+    NodeContext,
+    NodeId,
+    Output,
+    PeerDown,
+    Publish,
+    Receive,
+    Send,
+    SetTimer,
+    SnapshotRow,
+    StackNode,
+    Start,
+    Subscribe,
+    Timer,
+    TimerFired,
+    TraceRecord,
+    Unsubscribe,
+    register_message,
+)
+from pubmesh.stacks.base import (
+    STACKS,
+    StackSpec,
+    discovered_stacks,
+    register,
+)
+
+#: the tests' cluster key (a key is 128+ random bits in hex: security.parse_key_text)
+KEY_TEXT = "5e7c1d0a9b3f48e2a6d4c8b1f0e9273d"
+KEY = ClusterKey.from_text(KEY_TEXT)
+OTHER_KEY = ClusterKey.from_text("a0c4e19f7b2d5836c1f0e8a7d9b3c642")
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass(frozen=True, slots=True)
+class Ping(Timer):
+    """The test stack's periodic timer."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetTestFlood(Message):
+    topic: str
+    pub_id: int
+    hops: int
+    payload: bytes
+
+    def publication(self) -> int | None:
+        return self.pub_id
+
+
+register_message(NetTestFlood, 92, layer="test", payload=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetTestHello(Message):
+    seq: int
+
+
+register_message(NetTestHello, 93, layer="test")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetTestKitchenSink(Message):
+    """Every field form the codec supports (see pubmesh.net.codec)."""
+
+    number: int
+    ratio: float
+    flag: bool
+    name: str
+    blob: bytes
+    maybe: int | None
+    either: int | str
+    ids: tuple[int, ...]
+    pair: tuple[str, bytes]
+    members: frozenset[int]
+    attributes: Mapping[str, Any]
+    counts: dict[str, int]
+    inner: NetTestHello
+    optional_inner: Message | None
+    colour: Colour
+    mode: Literal["fast", "slow"]
+    pairs: tuple[tuple[str, bytes], ...] = ()
+
+
+register_message(NetTestKitchenSink, 94, layer="test")
+
+
+@dataclass
+class NetTestParams:
+    ping_interval: float = 0.0
+
+
+class NetTestNode(StackNode):
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.params: NetTestParams = ctx.params or NetTestParams()
+        self.peers: set[NodeId] = set()
+        self.topics: set[str] = set()
+        self.seen: set[int] = set()
+        self.downs: list[NodeId] = []
+        self.hellos = 0
+
+    def handle(self, event: Input, now: float) -> list[Output]:
+        out: list[Output] = []
+        match event:
+            case Start(contacts=contacts):
+                for contact in contacts:
+                    if contact != self.node_id:
+                        self.peers.add(contact)
+                        out.append(Send(contact, NetTestHello(seq=0)))
+                if self.params.ping_interval > 0:
+                    out.append(SetTimer(self.params.ping_interval, Ping()))
+            case Subscribe(topic=topic):
+                self.topics.add(topic)
+            case Unsubscribe(topic=topic):
+                self.topics.discard(topic)
+            case Publish(topic=topic, pub_id=pub_id, payload=payload):
+                self.seen.add(pub_id)
+                flood = NetTestFlood(topic=topic, pub_id=pub_id, hops=1, payload=payload)
+                out.extend(Send(p, flood) for p in sorted(self.peers))
+                if topic in self.topics:
+                    out.append(Deliver(topic, pub_id, payload, 0))
+            case Receive(src=src, message=NetTestFlood() as m):
+                self.peers.add(src)
+                if m.pub_id not in self.seen:
+                    self.seen.add(m.pub_id)
+                    forward = NetTestFlood(
+                        topic=m.topic, pub_id=m.pub_id, hops=m.hops + 1, payload=m.payload
+                    )
+                    out.extend(Send(p, forward) for p in sorted(self.peers) if p != src)
+                    if m.topic in self.topics:
+                        out.append(Deliver(m.topic, m.pub_id, m.payload, m.hops))
+            case Receive(src=src, message=NetTestHello()):
+                self.hellos += 1
+                self.peers.add(src)
+            case Receive(src=src):
+                self.peers.add(src)
+            case TimerFired(timer=Ping()):
+                out.extend(Send(p, NetTestHello(seq=1)) for p in sorted(self.peers))
+                out.append(SetTimer(self.params.ping_interval, Ping()))
+            case PeerDown(peer=peer):
+                self.downs.append(peer)
+                self.peers.discard(peer)
+                out.append(TraceRecord("test.peer-down", {"peer": peer}))
+        return out
+
+    def monitored_peers(self) -> Iterable[NodeId]:
+        return sorted(self.peers)
+
+    def subscriptions(self) -> Iterable[str]:
+        return sorted(self.topics)
+
+    def snapshot(self) -> Iterable[SnapshotRow]:
+        return [SnapshotRow(t, "flood", tuple(sorted(self.peers)), {}) for t in sorted(self.topics)]
+
+
+if "nettest" not in STACKS:
+    register(
+        StackSpec(
+            name="nettest",
+            params_type=NetTestParams,
+            create=NetTestNode,
+            description="test-only flooding stack for the network runtime",
+        )
+    )
+
+FAST = NetConfig(dial_attempts=3, backoff_initial=0.02, backoff_max=0.1, tick=0.1)
+
+
+async def start_node(
+    contacts: tuple[NodeId, ...] = (),
+    *,
+    key: ClusterKey = KEY,
+    config: NetConfig = FAST,
+    boot: bool = True,
+    **kwargs: Any,
+) -> NodeRuntime:
+    """A nettest node on a free loopback port (``boot=False``: listening, not yet started)."""
+    node = NodeRuntime("nettest", key=key, contacts=contacts, config=config, **kwargs)
+    await node.start(boot=boot)
+    return node
+
+
+def stack_of(node: NodeRuntime) -> NetTestNode:
+    assert isinstance(node.node, NetTestNode)
+    return node.node
+
+
+async def wait_for(predicate: Any, timeout: float = 5.0, what: str = "condition") -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+# ------------------------------------------------------------------------------------------
+# Node processes (for the CLI, cluster and hostile-input tests)
+# ------------------------------------------------------------------------------------------
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def real_stacks() -> list[str]:
+    """The stacks the network tests run: every stack of a spec module (the runtime probe
+    stacks registered by test modules excluded)."""
+    return discovered_stacks()
+
+
+def node_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PUBMESH_KEY"] = KEY_TEXT
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    env.update(extra)
+    return env
+
+
+class ShellOnPty:
+    """``pubmesh node`` with the given arguments on a pseudo-terminal, so it opens its shell:
+    :meth:`type_line` types a line, :meth:`read_until` waits for text on the screen (and fails
+    naming what it saw). Use as a context manager: the process is killed if still running."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        master, slave = pty.openpty()
+        self.master = master
+        self.seen = b""
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pubmesh", "node", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env if env is not None else node_env(),
+            start_new_session=True,
+        )
+        os.close(slave)
+
+    def read_until(self, needle: bytes, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.seen:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {needle!r} in {self.seen.decode(errors='replace')[-1500:]}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 4096)
+                except OSError:
+                    break
+
+    def type_line(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def __enter__(self) -> ShellOnPty:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(5)
+        os.close(self.master)
+
+
+class BackgroundLoop(abc.ABC):
+    """A loop on a daemon thread for the length of a ``with`` block: subclasses write
+    ``_run`` (checking ``self._stop``) and may extend ``__exit__`` to release what they hold."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @abc.abstractmethod
+    def _run(self) -> None:
+        """The loop: runs on the thread until ``self._stop`` is set."""
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+class NodeProcess:
+    """``pubmesh node`` in JSON mode as a child process, with its stdout parsed on a thread."""
+
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        log: Path,
+        cli: bool = False,
+        env: Any = None,
+        prefix: Sequence[str] = (),
+    ) -> None:
+        """``prefix``: a command that execs the node (``unshare ... sh -c '...; exec "$@"'``),
+        so the process is still the node's."""
+        module = ["-m", "pubmesh", "node"] if cli else ["-m", "pubmesh.net.node_cli"]
+        self.log = log
+        with open(log, "wb") as stderr:
+            self.proc = subprocess.Popen(
+                [*prefix, sys.executable, *module, "--json", *args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env or node_env(),
+                start_new_session=True,
+            )
+        self.records: list[dict[str, Any]] = []
+        self._results: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._changed = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        ready = self.wait_event(lambda r: r.get("event") == "ready", 30, "ready")
+        self.node_id: int = ready["node"]
+        self.address: str = ready["address"]
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            with self._changed:
+                self.records.append(record)
+                if record.get("event") == "result":
+                    self._results.put(record)
+                self._changed.notify_all()
+
+    def wait_event(
+        self, predicate: Any, timeout: float = 10.0, what: str = "event", after: int = 0
+    ) -> Any:
+        """The first record from index ``after`` on that satisfies ``predicate``, waiting for
+        it up to ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for record in self.records[after:]:
+                    if predicate(record):
+                        return record
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not self._pending()):
+                    tail = self.log.read_text(errors="replace")[-2000:]
+                    raise AssertionError(f"no {what} from node (exit {self.proc.poll()}): {tail}")
+                self._changed.wait(min(left, 0.2))
+
+    def _pending(self) -> bool:
+        return False
+
+    def mark(self) -> int:
+        """How many records there are now: an ``after`` for :meth:`wait_event`."""
+        with self._changed:
+            return len(self.records)
+
+    def count(self, predicate: Any) -> int:
+        with self._changed:
+            return sum(1 for r in self.records if predicate(r))
+
+    def command(self, request: dict[str, Any] | str, timeout: float = 10.0) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        line = request if isinstance(request, str) else json.dumps(request)
+        self.proc.stdin.write((line + "\n").encode())
+        self.proc.stdin.flush()
+        return self._results.get(timeout=timeout)
+
+    def deliveries(self) -> set[int]:
+        with self._changed:
+            return {r["pub_id"] for r in self.records if r.get("event") == "deliver"}
+
+    def stop(self, signum: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signum)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+            raise AssertionError("node did not stop in time") from None
+
+
+def publish_until_delivered(
+    publisher: NodeProcess,
+    subscribers: Sequence[NodeProcess],
+    topic: str,
+    timeout: float,
+    what: str = "the topic's swarm did not form",
+) -> set[int]:
+    """Publish a probe on ``topic`` every 0.2 s until each subscriber has delivered one (the
+    swarm has formed, or a node is back); the probes' ids. AssertionError ``what`` after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    probes: set[int] = set()
+    while True:
+        probes.add(publisher.command({"op": "publish", "topic": topic, "payload": "p"})["pub_id"])
+        time.sleep(0.2)
+        if all(probes & subscriber.deliveries() for subscriber in subscribers):
+            return probes
+        assert time.monotonic() < deadline, what
+
+
+def small_cluster(stack: str, peers: int, tmp: Path, **trace: str) -> list[NodeProcess]:
+    """A contact (or the skipring supervisor) and ``peers`` nodes joined through it; node 0
+    is the contact. Extra keyword ``trace_dirs=1`` gives every node a --trace-dir."""
+    from pubmesh.stacks.base import get_stack
+
+    spec = get_stack(stack)
+    roles = spec.infrastructure(peers + 1, spec.params_type())
+    first_role = roles.get(0, "peer")
+    nodes: list[NodeProcess] = []
+
+    def extra(i: int) -> list[str]:
+        return ["--trace-dir", str(tmp / f"trace-{i}")] if trace.get("trace_dirs") else []
+
+    nodes.append(
+        NodeProcess(
+            ["--stack", stack, "--listen", "127.0.0.1:0", "--role", first_role, *extra(0)],
+            log=tmp / "node-0.log",
+        )
+    )
+    for i in range(1, peers + 1):
+        nodes.append(
+            NodeProcess(
+                [
+                    "--stack",
+                    stack,
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--contact",
+                    nodes[0].address,
+                    *extra(i),
+                ],
+                log=tmp / f"node-{i}.log",
+            )
+        )
+    return nodes
