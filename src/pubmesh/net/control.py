@@ -47,6 +47,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, get_args, get_origin
 
+from pubmesh import typed
 from pubmesh.proto.content import attributes_problem, filter_problem
 from pubmesh.proto.content.filters import EXAMPLE_ATTRIBUTES, EXAMPLE_FILTER
 
@@ -642,12 +643,7 @@ def _build(cls: type[_T], record: dict[str, Any], where: str) -> _T:
     return cls(**values)
 
 
-_KINDS: dict[Any, str] = {
-    bool: "true or false",
-    int: "an integer",
-    float: "a number",
-    str: "text",
-}
+_KINDS: dict[Any, str] = {**typed.KINDS, str: "text"}
 
 
 def _describe(tp: Any) -> str:
@@ -670,56 +666,17 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+#: the shared type-driven reader (pubmesh.typed) in the control channel's words: a union's
+#: value tried against each arm, a list named whole when an element is wrong, no nesting
+_JSON = typed.Dialect(
+    error=ControlError,
+    wrong=lambda where, wanted, value: f"{where} must be {wanted}, got {_show(value)}",
+    describe=_describe,
+    each_arm=True,
+    strict=True,
+)
+
+
 def _convert(value: Any, tp: Any, where: str, f: dataclasses.Field[Any] | None = None) -> Any:
     """``value`` (from JSON) as type ``tp``, or ControlError."""
-
-    def wrong() -> ControlError:
-        must = f.metadata.get("must") if f is not None else None
-        return ControlError(f"{where} must be {must or _describe(tp)}, got {_show(value)}")
-
-    if tp is Any:
-        return value
-    origin = get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _convert(value, arg, where)
-            except ControlError:
-                continue
-        raise wrong()
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise wrong()
-        return value
-    if tp is int:
-        if type(value) is not int:
-            raise wrong()
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise wrong()
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise wrong()
-        return value
-    if origin is tuple:
-        (item, _ellipsis) = get_args(tp)
-        if not isinstance(value, list):
-            raise wrong()
-        try:
-            return tuple(_convert(v, item, where) for v in value)
-        except ControlError:
-            raise wrong() from None
-    if origin is dict:
-        _key, item = get_args(tp)
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise wrong()
-        inner = f"{where}[...]"
-        return {k: _convert(v, item, inner) for k, v in value.items()}
-    raise TypeError(f"control protocol: no reader for {tp!r}")  # a bug here, not in the line
+    return typed.convert(value, tp, where, _JSON, f.metadata.get("must") if f is not None else None)
