@@ -14,6 +14,8 @@ differ where their formats do, and a :class:`Dialect` says how:
 * TOML has ``inf`` and ``nan``, which no scenario value may be (``finite``);
 * a JSON value of a union is tried against each arm in turn; a TOML value is read as the union's
   one non-None arm (scenario fields are never wider);
+* a wrong element of a JSON list is reported as the whole list being wrong (the field's own
+  words say what it wants); a scenario names the element's problem;
 * a type the reader does not know is a bug in the control channel (TypeError), and passes
   through unchecked in a scenario (a table the stack validates itself).
 
@@ -51,6 +53,8 @@ class Dialect:
     finite: bool = False
     #: a union's value is tried against each arm (else read as its one non-None arm)
     each_arm: bool = False
+    #: a list with a wrong element is named whole (else the element's own error stands)
+    whole_lists: bool = False
     #: a type the dialect does not know raises TypeError (else the value passes unchecked)
     strict: bool = False
     #: builds a nested dataclass from a table: ``table(cls, value, where)``; None: no nesting
@@ -109,8 +113,8 @@ def convert(value: Any, tp: Any, where: str, dialect: Dialect, must: str | None 
         try:
             items = [convert(v, item, where, dialect) for v in value]
         except dialect.error:
-            if not dialect.each_arm:
-                raise  # a scenario names the element that is wrong
+            if not dialect.whole_lists:
+                raise
             raise wrong() from None
         return items if origin is list else tuple(items)
     if origin is dict:

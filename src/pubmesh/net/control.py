@@ -639,7 +639,10 @@ def _build(cls: type[_T], record: dict[str, Any], where: str) -> _T:
                 missing = f.metadata.get("missing", "{op}: {name} is missing")
                 raise ControlError(missing.format(op=where, name=f.name))
             continue
-        values[f.name] = _convert(record[f.name], hints[f.name], f"{where}: {f.name}", f)
+        where_f = f"{where}: {f.name}"
+        values[f.name] = typed.convert(
+            record[f.name], hints[f.name], where_f, _JSON, f.metadata.get("must")
+        )
     return cls(**values)
 
 
@@ -673,10 +676,6 @@ _JSON = typed.Dialect(
     wrong=lambda where, wanted, value: f"{where} must be {wanted}, got {_show(value)}",
     describe=_describe,
     each_arm=True,
+    whole_lists=True,
     strict=True,
 )
-
-
-def _convert(value: Any, tp: Any, where: str, f: dataclasses.Field[Any] | None = None) -> Any:
-    """``value`` (from JSON) as type ``tp``, or ControlError."""
-    return typed.convert(value, tp, where, _JSON, f.metadata.get("must") if f is not None else None)

@@ -174,13 +174,18 @@ class LineWriter:
             with self._cond:
                 self._consume(written)
                 if self._unsaid and self._pending < self.limit // 2:
-                    notice = (self._lagged(self._unsaid) + "\n").encode(self._encoding)
-                    self._unsaid = 0
-                    self.episodes += 1
                     # after the line being written, if one is half out: lines stay whole
-                    self._lines.insert(1 if self._offset else 0, notice)
-                    self._pending += len(notice)
+                    self._lines.insert(1 if self._offset else 0, self._notice())
                 self._cond.notify_all()
+
+    def _notice(self) -> bytes:
+        """The ``lagged`` line for the drops not said yet, counted as pending and as an
+        episode (lock held); the caller queues it."""
+        notice = (self._lagged(self._unsaid) + "\n").encode(self._encoding)
+        self._unsaid = 0
+        self.episodes += 1
+        self._pending += len(notice)
+        return notice
 
     def _batch(self) -> bytes:
         """The front of the queue, whole lines up to ``BATCH`` bytes (lock held)."""
@@ -219,11 +224,7 @@ class LineWriter:
         if everything reached the stream."""
         with self._cond:
             if self._unsaid and self.broken is None:
-                notice = (self._lagged(self._unsaid) + "\n").encode(self._encoding)
-                self._unsaid = 0
-                self.episodes += 1
-                self._lines.append(notice)
-                self._pending += len(notice)
+                self._lines.append(self._notice())
             self._closing = True
             self._cond.notify_all()
         self._thread.join(timeout)

@@ -517,7 +517,7 @@ def _build(cls: type, table: dict[str, Any], where: str) -> Any:
     values: dict[str, Any] = {}
     for name in names:
         if name in table:
-            values[name] = _convert(table[name], hints[name], f"{where} {name}")
+            values[name] = typed.convert(table[name], hints[name], f"{where} {name}", _TOML)
     try:
         obj = cls(**values)
     except (ValueError, TypeError) as error:
@@ -674,10 +674,6 @@ _TOML = typed.Dialect(
     finite=True,
     table=_table,
 )
-
-
-def _convert(value: Any, tp: Any, where: str) -> Any:
-    return typed.convert(value, tp, where, _TOML)
 
 
 def _check_values(

@@ -1623,10 +1623,9 @@ class BrokerTreeNode(StackNode):
 
     # ------------------------------------------------------------------------ dack, §8
     def _reports_for(
-        self, peer: NodeId, pairs: Iterable[tuple[NodeId, NodeId]]
+        self, peer: NodeId, pairs: set[tuple[NodeId, NodeId]]
     ) -> tuple[list[DackEntry], list[DackEntry]]:
         """What a Dack to ``peer`` carries about ``pairs`` (pubmesh.proto.brokertree.dack)."""
-        pairs = set(pairs)
         if not pairs:
             return [], []
         assert self.view is not None
