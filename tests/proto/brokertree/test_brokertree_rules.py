@@ -272,7 +272,7 @@ def test_a_subscription_past_a_large_fragment_is_confirmed_partially_then_recove
     cluster.quiesce(5.0)
     confirmed = rec.kinds("brokertree.sub_confirmed")
     assert confirmed == [(18, {"topic": "t", "partial": True})], confirmed
-    own = _node(cluster, 18).own["t"]
+    own = _node(cluster, 18).client.own["t"]
     assert len(own.parinfo) == 1
     (pi,) = own.parinfo
     assert pi[0] == 3 and pi[2] == (0, 1) and pi[3] is False, pi
@@ -285,7 +285,7 @@ def test_a_subscription_past_a_large_fragment_is_confirmed_partially_then_recove
     cluster.command(12, Publish("t", 1, b""))
     cluster.quiesce(5.0)
     assert rec.delivered[18] == [1]
-    assert _node(cluster, 18).own["t"].parinfo == frozenset()  # cleared by π̄
+    assert _node(cluster, 18).client.own["t"].parinfo == frozenset()  # cleared by π̄
     assert not rec.kinds("brokertree.tagged")
 
 
@@ -298,7 +298,7 @@ def test_a_publication_tagged_with_a_partial_subscriptions_pi_is_reported() -> N
     cluster.quiesce(5.0)
     node = _node(cluster, 18)
     pi = (3, (0.0, 7), (0, 1), False)
-    node.own["t"].parinfo = frozenset({pi})  # as a partial confirmation leaves it
+    node.client.own["t"].parinfo = frozenset({pi})  # as a partial confirmation leaves it
     session = node.sessions
     assert session is not None
     sid = session._by_peer[3].sid
@@ -331,7 +331,7 @@ def test_a_publication_tagged_with_a_partial_subscriptions_pi_is_reported() -> N
             rec(18, out)
     assert rec.delivered[18] == [1, 2, 3]
     assert [d["pub_id"] for _, d in rec.kinds("brokertree.tagged")] == [1]
-    assert node.own["t"].parinfo == frozenset()
+    assert node.client.own["t"].parinfo == frozenset()
 
 
 # ---------------------------------------------------------------- recovery and leaving
@@ -352,7 +352,7 @@ def test_a_restarted_broker_gets_its_table_back(seed: int) -> None:
     cluster.quiesce(10.0)
     restarted = _node(cluster, 1)
     assert {(t.origin[0], t.topic, t.pred.text) for t in restarted.table} == table, why
-    assert restarted.recovering is False
+    assert restarted.recovery.recovering is False
     done = [d for node, d in rec.kinds("brokertree.recovered") if node == 1 and d["restart"]]
     assert len(done) == 1 and done[0]["tuples"] == len(table), (done, why)
 

@@ -8,10 +8,10 @@ nothing any more (``discarded``): its own values when A is itself, otherwise the
 it has from A. :class:`DepthAcks` holds those reports, which of them changed since the last
 ``Dack``, and this node's own ``discarded`` values; it answers what a ``Dack`` to a peer carries
 (:meth:`DepthAcks.reports_for`) and ``safeSeq`` (:meth:`DepthAcks.safe_seq`), from which the
-node's purge decides. Sending (when, to which sessions) and purging (what the queue holds) stay
-with the node; the tree's shape (:class:`~pubmesh.proto.brokertree.view.View`) and the node's
-highest numbers (:class:`~pubmesh.proto.brokertree.seqvect.HighSeq`) are passed in, as they
-change under it.
+node's purge decides. Sending (when, to which sessions) and purging (what the queue holds) are
+:class:`~pubmesh.proto.brokertree.purge.Purger`'s; the tree's shape
+(:class:`~pubmesh.proto.brokertree.view.View`) and the node's highest numbers
+(:class:`~pubmesh.proto.brokertree.seqvect.HighSeq`) are passed in, as they change under it.
 """
 
 from __future__ import annotations

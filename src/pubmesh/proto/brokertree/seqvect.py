@@ -92,3 +92,8 @@ class HighSeq:
 
     def get(self, node: NodeId) -> Seq | None:
         return self.high.get(node)
+
+
+def bypassed_in(vin: Sequence[Entry], delta: int) -> int:
+    """⊥ entries among the newest 2δ + 1 of a received vector."""
+    return sum(1 for _, seq in vin[: 2 * delta + 1] if seq is None)

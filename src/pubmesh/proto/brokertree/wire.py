@@ -6,20 +6,28 @@ well-typed but hostile or corrupted frame can still carry (a negative node id, a
 number that is not finite, a tuple of the wrong length), and turn a valid one into the plain
 form the node keeps (``norm_*``). A frame or a row whose values fail is ignored where it is
 read: what a hostile peer claims never reaches the node's state.
+
+A subscription's filter and a summary row's predicate text become a predicate here too
+(:func:`predicate`, :func:`predicate_text`): None for one that does not parse, cached since
+every broker reads every subscription, most of them several times.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 from pubmesh.proto.brokertree.messages import OriginT, ParInfoT, SeqT, Vect
+from pubmesh.proto.content import Conjunction, FilterError, validate, with_topic
 
 __all__ = [
     "norm_origin",
     "norm_parinfo",
     "norm_seq",
     "norm_vect",
+    "predicate",
+    "predicate_text",
     "valid_node",
     "valid_origin",
     "valid_parinfo",
@@ -82,3 +90,59 @@ def valid_parinfo(value: object) -> bool:
 
 def norm_parinfo(value: Any) -> ParInfoT:
     return (int(value[0]), norm_seq(value[1]), tuple(int(x) for x in value[2]), bool(value[3]))
+
+
+_PREDICATES: dict[tuple[str, str], Conjunction | None] = {}
+#: the last filter objects seen, by id (the simulator hands one object along every hop)
+_BY_OBJECT: dict[int, tuple[Any, str, Conjunction | None]] = {}
+
+
+def predicate(topic: str, filter: Any) -> Conjunction | None:
+    """A subscription's predicate: its filter with the topic as ``$topic`` (spec §6.1); None
+    for a topic or filter that is not valid. Cached by (topic, filter text): every broker
+    reads every subscription, most of them several times."""
+    if type(topic) is not str or topic.startswith("$"):
+        return None
+    seen = _BY_OBJECT.get(id(filter))
+    if seen is not None and seen[0] is filter and seen[1] == topic:
+        return seen[2]
+    try:
+        key = (topic, json.dumps(filter, sort_keys=True, allow_nan=True))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if key in _PREDICATES:
+        pred = _PREDICATES[key]
+    else:
+        try:
+            pred = with_topic(validate(dict(filter)), topic)
+        except (FilterError, TypeError, ValueError, RecursionError):
+            pred = None
+        if len(_PREDICATES) > 65536:
+            _PREDICATES.clear()
+        _PREDICATES[key] = pred
+    if len(_BY_OBJECT) > 65536:
+        _BY_OBJECT.clear()
+    _BY_OBJECT[id(filter)] = (filter, topic, pred)
+    return pred
+
+
+_BY_TEXT: dict[tuple[str, str], Conjunction | None] = {}
+
+
+def predicate_text(text: str, topic: str) -> Conjunction | None:
+    """A summary row's predicate (the canonical JSON text of a tuple's conjunction), held to
+    the row's topic; None if it does not parse. Cached: a whole table crosses every link of a
+    restarted broker."""
+    key = (text, topic)
+    if key in _BY_TEXT:
+        return _BY_TEXT[key]
+    try:
+        pred: Conjunction | None = with_topic(
+            validate(json.loads(text), allow_reserved=True), topic
+        )
+    except (FilterError, ValueError, TypeError, RecursionError):
+        pred = None
+    if len(_BY_TEXT) > 65536:
+        _BY_TEXT.clear()
+    _BY_TEXT[key] = pred
+    return pred
