@@ -40,6 +40,15 @@ The rule that keeps it correct
 **Nothing is deleted while something points at it, and every introduction is safe** (a node
 only ever hands out its own ``in``, or a relay that keeps pointing where it did): the relay
 graph stays weakly connected, which is all the convergence proof needs.
+
+Where the code is
+=================
+The node composes two parts that hold a reference to it:
+:class:`~pubmesh.proto.clique.build.BuildClique` (Join, AskForIntro, Introduce, Feedback,
+Timeout) and :class:`~pubmesh.proto.clique.leave.LeaveProtocol` (Leave, AskToReverse, Reverse,
+LeaveTimeout). The hooks a stack built on this one overrides (``_on_join``,
+``_on_ask_for_intro``, ``_on_introduce``, ``_timeout``, ``_dispatch_more``, ``_apply``,
+``_probe_more``, ``_rejoins``) stay methods of the node, and the parts call the node's.
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pubmesh.proto.clique.build import BuildClique
+from pubmesh.proto.clique.leave import LeaveProtocol
 from pubmesh.proto.clique.messages import (
     AskForIntro,
     AskToReverse,
@@ -127,11 +138,12 @@ class Instance:
     #: publication ids seen and when they expire
     seen: dict[int, float] = field(default_factory=dict)
     #: rids in D that a member sent us as its answer to our AskToReverse while we leave with
-    #: an anchor: it has reversed already, so it is not asked again (see _leave_timeout)
+    #: an anchor: it has reversed already, so it is not asked again (see
+    #: LeaveProtocol.leave_timeout)
     reversed: set[int] = field(default_factory=set)
     #: the frame being handled came in through a_in (the anchor's channel)
     via_anchor: bool = False
-    #: when a leaver last nudged each holder of its ``in`` (see _leave_timeout)
+    #: when a leaver last nudged each holder of its ``in`` (see LeaveProtocol.nudge_holders)
     nudged: dict[NodeId, float] = field(default_factory=dict)
     #: spec §3.5 feedback weights ω of N's relays by rid (1 when absent)
     weights: dict[int, float] = field(default_factory=dict)
@@ -154,20 +166,6 @@ class Instance:
             or relay is self.a_in
             or relay is self.in_
         )
-
-
-def redundant(relay: Relay, group: Iterable[Relay]) -> bool:
-    """spec §2.2: another relay of ``group`` reaches the same sink and comes first (direct,
-    then older, then by rid)."""
-    mine = relay.key_order()
-    return any(x is not relay and x.sink == relay.sink and x.key_order() < mine for x in group)
-
-
-def _by_sink(relays: Iterable[Relay]) -> dict[Any, list[Relay]]:
-    out: dict[Any, list[Relay]] = {}
-    for relay in relays:
-        out.setdefault(relay.sink, []).append(relay)
-    return out
 
 
 class CliqueNode(StackNode):
@@ -200,6 +198,9 @@ class CliqueNode(StackNode):
         self.delivered = 0
         self.counters: dict[str, int] = {}
         self.received: dict[str, int] = {}
+        #: the parts: Build-Clique's handlers and Timeout, and Leave's reversal
+        self.build = BuildClique(self)
+        self.leave_protocol = LeaveProtocol(self)
 
     def _count(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by
@@ -226,7 +227,7 @@ class CliqueNode(StackNode):
                 self.wanted.discard(topic)
                 instance = self.instances.get(topic)
                 if instance is not None and not instance.leaving and not self.is_contact:
-                    self._leave(instance, now)
+                    self.leave_protocol.leave(instance, now)
             case Publish():
                 self._publish(event, now, out)
             case Leave():
@@ -234,7 +235,7 @@ class CliqueNode(StackNode):
                 for topic in sorted(self.instances):
                     instance = self.instances[topic]
                     if not instance.leaving:
-                        self._leave(instance, now)
+                        self.leave_protocol.leave(instance, now)
         if self.unarmed:
             for topic in sorted(self.unarmed):
                 instance = self.instances.get(topic)
@@ -364,7 +365,7 @@ class CliqueNode(StackNode):
 
     def _on_nudge(self, relay: Relay, now: float, out: list[Output]) -> None:
         """A leaver we point at has no relay to us (Nudge): introduce ourselves through our
-        relay to it, so that it can ask us to reverse (see _leave_timeout)."""
+        relay to it, so that it can ask us to reverse (see LeaveProtocol.nudge_holders)."""
         if type(relay.key) is not str:
             return
         instance = self.instances.get(relay.key)
@@ -427,15 +428,15 @@ class CliqueNode(StackNode):
                 if w is not None:
                     self._on_introduce(instance, w, introducer, now, out)
             case Feedback(target=target, new=new):
-                self._on_feedback(instance, target, new)
+                self.build.on_feedback(instance, target, new)
             case AskToReverse():
                 relay = refs.get("out")
                 if relay is not None:
-                    self._on_ask_to_reverse(instance, relay, now, out)
+                    self.leave_protocol.on_ask_to_reverse(instance, relay, now, out)
             case Reverse():
                 relay = refs.get("out")
                 if relay is not None:
-                    self._on_reverse(instance, relay, now, out)
+                    self.leave_protocol.on_reverse(instance, relay, now, out)
             case Pub():
                 self._on_pub(instance, message, now, out)
             case Search():
@@ -454,16 +455,11 @@ class CliqueNode(StackNode):
         """Group messages of a stack built on this one (d2g's AskForConnect and Connect)."""
 
     # --------------------------------------------------------------------- Build-Clique
+    # the handlers and Timeout live in BuildClique (build.py); these are the hooks that call
+    # it, and that d2g overrides
     def _on_join(self, instance: Instance, u: Relay, now: float, out: list[Output]) -> None:
-        """Join(u) [P]: N += u; with join_intro (spec §3 [R]) also u ← Introduce(in)."""
-        if u.sink == self.node_id:
-            return
-        if self.params.join_intro and not instance.leaving:
-            self._send(u, self._introduce(instance, instance.in_, self.node_id), now, out)
-        if instance.leaving:
-            instance.d[u.rid] = u
-        else:
-            instance.n[u.rid] = u
+        """Join(u) [P]: :meth:`BuildClique.on_join`."""
+        self.build.on_join(instance, u, now, out)
 
     def _introduce(self, instance: Instance, relay: Relay, introducer: NodeId) -> Introduce:
         return Introduce(
@@ -480,265 +476,24 @@ class CliqueNode(StackNode):
     def _on_ask_for_intro(
         self, instance: Instance, u: Relay, introducer: Any, now: float, out: list[Output]
     ) -> None:
-        """AskForIntro(u) [P]: if u.sink = self: delete u; elif leaving: N += u (kept for the
-        reversal); else u ← Introduce(in); delete u. The Introduce names the member whose
-        Timeout asked (spec §3.5: AskForIntro and Introduce carry ``introducer``)."""
-        if u.sink == self.node_id:
-            return  # deleted by the caller (not held)
-        if instance.leaving:
-            instance.n[u.rid] = u
-            return
-        who = introducer if type(introducer) is int else self.node_id
-        self._send(u, self._introduce(instance, instance.in_, who), now, out)
+        """AskForIntro(u) [P]: :meth:`BuildClique.on_ask_for_intro`."""
+        self.build.on_ask_for_intro(instance, u, introducer, now, out)
 
     def _on_introduce(
         self, instance: Instance, w: Relay, introducer: Any, now: float, out: list[Output]
     ) -> None:
-        """Introduce(w) [P]: keep w if it is not to ourselves and not redundant in N; direct
-        relays go to N, indirect ones to D (to be delegated). With ``feedback`` (spec §3.5),
-        tell the introducer whether w was new, through our relay to it if we hold one."""
-        new = self._keep_introduced(instance, w)
-        if self.params.feedback and type(introducer) is int and introducer != self.node_id:
-            back = next((x for x in instance.n.values() if x.sink == introducer), None)
-            if back is not None:
-                feedback = Feedback(
-                    topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
-                    target=self.node_id, new=new,
-                )  # fmt: skip
-                self._send(back, feedback, now, out)
-
-    def _keep_introduced(self, instance: Instance, w: Relay) -> bool:
-        if w.sink == self.node_id:
-            return False
-        same = [x for x in instance.n.values() if x.sink == w.sink]
-        if same and not (w.direct and not any(x.direct for x in same)):
-            return False
-        if w.direct:
-            instance.n[w.rid] = w
-        else:
-            instance.d[w.rid] = w
-        return True
-
-    def _on_feedback(self, instance: Instance, target: Any, new: Any) -> None:
-        """spec §3.5: ω of our relay to ``target`` doubles if the introduction was new, else
-        halves, clamped to [1/(4(|N| + 1)), 1]."""
-        if not self.params.feedback or type(target) is not int:
-            return
-        relay = next((x for x in instance.n.values() if x.sink == target), None)
-        if relay is None:
-            return
-        low = 1.0 / (4 * (len(instance.n) + 1))
-        weight = instance.weights.get(relay.rid, 1.0)
-        weight = weight * 2 if new is True else weight / 2
-        instance.weights[relay.rid] = min(1.0, max(low, weight))
+        """Introduce(w) [P]: :meth:`BuildClique.on_introduce`."""
+        self.build.on_introduce(instance, w, introducer, now, out)
 
     def _timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
-        """Timeout [P] (Scheideler's lecture §9.2 Build-Clique)."""
-        group = list(instance.n.values())
-        # N's relays by sink, kept equal to N as the loop moves them out: redundant() needs
-        # only the relays of one sink, and a scan of all of N per relay made the timeout
-        # quadratic in |N| (most of a 200-node clique's run)
-        by_sink = _by_sink(instance.n.values())
-        for relay in sorted(group, key=lambda r: r.rid):
-            if relay.sink == self.node_id:
-                # a relay to ourselves (a corrupted state's; the handlers never keep one)
-                del instance.n[relay.rid]
-                self._delete(relay, now, out)
-                by_sink = _by_sink(instance.n.values())  # deleting may forget other relays
-            elif not relay.direct or redundant(relay, by_sink.get(relay.sink, ())):
-                del instance.n[relay.rid]
-                instance.d[relay.rid] = relay
-                same = by_sink[relay.sink]
-                same[:] = [x for x in same if x is not relay]
-        if instance.leaving:
-            self._leave_timeout(instance, now, out)
-            return
-        # [R] garbage anchors while not leaving (spec §3)
-        if instance.a_out is not None:
-            instance.d[instance.a_out.rid] = instance.a_out
-            instance.a_out = None
-        if instance.a_in is not None:
-            self._delete(instance.a_in, now, out)
-            instance.a_in = None
-        members = sorted(instance.n)
-        if members:
-            u = instance.n[self._draw_u(instance, members)]
-            choices = [*members, 0]
-            pick = choices[self.rng.randrange(len(choices))]
-            ask = AskForIntro(
-                topic=instance.topic,
-                rid=0,
-                prev=0,
-                sink=0,
-                direct=False,
-                hop=0,
-                u=self.layer.ref(u),
-                introducer=self.node_id,
-            )
-            if pick == 0:
-                # w = in: a local call; its effect is u ← Introduce(in)
-                self._send(u, self._introduce(instance, instance.in_, self.node_id), now, out)
-            else:
-                self._send(instance.n[pick], ask, now, out)
-        for rid in sorted(instance.d):
-            relay = instance.d[rid]
-            if not relay.incoming:
-                self._send(relay, self._introduce(instance, instance.in_, self.node_id), now, out)
-                del instance.d[rid]
-                self._delete(relay, now, out)
-
-    def _draw_u(self, instance: Instance, members: list[int]) -> int:
-        """Timeout's u := random(N): uniform, or ∝ ω with ``feedback`` (spec §3.5)."""
-        if not self.params.feedback:
-            return members[self.rng.randrange(len(members))]
-        weights = instance.weights
-        if len(weights) > 2 * len(members):
-            instance.weights = weights = {r: w for r, w in weights.items() if r in instance.n}
-        total = sum(weights.get(r, 1.0) for r in members)
-        x = self.rng.random() * total
-        for rid in members:
-            x -= weights.get(rid, 1.0)
-            if x < 0:
-                return rid
-        return members[-1]
+        """Timeout [P]: :meth:`BuildClique.timeout`."""
+        self.build.timeout(instance, now, out)
 
     # -------------------------------------------------------------------------- leaving
-    def _leave(self, instance: Instance, now: float) -> None:
-        """Leave() [P]: leaving := true; a_in := a new IN relay (spec §3 [R]: the slides
-        never assign it). Delivery stops at once."""
-        instance.leaving = True
-        instance.delivering = False
-        if instance.a_in is None:
-            instance.a_in = self.layer.new_in(instance.topic, now)
-        self._count("leaves")
-
-    def _reverse_ask(self, instance: Instance, relay: Relay) -> AskToReverse:
-        return AskToReverse(
-            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
-            out=self.layer.ref(relay),
-        )  # fmt: skip
-
-    def _reverse(self, instance: Instance, relay: Relay) -> Reverse:
-        return Reverse(
-            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
-            out=self.layer.ref(relay),
-        )  # fmt: skip
-
+    # Leave and the reversal live in LeaveProtocol (leave.py)
     def _leave_timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
-        """LeaveTimeout (spec §3; phase 1 [P], phase 2 the anchor repair [R])."""
-        if not instance.n and not instance.d and not any(r.incoming for r in instance.relays()):
-            self._stop(instance, now, out)
-            return
-        for rid in sorted(instance.n):
-            instance.d[rid] = instance.n.pop(rid)
-        if instance.a_out is not None and not instance.a_out.direct:
-            instance.d[instance.a_out.rid] = instance.a_out
-            instance.a_out = None
-        anchor = instance.a_out
-        slides = self.params.leave_phase2 == "slides"
-        instance.reversed &= instance.d.keys()
-        for rid in sorted(instance.d):
-            relay = instance.d[rid]
-            if relay.incoming:
-                continue
-            if rid in instance.reversed and instance.in_.incoming and not slides:
-                # its sink answered our AskToReverse already: asking again every round hands
-                # out `in` every round, and an `in` counted towards that member each round is
-                # never probed (grace), so a stale count on it (a corrupted state's) keeps
-                # in.incoming true and the leaver in phase 1 for ever (found by C1 `sets`).
-                # It waits here for in.incoming to clear, then gets the anchor (ours)
-                continue
-            if anchor is not None and relay.sink == anchor.sink and not slides:
-                # spec §3 skips these; every anchor probe brings one more (the anchor answers
-                # Reverse(in), filed in D), so skipped they pile up and N = D = ∅ never holds.
-                # The anchor link itself is a_out: a second relay to it is redundant (ours)
-                del instance.d[rid]
-                self._delete(relay, now, out)
-                continue
-            if anchor is None or instance.in_.incoming or slides:
-                self._send(relay, self._reverse_ask(instance, instance.in_), now, out)
-            else:
-                self._send(relay, self._reverse(instance, anchor), now, out)
-            del instance.d[rid]
-            self._delete(relay, now, out)
-        if instance.a_out is not None and instance.a_in is not None and not instance.a_in.incoming:
-            self._send(instance.a_out, self._reverse_ask(instance, instance.a_in), now, out)
-        if not slides and instance.in_.incoming:
-            self._nudge_holders(instance, now, out)
-
-    def _nudge_holders(self, instance: Instance, now: float, out: list[Output]) -> None:
-        """Phase 1 asks the members we have relays to; a member that points at our ``in``
-        without one (a state mid-convergence) would be reached only when its own Timeout
-        happens to pick u = its relay to us and w = its ``in``: once in about |N|² rounds
-        (found by C4 from random_graph). So each holder of ``in`` we cannot reach is nudged,
-        at most once per probe_after, and introduces itself (ours)."""
-        reach = {r.sink for r in (*instance.n.values(), *instance.d.values())}
-        every = self.params.probe_after * self.params.timeout
-        outcome = Outcome()
-        for holder in sorted(instance.in_.holders):
-            if holder == self.node_id or holder in reach:
-                continue
-            if now - instance.nudged.get(holder, -1e18) < every:
-                continue
-            instance.nudged[holder] = now
-            outcome.sends.append(Send(holder, Nudge(rid=instance.in_.rid)))
-        self._apply(outcome, now, out)
-
-    def _on_ask_to_reverse(
-        self, instance: Instance, relay: Relay, now: float, out: list[Output]
-    ) -> None:
-        """AskToReverse(out) [P]."""
-        for rid in sorted(instance.n):
-            if instance.n[rid].sink == relay.sink:
-                instance.d[rid] = instance.n.pop(rid)
-        if not instance.leaving:
-            self._send(relay, self._reverse(instance, instance.in_), now, out)
-        elif instance.a_out is None:
-            # [P] answers at once with out ← AskToReverse(in); two leavers would then bounce
-            # it between them with no pause at all. Filed in D, it is asked at the next
-            # LeaveTimeout instead: the same message, once per round (ours; the slides'
-            # literal answer with leave_phase2 = "slides")
-            if self.params.leave_phase2 == "slides":
-                self._send(relay, self._reverse_ask(instance, instance.in_), now, out)
-            else:
-                instance.d[relay.rid] = relay
-        elif relay.sink == instance.a_out.sink:
-            instance.d[instance.a_out.rid] = instance.a_out
-            instance.a_out = None
-        else:
-            self._send(relay, self._reverse(instance, instance.a_out), now, out)
-
-    def _on_reverse(self, instance: Instance, relay: Relay, now: float, out: list[Output]) -> None:
-        """Reverse(out) [P]."""
-        if relay.sink == self.node_id:
-            return
-        if not instance.leaving:
-            instance.n[relay.rid] = relay
-        elif (
-            instance.a_out is not None
-            and instance.via_anchor
-            and relay.sink != instance.a_out.sink
-            and self.params.leave_phase2 != "slides"
-        ):
-            # our anchor answered its probe with a relay to someone else: it is leaving too
-            # and hands us its own anchor. Keeping it as ours, two leavers feed the stayers
-            # links to each other and neither ever stops (found by the model test). It goes
-            # to D and we look for a new anchor (phase 1 again; ours)
-            instance.d[instance.a_out.rid] = instance.a_out
-            instance.a_out = None
-            instance.d[relay.rid] = relay
-        elif instance.a_out is not None:
-            if relay.sink != instance.a_out.sink or self.params.leave_phase2 == "slides":
-                instance.d[relay.rid] = relay
-                instance.reversed.add(relay.rid)
-            # else: the anchor's answer to our probe, redundant with a_out: not kept (ours,
-            # see _leave_timeout), so that N = D = ∅ can hold and the leaver stops
-        elif relay.direct:
-            instance.a_out = relay
-        elif self.params.leave_phase2 == "slides":
-            self._send(relay, self._reverse_ask(instance, instance.in_), now, out)  # [P]
-        else:
-            instance.d[relay.rid] = relay  # asked at the next LeaveTimeout, as above
+        """LeaveTimeout: :meth:`LeaveProtocol.leave_timeout` (d2g's Timeout calls it too)."""
+        self.leave_protocol.leave_timeout(instance, now, out)
 
     def _stop(self, instance: Instance, now: float, out: list[Output]) -> None:
         """stop (spec §3): every relay of the instance goes, then the instance."""
