@@ -54,14 +54,8 @@ from pubmesh.errors import UserError
 from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.identity import Identity, load_identity
-from pubmesh.net.runtime import (
-    Congestion,
-    Delivery,
-    NodeRuntime,
-    QueueStatistics,
-    Receipt,
-    RuntimeStatistics,
-)
+from pubmesh.net.runtime import Congestion, Delivery, NodeRuntime, Receipt
+from pubmesh.net.runtime_stats import QueueStatistics, RuntimeStatistics
 from pubmesh.net.security import ClusterKey, as_key
 from pubmesh.net.transport import NetConfig
 from pubmesh.proto.core import Deliver, NodeId
@@ -288,7 +282,7 @@ class Node:
     # ------------------------------------------------------------------ pub/sub
     async def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> Subscription:
         """Subscribe to ``topic``, on a content-based stack only to publications whose
-        attributes match ``filter``. Raises :class:`pubmesh.net.runtime.InvalidCommand` (a
+        attributes match ``filter``. Raises :class:`pubmesh.net.admission.InvalidCommand` (a
         :class:`UserError`) for a filter on a topic-based stack or an invalid filter, in the
         words the shell uses, and PermissionError where an ACL forbids it."""
         if topic not in self._subscriptions:
@@ -327,9 +321,9 @@ class Node:
         Without room (:meth:`pubmesh.net.runtime.NodeRuntime.room`), ``congestion`` BLOCK
         (the node's default unless given) waits for it, at most ``timeout`` seconds (None: as
         long as it takes), DROP is refused at once; a refused receipt says why. Raises
-        :class:`pubmesh.net.runtime.PublicationTooLarge` (a ValueError) for a publication
+        :class:`pubmesh.net.admission.PublicationTooLarge` (a ValueError) for a publication
         over :attr:`max_publication` bytes, PermissionError where an ACL forbids it, and
-        :class:`pubmesh.net.runtime.InvalidCommand` (a :class:`UserError`) for attributes on a
+        :class:`pubmesh.net.admission.InvalidCommand` (a :class:`UserError`) for attributes on a
         topic-based stack or attributes that are not names to strings or finite numbers, in
         the words the shell uses."""
         data = payload.encode() if isinstance(payload, str) else bytes(payload)

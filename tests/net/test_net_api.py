@@ -12,7 +12,7 @@ import pytest
 
 from pubmesh.api import Delivery, Lagged, Node
 from pubmesh.errors import UserError
-from pubmesh.net.runtime import QueueStatistics
+from pubmesh.net.runtime_stats import QueueStatistics
 from support.netnode import KEY_TEXT, ROOT, node_env, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pubmesh.api import Node
-from pubmesh.net.runtime import PUBLICATION_HEADROOM, PublicationTooLarge
+from pubmesh.net.admission import PUBLICATION_HEADROOM, PublicationTooLarge
 from pubmesh.proto.gossip.plumtree import Gossip
 from support.netnode import KEY_TEXT, NodeProcess, real_stacks
 

@@ -18,7 +18,10 @@ module             what it does
 ``transport``      asyncio connections: dial with backoff, accept, graceful goodbyes, bounded
                    queues, peer-down notices (the papers' failure detector)
 ``runtime``        :class:`~pubmesh.net.runtime.NodeRuntime`: one stack node driven by the
-                   event loop through ``handle(event, now)``
+                   event loop through ``handle(event, now)``; with it ``admission`` (the checks
+                   on publications, subscriptions and signed copies, flow control's room),
+                   ``events`` (its ``net.*`` events, rate-limited) and ``runtime_stats`` (its
+                   counters)
 ``tracing``        a node's partial trace v1, in segments that survive SIGKILL
 ``control``        the typed control protocol between a node process and its controller:
                    one frozen dataclass per JSON line, ``encode``/``decode``

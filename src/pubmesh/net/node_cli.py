@@ -43,16 +43,12 @@ from pubmesh.errors import UserError
 from pubmesh.net import control
 from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
+from pubmesh.net.admission import InvalidCommand, PublicationTooLarge
 from pubmesh.net.control import PublishRefused
+from pubmesh.net.events import EVENT_LOGGED
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
-from pubmesh.net.runtime import (
-    EVENT_LOGGED,
-    MISWIRED,
-    InvalidCommand,
-    NodeRuntime,
-    PublicationTooLarge,
-)
+from pubmesh.net.runtime import MISWIRED, NodeRuntime
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.net.transport import NetConfig, net_config
 from pubmesh.proto.core import Deliver, NodeId

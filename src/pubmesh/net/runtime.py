@@ -39,24 +39,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import json
 import logging
 import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pubmesh.errors import UserError
 from pubmesh.net.acl import Acl
 from pubmesh.net.address import format_id
+from pubmesh.net.admission import Admission, InvalidCommand
+from pubmesh.net.events import EVENT_LOGGED, NodeEvents
 from pubmesh.net.identity import Identity, bound_listen, signing_key
+from pubmesh.net.runtime_stats import RuntimeStatistics, collect
 from pubmesh.net.security import ClusterKey
 from pubmesh.net.signing import Signed, Signer, Verifier, carries_payload, credential_of
-from pubmesh.net.transport import NetConfig, Transport, TransportStatistics
-from pubmesh.proto.content.filters import attributes_problem, filter_problem, topic_based
+from pubmesh.net.transport import NetConfig, Transport
 from pubmesh.proto.core import (
     Command,
     Deliver,
@@ -66,7 +66,6 @@ from pubmesh.proto.core import (
     Message,
     NodeContext,
     NodeId,
-    NodeStatistics,
     Output,
     PeerDown,
     Publish,
@@ -92,36 +91,12 @@ log = logging.getLogger("pubmesh.net")
 #: the trace record a stack emits, once per peer, for a peer started with a configuration
 #: that cannot work with this node's (detail: ``peer``, ``problem``); shown as one line
 MISWIRED = "miswired"
-#: a log record's attribute naming the event it repeats (the node process reports the event
-#: itself, once, and drops such records: pubmesh.net.node_cli)
-EVENT_LOGGED = "pubmesh_event"
 
 DeliveryCallback = Callable[[Deliver, float], None]
 EventCallback = Callable[[str, Mapping[str, Any]], None]
 
-#: Drops and rejections of one kind toward one peer are traced at most this often; the rows in
-#: between are counted into the next one (``suppressed``), so a flood cannot flood the trace.
-TRACE_RATE_INTERVAL = 1.0
 #: Inputs kept for a node that has not booted yet (beyond this they are dropped).
 EARLY_INPUT_LIMIT = 10_000
-#: Rejections traced (and logged) per second at most; the rest are counted, not lost.
-REJECTIONS_TRACED_PER_SECOND = 50
-#: Bytes of a frame a publication leaves to its stack's message fields (hop counts, session
-#: vectors, tags), the frame header and the signature block with a certificate: a publication
-#: (payload, topic and attributes) may take the rest of a frame (``NetConfig.max_frame``).
-PUBLICATION_HEADROOM = 64 << 10
-
-
-class InvalidCommand(UserError, ValueError):
-    """A subscription or publication the node refuses as given, whoever asks (the API, the
-    shell, the JSON control channel): a filter or attributes on a topic-based stack, an
-    invalid filter, attributes that are not names to strings or numbers. The message says
-    which, in the words every entry point uses."""
-
-
-class PublicationTooLarge(ValueError):
-    """A publication larger than the cluster's frames can carry (refused at ``publish``: a
-    frame over its limit would be refused by the receiving node and cost the link)."""
 
 
 class Congestion(enum.Enum):
@@ -196,17 +171,10 @@ class NodeRuntime:
         #: identity mode signs its publications and verifies every copy (pubmesh.net.signing)
         self.signing = identity is not None and sign
         self.verifier: Verifier | None = None
-        #: copies refused by the verifier, by reason
-        self.forged: Counter[str] = Counter()
-        #: payload messages not sent: their publication's signature was no longer kept
-        self.unsigned_dropped = 0
         #: topic permissions (pubmesh.net.acl): they rest on signed publications
         if acl is not None and not self.signing:
             raise ValueError("an ACL needs identity mode with signed publications")
         self.acl = acl
-        #: copies dropped by the ACL: "publish" (received from a publisher that may not),
-        #: "subscribe" (not sent to a neighbour that may not receive them)
-        self.denied: Counter[str] = Counter()
         if identity is not None:
             listen = bound_listen(identity, listen, "listen")
         self.listen_address = listen
@@ -235,8 +203,6 @@ class NodeRuntime:
         #: deliveries per topic (the node's own subscriptions: bounded by what it subscribed)
         self.delivered_by_topic: Counter[str] = Counter()
         self.published = 0
-        #: publications refused for want of room (Receipt), by reason
-        self.refused: Counter[str] = Counter()
         #: bytes the application's queues hold, each a callable (pubmesh.Node's subscription
         #: queues, the node process's stdout buffer): counted in the memory budget
         self.application_queues: list[Callable[[], int]] = []
@@ -244,16 +210,16 @@ class NodeRuntime:
         self.peer_down_notices = 0
         self._release: set[NodeId] = set()
         self._release_scheduled = False
-        self._rate: dict[tuple[str, NodeId | str], tuple[float, int]] = {}
         self._epoch0 = 0.0
         self._mono0 = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._housekeeping: asyncio.TimerHandle | None = None
         self._next_snapshot = 0.0
         self._early: list[Input] = []
-        self._reject_window = -1.0
-        self._rejections_in_window = 0
-        self._rejections_suppressed = 0
+        #: the node's own events (net.*), to the trace and the event callbacks, rate-limited
+        self.events = NodeEvents(self)
+        #: the checks on publications, subscriptions and copies, and their counters
+        self.admission = Admission(self)
 
     # ------------------------------------------------------------------ clocks
     def now(self) -> float:
@@ -364,12 +330,8 @@ class NodeRuntime:
     def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> None:
         """Subscribe to ``topic``; a PermissionError if the ACL does not let this node, an
         :class:`InvalidCommand` for a filter on a topic-based stack or an invalid filter."""
-        if filter is not None:
-            self._need_content_based("filters")
-            problem = filter_problem(filter)
-            if problem is not None:
-                raise InvalidCommand(f"subscribe: invalid filter: {problem}")
-        self._permitted("subscribe", topic)
+        self.admission.check_filter(filter)
+        self.admission.permitted("subscribe", topic)
         if topic not in self.subscribed:
             self.subscribed[topic] = (self.wall(), filter)
         self.dispatch(Subscribe(topic, filter))
@@ -392,18 +354,7 @@ class NodeRuntime:
         given; with signed publications always drawn here, bound to this node: a ValueError
         if one is given). :class:`InvalidCommand` for attributes on a topic-based stack or
         attributes that are not names to strings or finite numbers."""
-        self.check_attributes(attributes)
-        self._permitted("publish", topic)
-        size = len(payload) + len(topic.encode())
-        if attributes is not None:
-            size += len(json.dumps(attributes, default=repr).encode())
-        limit = self.max_publication
-        if size > limit:
-            raise PublicationTooLarge(
-                f"a publication of {size:,} bytes (payload, topic and attributes) is over this "
-                f"cluster's limit of {limit:,} bytes (frames of {self.config.max_frame:,} bytes, "
-                f"less {PUBLICATION_HEADROOM:,} for the stack's fields)"
-            )
+        self.admission.check_publication(topic, payload, attributes)
         if self.verifier is not None:
             if pub_id is not None:
                 raise ValueError(
@@ -419,36 +370,10 @@ class NodeRuntime:
         self.dispatch(Publish(topic, pub_id, payload, attributes))
         return pub_id
 
-    def memory_used(self) -> int:
-        """Bytes the node holds: every peer's queue (the transport's), the stack's caches
-        (:meth:`~pubmesh.proto.core.StackNode.held_bytes`) and the application's queues
-        (:attr:`application_queues`), what ``memory_budget`` bounds."""
-        return self._memory()[0]
-
-    def _memory(self) -> tuple[int, NodeId | None, int]:
-        """:meth:`memory_used`, and the fullest peer queue's peer and bytes (one walk)."""
-        queued, peer, most = (0, None, 0) if self.transport is None else self.transport.queues()
-        held = self.node.held_bytes() if self.node is not None else 0
-        return queued + held + sum(count() for count in self.application_queues), peer, most
-
     def room(self, topic: str, payload: bytes) -> str | None:
-        """Why a publication of ``payload`` on ``topic`` has no room now, or None if it has:
-        the node would go over its ``memory_budget``, or the fullest peer queue could not take
-        a copy (a slow peer: :mod:`pubmesh.net.transport`, flow control)."""
-        config = self.config
-        size = len(payload) + len(topic.encode())
-        used, peer, backlog = self._memory()
-        if used + size > config.memory_budget:
-            return (
-                f"the node holds {used:,} bytes in its queues and caches, its memory budget is "
-                f"{config.memory_budget:,}"
-            )
-        if peer is not None and backlog + size > config.max_queue_bytes:
-            return (
-                f"the queue to {format_id(peer)} holds {backlog:,} of "
-                f"{config.max_queue_bytes:,} bytes (a slow peer)"
-            )
-        return None
+        """Why a publication of ``payload`` on ``topic`` has no room now, or None if it has
+        (:meth:`Admission.room`)."""
+        return self.admission.room(topic, payload)
 
     def offer(
         self,
@@ -462,10 +387,10 @@ class NodeRuntime:
         """:meth:`publish` if there is room (:meth:`room`), else a refused receipt, counted.
         This is ``Congestion.DROP``; for BLOCK, :meth:`pubmesh.Node.publish` waits for room
         first (``waited``: how long, for the receipt)."""
-        self.check_attributes(attributes)
-        reason = self.room(topic, payload)
+        self.admission.check_attributes(attributes)
+        reason = self.admission.room(topic, payload)
         if reason is not None:
-            self.refused["no-room"] += 1
+            self.admission.refused["no-room"] += 1
             return Receipt(None, False, reason, waited)
         pub_id = self.publish(topic, payload, pub_id=pub_id, attributes=attributes)
         return Receipt(pub_id, True, waited=waited)
@@ -473,32 +398,11 @@ class NodeRuntime:
     @property
     def max_publication(self) -> int:
         """Bytes a publication (payload, topic and attributes) may take at most."""
-        return self.config.max_frame - PUBLICATION_HEADROOM
-
-    def _need_content_based(self, what: str) -> None:
-        """Refuse ``what`` (filters, attributes) on a topic-based stack: gossip would ignore a
-        filter and deliver everything, the others nothing."""
-        if not self.spec.content_based:
-            raise InvalidCommand(topic_based(self.spec.name, what))
+        return self.admission.max_publication
 
     def check_attributes(self, attributes: Mapping[str, Any] | None) -> None:
         """Raise :class:`InvalidCommand` for attributes this node would refuse at publish."""
-        if attributes is None:
-            return
-        self._need_content_based("attributes")
-        problem = attributes_problem(attributes)
-        if problem is not None:
-            raise InvalidCommand(f"publish: {problem}")
-
-    def _permitted(self, what: str, topic: str) -> None:
-        acl = self.acl
-        if acl is None:
-            return
-        allowed = acl.may_publish if what == "publish" else acl.may_subscribe
-        if not allowed(self.node_id, topic):
-            raise PermissionError(
-                f"{format_id(self.node_id)} may not {what} on {topic!r} (the ACL {acl.source})"
-            )
+        self.admission.check_attributes(attributes)
 
     def leave(self) -> None:
         t = self.wall()
@@ -552,7 +456,7 @@ class NodeRuntime:
     def _handler_error(self, input_name: str, error: Exception) -> None:
         self.handler_errors += 1
         log.exception("%s: handler error on %s", format_id(self.node_id), input_name)
-        self._event(
+        self.events.event(
             "handler-error", {"input": input_name, "error": f"{type(error).__name__}: {error}"}
         )
 
@@ -566,7 +470,7 @@ class NodeRuntime:
                 if out.dst == self.node_id:
                     self._loop.call_soon(self._loopback, out.message, self.wall(now))
                 elif self.verifier is not None and carries_payload(out.message):
-                    self._send_publication(out.dst, out.message, self.wall(now))
+                    self.admission.send_publication(out.dst, out.message, self.wall(now))
                 else:
                     transport.send(out.dst, out.message, self.wall(now))
             elif cls is SetTimer:
@@ -596,37 +500,6 @@ class NodeRuntime:
                     callback(out.kind, out.detail)
             else:
                 raise TypeError(f"unknown output {out!r}")
-
-    def _send_publication(self, dst: NodeId, message: Message, t: float) -> None:
-        """A copy of a publication goes out signed, and only to a neighbour the ACL lets
-        receive its topic."""
-        assert self.verifier is not None and self.transport is not None
-        acl = self.acl
-        if acl is not None and not acl.may_subscribe(dst, getattr(message, "topic", "")):
-            self._denied(dst, message, None, "subscribe")
-            return
-        signed = self.verifier.signature(message)
-        if signed is None:
-            self.unsigned_dropped += 1
-            self.net_dropped(dst, message, t, "unsigned")
-            return
-        self.transport.send(dst, message, t, signed)
-
-    def _denied(self, peer: NodeId, message: Message, publisher: NodeId | None, what: str) -> None:
-        self.denied[what] += 1
-        self._rate_limited(
-            "net.denied",
-            peer,
-            what,
-            {
-                "peer": peer,
-                "address": format_id(peer),
-                "reason": f"may-not-{what}",
-                "topic": getattr(message, "topic", None),
-                "pub_id": message.publication(),
-                "publisher": format_id(publisher) if publisher is not None else None,
-            },
-        )
 
     def _fire(self, timer: Timer) -> None:
         """``dispatch(TimerFired(timer))`` without the wrapper: ``node.fire``, the route the
@@ -694,19 +567,12 @@ class NodeRuntime:
         """A message from ``src``: ``node.receive``, the wrapper-free route of ``dispatch``.
         With signed publications, a copy of a publication is verified first; a forgery goes
         no further (pubmesh.net.signing)."""
-        verifier = self.verifier
-        if verifier is not None and carries_payload(message):
-            problem = verifier.check(message, signed)
-            if problem is not None:
-                self._forged(src, message, signed, problem)
-                return
-            acl = self.acl
-            assert signed is not None
-            if acl is not None and not acl.may_publish(
-                signed.publisher, getattr(message, "topic", "")
-            ):
-                self._denied(src, message, signed.publisher, "publish")
-                return
+        if (
+            self.verifier is not None
+            and carries_payload(message)
+            and not self.admission.received(src, message, signed)
+        ):
+            return
         if self.trace is not None and self.trace_messages:
             self.trace.message(t_send, self.wall(), src, self.node_id, message, size)
         if self.closed or not self.booted:
@@ -721,23 +587,6 @@ class NodeRuntime:
             return
         self._apply(outputs, now)
 
-    def _forged(self, src: NodeId, message: Message, signed: Signed | None, reason: str) -> None:
-        self.forged[reason] += 1
-        claimed = signed.publisher if signed is not None else None
-        self._rate_limited(
-            "net.forged",
-            src,
-            reason,
-            {
-                "peer": src,
-                "address": format_id(src),
-                "reason": reason,
-                "pub_id": message.publication(),
-                "type": type(message).__name__,
-                "claimed_publisher": format_id(claimed) if claimed is not None else None,
-            },
-        )
-
     def net_sent(self, dst: NodeId, message: Message, t_send: float, size: int) -> None:
         if self.trace is not None and self.trace_messages:
             self.trace.message(t_send, None, self.node_id, dst, message, size)
@@ -745,7 +594,7 @@ class NodeRuntime:
     def net_dropped(self, dst: NodeId, message: Message, t_send: float, reason: str) -> None:
         if self.trace is not None and self.trace_messages:
             self.trace.message(t_send, None, self.node_id, dst, message, message.wire_size())
-        self._rate_limited(
+        self.events.rate_limited(
             "net.dropped",
             dst,
             reason,
@@ -765,7 +614,7 @@ class NodeRuntime:
         self._peer_down(peer, reason)
 
     def net_slow(self, peer: NodeId, backlog: int, seconds: float) -> None:
-        self._event(
+        self.events.event(
             "net.slow-peer",
             {
                 "peer": peer,
@@ -778,39 +627,14 @@ class NodeRuntime:
 
     def _peer_down(self, peer: NodeId, reason: str) -> None:
         self.peer_down_notices += 1
-        self._event("net.peer-down", {"peer": peer, "address": format_id(peer), "reason": reason})
+        self.events.event(
+            "net.peer-down", {"peer": peer, "address": format_id(peer), "reason": reason}
+        )
         self.dispatch(PeerDown(peer))
 
     def net_rejected(self, peer: NodeId | None, remote: str, reason: str, detail: str) -> None:
-        """A frame or connection refused: one ``net.rejected`` row per refusal, up to
-        ``REJECTIONS_TRACED_PER_SECOND``; beyond that they are counted into the next row
-        (``suppressed``), so a flood of bad connections cannot flood the trace or the log."""
-        now = self.now() if self._loop is not None else 0.0
-        if now - self._reject_window >= 1.0:
-            self._reject_window = now
-            self._rejections_in_window = 0
-        if self._rejections_in_window >= REJECTIONS_TRACED_PER_SECOND:
-            self._rejections_suppressed += 1
-            return
-        self._rejections_in_window += 1
-        record: dict[str, Any] = {
-            "peer": peer,
-            "remote": remote,
-            "reason": reason,
-            "detail": detail,
-        }
-        if self._rejections_suppressed:
-            record["suppressed"] = self._rejections_suppressed
-            self._rejections_suppressed = 0
-        log.warning(
-            "%s: refused %s (%s): %s",
-            format_id(self.node_id),
-            remote,
-            reason,
-            detail,
-            extra={EVENT_LOGGED: "net.rejected"},
-        )
-        self._event("net.rejected", record)
+        """A frame or connection refused (:meth:`NodeEvents.rejected`)."""
+        self.events.rejected(peer, remote, reason, detail)
 
     def net_monitored(self) -> set[NodeId]:
         node = self.node
@@ -822,27 +646,7 @@ class NodeRuntime:
     def _trace_failed(self, message: str) -> None:
         """The trace's first write error (:mod:`pubmesh.net.tracing`): said once, kept off
         the network path."""
-        self._event("net.trace-error", {"error": message})
-
-    def _event(self, kind: str, detail: Mapping[str, Any]) -> None:
-        if self.trace is not None:
-            self.trace.event(self.wall(), kind, detail)
-        for callback in self.event_callbacks:
-            callback(kind, detail)
-
-    def _rate_limited(
-        self, kind: str, peer: NodeId | str, reason: str, detail: dict[str, Any]
-    ) -> None:
-        key = (f"{kind}:{reason}", peer)
-        now = self.now() if self._loop is not None else 0.0
-        last, suppressed = self._rate.get(key, (-TRACE_RATE_INTERVAL, 0))
-        if now - last < TRACE_RATE_INTERVAL:
-            self._rate[key] = (last, suppressed + 1)
-            return
-        self._rate[key] = (now, 0)
-        if suppressed:
-            detail = {**detail, "suppressed": suppressed}
-        self._event(kind, detail)
+        self.events.event("net.trace-error", {"error": message})
 
     def neighbors(self) -> dict[str, list[NodeId]]:
         """Per topic, the peers the protocol's snapshot names (all layers together)."""
@@ -859,142 +663,9 @@ class NodeRuntime:
             return []
 
     def statistics(self) -> RuntimeStatistics:
-        """Counters for humans: the node shell's ``stats``, the cluster's live table."""
-        node = self.node
-        protocol: NodeStatistics | None = None
-        error: str | None = None
-        if node is not None:
-            try:
-                protocol = node.statistics()
-            except Exception as exc:  # a stack's bug must not take the shell down
-                error = repr(exc)
-        transport = self.transport
-        return RuntimeStatistics(
-            node=self.node_id,
-            address=format_id(self.node_id),
-            stack=self.spec.name,
-            role=self.role,
-            uptime=round(self.now(), 3) if self._loop is not None else 0.0,
-            subscriptions=tuple(sorted(node.subscriptions())) if node is not None else (),
-            deliveries=self.deliveries,
-            published=self.published,
-            refused=dict(self.refused),
-            memory=MemoryStatistics(self.memory_used(), self.config.memory_budget),
-            peer_down_notices=self.peer_down_notices,
-            handler_errors=self.handler_errors,
-            forged=dict(self.forged),
-            denied=dict(self.denied),
-            unsigned_dropped=self.unsigned_dropped,
-            transport=transport.statistics() if transport is not None else TransportStatistics(),
-            protocol=protocol,
-            protocol_error=error,
-            trace=self._trace_statistics(),
-        )
-
-    def _trace_statistics(self) -> TraceStatistics | None:
-        trace = self.trace
-        if trace is None:
-            return None
-        return TraceStatistics(
-            directory=str(trace.directory),
-            segments=trace.sealed,
-            complete=not trace.incomplete,
-            rows_lost=trace.rows_lost,
-            error=trace.error,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStatistics:
-    """One application subscription queue of :class:`pubmesh.Node`."""
-
-    pending: int = 0
-    dropped: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class TraceStatistics:
-    """A node's partial trace (:mod:`pubmesh.net.tracing`): whether it lost rows to a write
-    error, and the first such error."""
-
-    directory: str
-    segments: int
-    complete: bool
-    rows_lost: int = 0
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryStatistics:
-    """Bytes the node's queues hold (every peer's and the application's), and its budget."""
-
-    used: int
-    budget: int
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeStatistics:
-    """A node process's counters, one frozen shape (trio's ``RunStatistics``): what the node
-    shell's ``stats``, the control protocol's ``bye`` line and :meth:`pubmesh.Node.statistics`
-    show. ``protocol`` is the stack node's own :class:`~pubmesh.proto.core.NodeStatistics`."""
-
-    node: NodeId
-    address: str
-    stack: str
-    role: str
-    uptime: float
-    subscriptions: tuple[str, ...]
-    #: publications delivered to the application, and published by it
-    deliveries: int
-    published: int
-    peer_down_notices: int
-    handler_errors: int
-    transport: TransportStatistics
-    #: publications refused for want of room, by reason (Receipt)
-    refused: Mapping[str, int] = field(default_factory=dict)
-    #: bytes in the node's queues against its budget
-    memory: MemoryStatistics | None = None
-    #: signed publications: copies refused, by reason (pubmesh.net.signing)
-    forged: Mapping[str, int] = field(default_factory=dict)
-    #: payload messages not sent because their signature was no longer kept
-    unsigned_dropped: int = 0
-    #: copies the ACL dropped: "publish" (received), "subscribe" (not sent)
-    denied: Mapping[str, int] = field(default_factory=dict)
-    protocol: NodeStatistics | None = None
-    #: why ``protocol`` is missing, if the stack's statistics() failed
-    protocol_error: str | None = None
-    #: the application's subscription queues per topic (filled by pubmesh.Node)
-    subscription_queues: Mapping[str, QueueStatistics] = field(default_factory=dict)
-    #: the node's trace, when it keeps one
-    trace: TraceStatistics | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-able copy, for the control protocol and logs."""
-        return {
-            "node": self.node,
-            "address": self.address,
-            "stack": self.stack,
-            "role": self.role,
-            "uptime": self.uptime,
-            "subscriptions": list(self.subscriptions),
-            "deliveries": self.deliveries,
-            "published": self.published,
-            "refused": dict(self.refused),
-            "memory": None if self.memory is None else asdict(self.memory),
-            "peer_down_notices": self.peer_down_notices,
-            "handler_errors": self.handler_errors,
-            "forged": dict(self.forged),
-            "denied": dict(self.denied),
-            "unsigned_dropped": self.unsigned_dropped,
-            "transport": self.transport.as_dict(),
-            "protocol": self.protocol.as_dict() if self.protocol is not None else None,
-            "protocol_error": self.protocol_error,
-            "subscription_queues": {
-                topic: {"pending": q.pending, "dropped": q.dropped}
-                for topic, q in sorted(self.subscription_queues.items())
-            },
-            "trace": None if self.trace is None else asdict(self.trace),
-        }
+        """Counters for humans: the node shell's ``stats``, the cluster's live table
+        (:func:`pubmesh.net.runtime_stats.collect`)."""
+        return collect(self)
 
 
 def _clock_pair(loop: asyncio.AbstractEventLoop) -> tuple[float, float]:

@@ -47,7 +47,6 @@ from __future__ import annotations
 import bisect
 import gc
 import heapq
-import inspect
 import math
 import random
 from collections.abc import Callable, Iterable, Iterator
@@ -79,19 +78,11 @@ from pubmesh.proto.core import (
 )
 from pubmesh.scenario.model import Scenario
 from pubmesh.scenario.workload import (
-    ChurnBegin,
-    ChurnEvent,
-    FaultEvent,
-    Heal,
-    NodeStart,
-    Partition,
     PlanEvent,
-    Publication,
-    Subscription,
-    Unsubscription,
     WorkloadPlan,
     plan,
 )
+from pubmesh.sim.actions import ScenarioActions
 from pubmesh.sim.fastinit import install as install_fast_init
 from pubmesh.sim.sizes import SIZES, size_function
 from pubmesh.stacks.base import get_stack
@@ -177,7 +168,8 @@ class Simulation:
         #: the plan cursor: the index of the plan's next event and its time
         self._plan_index = 0
         self._plan_t = self._plan_events[0].t if self._plan_events else _NO_MORE
-        #: plan events a warm start made no-ops (a byte per plan event; see _warm_start)
+        #: plan events a warm start made no-ops (a byte per plan event; see
+        #: ScenarioActions.warm_start)
         self._warm_skip: bytearray | None = None
         self.roles: dict[NodeId, str] = dict(self.plan.roles)
         self.contacts = self.plan.contacts
@@ -205,6 +197,8 @@ class Simulation:
         if run_dir is not None:
             # the runs row is written by close(), once the run's length is known
             self.writer = TraceWriter(run_dir, self.run_id, messages_mode=scenario.trace.messages)
+        #: the warm start, the plan's events, the corruption and the snapshots (pubmesh.sim.actions)
+        self._actions = ScenarioActions(self)
         self._schedule_start()
 
     # ------------------------------------------------------------------ scheduling
@@ -261,50 +255,12 @@ class Simulation:
         s = self.scenario
         if s.init.overlay == "warm":
             with _no_collections():
-                self._warm_start()
+                self._actions.warm_start(random.Random(node_seed(self.seed, _WARM)))
         if s.init.corruption != "none":
             last_start = max(self.plan.starts.values())
-            self.at(last_start + s.workload.subscribe_at, self._corrupt)
+            self.at(last_start + s.workload.subscribe_at, self._actions.corrupt)
         if s.trace.snapshot_interval > 0:
-            self.at(0.0, self._snapshot)
-
-    def _warm_start(self) -> None:
-        """``[init] overlay = "warm"``: every initial node is up at t = 0 and subscribed to its
-        workload topics, and the stack's ``warm_start`` hook rewrites their state into a
-        legitimate overlay. The timers the nodes set while starting and subscribing are kept
-        (their periodic protocol actions run as usual); their messages, the joins the warm
-        overlay replaces, are dropped. The plan's first subscription of each of these nodes
-        is then a no-op (``_warm_skip``), and so is its start while it is up."""
-        warm = self.spec.warm_start
-        assert warm is not None  # the scenario parser refuses "warm" for a stack without one
-        writer = self.writer
-        kept: dict[NodeId, list[Any]] = {}
-        subscribed: set[tuple[NodeId, str]] = set()
-        start = Start(self.contacts)
-        for node in sorted(self.plan.starts):
-            obj = self._create(node)
-            role = self.roles.get(node, "peer")
-            if writer:
-                writer.node(node, 0.0, "up", role)
-            timers = [o for o in obj.handle(start, 0.0) if type(o) is SetTimer]
-            filters = self.plan.filters.get(node, {})
-            for topic in self.plan.topics.get(node, ()):
-                key = (node, topic)
-                self._subscribed[key] = 0.0
-                self.topic_subscribers.setdefault(topic, set()).add(node)
-                self._sub_filters[key] = filters.get(topic)
-                subscribed.add(key)
-                command = Subscribe(topic, self._sub_filters[key])
-                timers.extend(o for o in obj.handle(command, 0.0) if type(o) is SetTimer)
-            kept[node] = timers
-        warm(dict(self.nodes), random.Random(node_seed(self.seed, _WARM)), self.params)
-        for node, timers in kept.items():
-            self._apply(node, timers)
-        skip = self._warm_skip = bytearray(len(self._plan_events))
-        for index, event in enumerate(self._plan_events):
-            if type(event) is Subscription and (event.node, event.topic) in subscribed:
-                subscribed.discard((event.node, event.topic))  # only the first is a no-op
-                skip[index] = 1
+            self.at(0.0, self._actions.snapshot)
 
     # ------------------------------------------------------------------ node lifecycle
     def _create(self, node: NodeId) -> StackNode:
@@ -663,88 +619,8 @@ class Simulation:
         self._plan_index = index + 1
         self._plan_t = events[index + 1].t if index + 1 < len(events) else _NO_MORE
         if self._warm_skip is None or not self._warm_skip[index]:
-            self._planned(events[index])
+            self._actions.planned(events[index])
         return self._plan_t
-
-    def _planned(self, event: PlanEvent) -> None:
-        """Run one event of the plan."""
-        writer = self.writer
-        if isinstance(event, Subscription):
-            self.command(event.node, Subscribe(event.topic, event.filter))
-        elif isinstance(event, Publication):
-            self.command(
-                event.publisher,
-                Publish(event.topic, event.pub_id, event.payload(), event.attributes),
-            )
-        elif isinstance(event, NodeStart):
-            if event.node not in self.alive:
-                self._start_node(event.node)
-        elif isinstance(event, Unsubscription):
-            self.command(event.node, Unsubscribe(event.topic))
-        elif isinstance(event, FaultEvent):
-            if event.kind == "crash":
-                self.crash(event.nodes)
-            elif event.kind == "leave":
-                self.leave(event.nodes)
-            else:
-                self.recover(event.nodes)
-            if writer:
-                writer.fault(self.now, event.kind, {"nodes": list(event.nodes)})
-        elif isinstance(event, Partition):
-            self._partition = {
-                node: group for group, members in enumerate(event.groups) for node in members
-            }
-            if writer:
-                writer.fault(self.now, "partition", {"sizes": [len(g) for g in event.groups]})
-        elif isinstance(event, Heal):
-            self._partition = None
-            if writer:
-                writer.fault(self.now, "heal", {})
-        elif isinstance(event, ChurnBegin):
-            if writer:
-                writer.fault(self.now, "churn", {"rate": event.rate, "until": event.until})
-        elif isinstance(event, ChurnEvent):
-            if event.kind == "join":
-                self.node_topics.setdefault(event.node, list(self.plan.topics.get(event.node, ())))
-                self._join(event.node)
-            elif event.kind == "leave":
-                self.leave([event.node])
-            else:
-                self.crash([event.node])
-            if writer:
-                writer.fault(self.now, f"churn-{event.kind}", {"node": event.node})
-
-    # ------------------------------------------------------------------ corruption
-    def _corrupt(self) -> None:
-        corrupt = self.spec.corrupt
-        if corrupt is None:
-            return
-        kind = self.scenario.init.corruption
-        kwargs: dict[str, Any] = {}
-        if "junk_messages" in inspect.signature(corrupt).parameters:
-            kwargs["junk_messages"] = self.scenario.init.junk_messages
-        live = {n: self.nodes[n] for n in sorted(self.nodes)}
-        junk = corrupt(kind, live, self._corrupt_rng, self.params, **kwargs)
-        for src, dst, message in junk or []:
-            self.inject(src, dst, message)
-        if self.writer:
-            self.writer.fault(self.now, "corruption", {"kind": kind, "junk": len(junk or [])})
-
-    # ------------------------------------------------------------------ snapshots
-    def _snapshot(self) -> None:
-        writer = self.writer
-        if writer is not None:
-            for node in sorted(self.nodes):
-                for row in self.nodes[node].snapshot():
-                    writer.snapshot(
-                        self.now, node, row.topic, row.layer, list(row.neighbors), row.state
-                    )
-            if self.spec.is_legitimate is not None:
-                live = {n: self.nodes[n] for n in sorted(self.nodes)}
-                writer.check(self.now, "legitimate", bool(self.spec.is_legitimate(live)))
-        interval = self.scenario.trace.snapshot_interval
-        if self.now + interval <= self.scenario.run.duration + 1e-9:
-            self.at(self.now + interval, self._snapshot)
 
     # ------------------------------------------------------------------ end
     def close(self) -> None:

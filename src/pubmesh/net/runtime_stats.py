@@ -1,0 +1,158 @@
+"""A node runtime's counters (:meth:`pubmesh.net.runtime.NodeRuntime.statistics`): one frozen
+shape for the node shell's ``stats``, the control protocol's ``bye`` line, the metrics
+endpoint and :meth:`pubmesh.Node.statistics`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pubmesh.net.address import format_id
+from pubmesh.net.transport import TransportStatistics
+from pubmesh.proto.core import NodeId, NodeStatistics
+
+if TYPE_CHECKING:
+    from pubmesh.net.runtime import NodeRuntime
+
+
+def collect(runtime: NodeRuntime) -> RuntimeStatistics:
+    """The counters of ``runtime`` now (for humans: the node shell's ``stats``, the cluster's
+    live table)."""
+    node = runtime.node
+    protocol: NodeStatistics | None = None
+    error: str | None = None
+    if node is not None:
+        try:
+            protocol = node.statistics()
+        except Exception as exc:  # a stack's bug must not take the shell down
+            error = repr(exc)
+    transport = runtime.transport
+    admission = runtime.admission
+    return RuntimeStatistics(
+        node=runtime.node_id,
+        address=format_id(runtime.node_id),
+        stack=runtime.spec.name,
+        role=runtime.role,
+        uptime=round(runtime.now(), 3) if runtime._loop is not None else 0.0,
+        subscriptions=tuple(sorted(node.subscriptions())) if node is not None else (),
+        deliveries=runtime.deliveries,
+        published=runtime.published,
+        refused=dict(admission.refused),
+        memory=MemoryStatistics(admission.memory_used(), runtime.config.memory_budget),
+        peer_down_notices=runtime.peer_down_notices,
+        handler_errors=runtime.handler_errors,
+        forged=dict(admission.forged),
+        denied=dict(admission.denied),
+        unsigned_dropped=admission.unsigned_dropped,
+        transport=transport.statistics() if transport is not None else TransportStatistics(),
+        protocol=protocol,
+        protocol_error=error,
+        trace=_trace_statistics(runtime),
+    )
+
+
+def _trace_statistics(runtime: NodeRuntime) -> TraceStatistics | None:
+    trace = runtime.trace
+    if trace is None:
+        return None
+    return TraceStatistics(
+        directory=str(trace.directory),
+        segments=trace.sealed,
+        complete=not trace.incomplete,
+        rows_lost=trace.rows_lost,
+        error=trace.error,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatistics:
+    """One application subscription queue of :class:`pubmesh.Node`."""
+
+    pending: int = 0
+    dropped: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TraceStatistics:
+    """A node's partial trace (:mod:`pubmesh.net.tracing`): whether it lost rows to a write
+    error, and the first such error."""
+
+    directory: str
+    segments: int
+    complete: bool
+    rows_lost: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStatistics:
+    """Bytes the node's queues hold (every peer's and the application's), and its budget."""
+
+    used: int
+    budget: int
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeStatistics:
+    """A node process's counters, one frozen shape (trio's ``RunStatistics``): what the node
+    shell's ``stats``, the control protocol's ``bye`` line and :meth:`pubmesh.Node.statistics`
+    show. ``protocol`` is the stack node's own :class:`~pubmesh.proto.core.NodeStatistics`."""
+
+    node: NodeId
+    address: str
+    stack: str
+    role: str
+    uptime: float
+    subscriptions: tuple[str, ...]
+    #: publications delivered to the application, and published by it
+    deliveries: int
+    published: int
+    peer_down_notices: int
+    handler_errors: int
+    transport: TransportStatistics
+    #: publications refused for want of room, by reason (Receipt)
+    refused: Mapping[str, int] = field(default_factory=dict)
+    #: bytes in the node's queues against its budget
+    memory: MemoryStatistics | None = None
+    #: signed publications: copies refused, by reason (pubmesh.net.signing)
+    forged: Mapping[str, int] = field(default_factory=dict)
+    #: payload messages not sent because their signature was no longer kept
+    unsigned_dropped: int = 0
+    #: copies the ACL dropped: "publish" (received), "subscribe" (not sent)
+    denied: Mapping[str, int] = field(default_factory=dict)
+    protocol: NodeStatistics | None = None
+    #: why ``protocol`` is missing, if the stack's statistics() failed
+    protocol_error: str | None = None
+    #: the application's subscription queues per topic (filled by pubmesh.Node)
+    subscription_queues: Mapping[str, QueueStatistics] = field(default_factory=dict)
+    #: the node's trace, when it keeps one
+    trace: TraceStatistics | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able copy, for the control protocol and logs."""
+        return {
+            "node": self.node,
+            "address": self.address,
+            "stack": self.stack,
+            "role": self.role,
+            "uptime": self.uptime,
+            "subscriptions": list(self.subscriptions),
+            "deliveries": self.deliveries,
+            "published": self.published,
+            "refused": dict(self.refused),
+            "memory": None if self.memory is None else asdict(self.memory),
+            "peer_down_notices": self.peer_down_notices,
+            "handler_errors": self.handler_errors,
+            "forged": dict(self.forged),
+            "denied": dict(self.denied),
+            "unsigned_dropped": self.unsigned_dropped,
+            "transport": self.transport.as_dict(),
+            "protocol": self.protocol.as_dict() if self.protocol is not None else None,
+            "protocol_error": self.protocol_error,
+            "subscription_queues": {
+                topic: {"pending": q.pending, "dropped": q.dropped}
+                for topic, q in sorted(self.subscription_queues.items())
+            },
+            "trace": None if self.trace is None else asdict(self.trace),
+        }
