@@ -288,7 +288,7 @@ def _ranges_containing(cluster: PoolCluster, key: int) -> set[tuple[NodeId, Node
     for v in cluster.peers:
         node = _chord(cluster, v)
         for u, end in node.in_ends.items():
-            for e in (end, *node.in_clips.get(u, ())):
+            for e in (end, *node.filters.in_clips.get(u, ())):
                 if dist(node.key, key) < (dist(node.key, e) or SIZE):
                     found.add((v, u, e))
     return found
@@ -536,7 +536,7 @@ def test_a_rejoiner_is_heard_by_peers_that_saw_its_old_sequence_numbers(seed: in
     rejoiner = _chord(cluster, cluster.peers[1 + seed % 7])
     for node in cluster.peers:
         if node != rejoiner.node_id:
-            _chord(cluster, node).rc_seen[rejoiner.node_id] = (rejoiner.epoch, 5)
+            _chord(cluster, node).filters.rc_seen[rejoiner.node_id] = (rejoiner.epoch, 5)
     _rejoin(cluster, rejoiner.node_id)
     cluster.quiesce(60.0)
     why = _replay("rejoiner_is_heard", seed)
@@ -619,7 +619,7 @@ def test_a_successor_list_longer_than_its_successors_fills_up(seed: int) -> None
     assert short, f"no node whose successor has a shorter list ({_replay('fills_up', seed)})"
     node = short[seed % len(short)]
     chord = _chord(cluster, node)
-    chord.succ = chord.succ[:1]
+    chord.ring.succ = chord.succ[:1]
     cluster.quiesce(2 * cluster.params.stabilize_period)
     assert len(chord.succ) == by_len[node], _replay("fills_up", seed)
     _assert_q(cluster, f"after refilling {node}'s list ({_replay('fills_up', seed)})")

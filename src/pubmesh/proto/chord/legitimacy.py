@@ -22,7 +22,8 @@ from bisect import bisect_left
 from collections.abc import Mapping
 
 from pubmesh.proto.chord.keys import SIZE, M, dist, finger_offset
-from pubmesh.proto.chord.node import JOINED, JOINING, ChordNode
+from pubmesh.proto.chord.life import JOINED, JOINING
+from pubmesh.proto.chord.node import ChordNode
 from pubmesh.proto.content import covers_any
 from pubmesh.proto.core import NodeId, StackNode
 
@@ -78,54 +79,59 @@ def violations(nodes: Mapping[NodeId, StackNode], *, limit: int = 10) -> list[st
         want_edges = sorted(
             {f for f in want_fingers if f is not None}, key=lambda x: (node.d(x), x)
         )
-        if node.edges != want_edges and fail(f"Q1 {i}: edges {node.edges} != {want_edges}"):
+        edges, succ = node.ring.edges, node.ring.succ
+        if edges != want_edges and fail(f"Q1 {i}: edges {edges} != {want_edges}"):
             return found
-        want_succ = ideal_successors(node.key, ring, node.succ_len())
-        if node.succ != want_succ and fail(f"Q1 {i}: list {node.succ} != {want_succ}"):
+        want_succ = ideal_successors(node.key, ring, node.ring.succ_len())
+        if succ != want_succ and fail(f"Q1 {i}: list {succ} != {want_succ}"):
             return found
     edges_into: dict[NodeId, list[NodeId]] = {i: [] for i in live}
     for u, sender in live.items():
-        for v in sender.ends:
+        for v in sender.ring.ends:
             if v in edges_into:
                 edges_into[v].append(u)
     #: (filter, covered filter) pairs already checked: filters are shared tuples (the warm
     #: start's memo, unchanged updates), and a set lookup settles conjunctions present as such
     checked: set[tuple[int, int]] = set()
     for i, node in live.items():
-        if node.pending and fail(f"Q2 {i}: pending edges {sorted(node.pending)}"):
+        filters, ends = node.filters, node.ring.ends
+        if filters.pending and fail(f"Q2 {i}: pending edges {sorted(filters.pending)}"):
             return found
-        if node.rc_unacked and fail(f"Q2 {i}: unacked RespChange to {sorted(node.rc_unacked)}"):
-            return found
-        incoming = sorted(edges_into[i])
-        if sorted(node.in_ends) != incoming and fail(
-            f"Q2 {i}: stores in-neighbours {sorted(node.in_ends)}, edges come from {incoming}"
+        if filters.rc_unacked and fail(
+            f"Q2 {i}: unacked RespChange to {sorted(filters.rc_unacked)}"
         ):
             return found
-        for v in node.edges:
+        incoming = sorted(edges_into[i])
+        if sorted(filters.in_ends) != incoming and fail(
+            f"Q2 {i}: stores in-neighbours {sorted(filters.in_ends)}, edges come from {incoming}"
+        ):
+            return found
+        for v in node.ring.edges:
             other = live.get(v)
             if other is None:
                 if fail(f"Q1 {i}: edge to {v}, not live"):
                     return found
                 continue
-            if other.in_ends.get(i) != node.ends[v] and fail(
-                f"Q2 {v}: stores end {other.in_ends.get(i)} for {i}, which says {node.ends[v]}"
+            theirs = other.filters
+            if theirs.in_ends.get(i) != ends[v] and fail(
+                f"Q2 {v}: stores end {theirs.in_ends.get(i)} for {i}, which says {ends[v]}"
             ):
                 return found
-            clips = node._clips_for(v)
-            if (node.asked.get(v, ()) != clips or other.in_clips.get(i, ()) != clips) and fail(
-                f"Q2 {i}->{v}: clipped ends asked {node.asked.get(v, ())}, stored "
-                f"{other.in_clips.get(i, ())}, needed {clips}"
+            clips = filters.clips_for(v)
+            if (filters.asked.get(v, ()) != clips or theirs.in_clips.get(i, ()) != clips) and fail(
+                f"Q2 {i}->{v}: clipped ends asked {filters.asked.get(v, ())}, stored "
+                f"{theirs.in_clips.get(i, ())}, needed {clips}"
             ):
                 return found
-            for e in (node.ends[v], *clips):
-                if e != node.ends[v] and e not in node.clips.get(v, {}):
+            for e in (ends[v], *clips):
+                if e != ends[v] and e not in filters.clips.get(v, {}):
                     if fail(f"Q2 {i}->{v}: no clipped filter for end {e}"):
                         return found
                     continue
-                mine = node._edge_filter(v, e)
-                below = [(w, other._edge_filter(w, needed)) for w, needed in other.below(e)]
+                mine = filters.edge_filter(v, e)
+                below = [(w, theirs.edge_filter(w, needed)) for w, needed in theirs.below(e)]
                 present = set(mine)
-                for w, f in [(v, other.loop), *below]:
+                for w, f in [(v, theirs.loop), *below]:
                     if (id(mine), id(f)) in checked:
                         continue
                     checked.add((id(mine), id(f)))

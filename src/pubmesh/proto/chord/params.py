@@ -35,10 +35,10 @@ class ChordParams:
     #: update. Off (spec §6): filters would then never shrink after unsubscribes.
     lazy_shrink: bool = False
     #: Seconds between JoinRequests, and between a joiner's ``lookup_tries`` join notices
-    #: (spec §7 step 1, 7); the first retries come sooner (node.py ``_backoff``).
+    #: (spec §7 step 1, 7); the first retries come sooner (life.py ``backoff``).
     join_retry: float = 2.0
     #: Seconds before a location lookup is retried (≤ ``lookup_tries`` tries, spec §7.7;
-    #: the first retries come sooner, node.py ``_backoff``).
+    #: the first retries come sooner, life.py ``backoff``).
     location_timeout: float = 2.0
     #: Tries of a location lookup, and join notices a joiner sends (spec §7 step 1, 7.7).
     lookup_tries: int = 5

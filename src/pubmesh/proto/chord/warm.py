@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pubmesh.proto.chord.legitimacy import ideal_fingers, ideal_successors
-from pubmesh.proto.chord.node import JOINED, ChordNode
+from pubmesh.proto.chord.life import JOINED
+from pubmesh.proto.chord.node import ChordNode
 from pubmesh.proto.content import Disjunction
 from pubmesh.proto.core import NodeId, StackNode
 
@@ -26,39 +27,41 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: An
     chord = {i: n for i, n in sorted(nodes.items()) if isinstance(n, ChordNode)}
     if not chord:
         return
-    ring = sorted((n.key, i) for i, n in chord.items())
+    ring_keys = sorted((n.key, i) for i, n in chord.items())
     for i, node in chord.items():
         node._reset_overlay()
         node.state = JOINED
-        node.fingers = (
-            ideal_fingers(node.key, ring) if len(ring) > 1 else [None] * len(node.fingers)
+        ring = node.ring
+        ring.fingers = (
+            ideal_fingers(node.key, ring_keys) if len(ring_keys) > 1 else [None] * len(ring.fingers)
         )
-        node.edges = sorted(
-            {f for f in node.fingers if f is not None}, key=lambda x: (node.d(x), x)
+        ring.edges = sorted(
+            {f for f in ring.fingers if f is not None}, key=lambda x: (node.d(x), x)
         )
-        node.ends = node._range_ends(node.edges)
-        node.order = node._send_order()
-        node.succ = ideal_successors(node.key, ring, node.succ_len())
-        if len(ring) > 1:
-            node.pred_hint = ring[[r[1] for r in ring].index(i) - 1][1]
-        node._maintenance_changed([])  # no in-neighbours yet: nothing is sent
+        ring.ends = ring._range_ends(ring.edges)
+        ring.order = ring._send_order()
+        ring.succ = ideal_successors(node.key, ring_keys, ring.succ_len())
+        if len(ring_keys) > 1:
+            ring.pred_hint = ring_keys[[r[1] for r in ring_keys].index(i) - 1][1]
+        ring._maintenance_changed([])  # no in-neighbours yet: nothing is sent
     for i, node in chord.items():
-        for v in node.edges:
-            chord[v].in_ends[i] = node.ends[v]
+        for v in node.ring.edges:
+            chord[v].filters.in_ends[i] = node.ring.ends[v]
     # clipped ends flow from in-neighbours down: settle them in order of range size
     changed = True
     while changed:
         changed = False
         for i, node in chord.items():
-            for v in node.edges:
-                clips = node._clips_for(v)
-                if node.asked.get(v, ()) != clips:
-                    node.asked[v] = clips
-                    chord[v].in_clips[i] = clips
+            for v in node.ring.edges:
+                clips = node.filters.clips_for(v)
+                if node.filters.asked.get(v, ()) != clips:
+                    node.filters.asked[v] = clips
+                    chord[v].filters.in_clips[i] = clips
                     changed = True
     for node in chord.values():
-        node.in_clips = {u: c for u, c in node.in_clips.items() if c}
-        node.asked = {v: c for v, c in node.asked.items() if c}
+        filters = node.filters
+        filters.in_clips = {u: c for u, c in filters.in_clips.items() if c}
+        filters.asked = {v: c for v, c in filters.asked.items() if c}
     memo: dict[tuple[NodeId, int], Disjunction] = {}
 
     def h(v: NodeId, e: int) -> Disjunction:
@@ -66,15 +69,16 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: An
         found = memo.get((v, e))
         if found is not None:
             return found
-        result = memo[(v, e)] = chord[v].union(e, h)
+        result = memo[(v, e)] = chord[v].filters.union(e, h)
         return result
 
     for i, node in chord.items():
-        for v in node.edges:
-            node.out[v] = h(v, node.ends[v])
-            clipped = {e: h(v, e) for e in node.asked.get(v, ())}
+        filters = node.filters
+        for v in node.ring.edges:
+            filters.out[v] = h(v, node.ring.ends[v])
+            clipped = {e: h(v, e) for e in filters.asked.get(v, ())}
             if clipped:
-                node.clips[v] = clipped
-        for u in sorted(node.in_ends):
-            for e in (node.in_ends[u], *node.in_clips.get(u, ())):
-                node.sent[(u, e)] = h(i, e)
+                filters.clips[v] = clipped
+        for u in sorted(filters.in_ends):
+            for e in (filters.in_ends[u], *filters.in_clips.get(u, ())):
+                filters.sent[(u, e)] = h(i, e)

@@ -1,0 +1,239 @@
+"""Joins and lookups of a chord node: the JoinRequest, location notifications and their
+replies, join notices, and the far fingers' lookups and fix_fingers (Terpstra et al. §5.1–5.2;
+spec §7).
+
+:class:`ChordJoins` is one part of :class:`~pubmesh.proto.chord.node.ChordNode` (its module
+doc tells how the parts work together). It owns the request ids, the join's retries and the
+pending lookups; what a join or a lookup finds goes into the ring
+(:class:`~pubmesh.proto.chord.ring.ChordRing`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pubmesh.proto.chord.keys import MASK, dist, finger_offset, key_text, text_key
+from pubmesh.proto.chord.life import (
+    JOINED,
+    JOINING,
+    FixTick,
+    JoinTick,
+    LookupTimeout,
+    backoff,
+)
+from pubmesh.proto.chord.messages import JoinRequest, LocationReply
+from pubmesh.proto.chord.ring import FIELD_JOIN, FIELD_LOC, FIELD_REQ, FIELD_RID, JOIN, LOCATION
+from pubmesh.proto.content import matches
+from pubmesh.proto.core import NodeId, Output, Send, SetTimer, Timer
+
+if TYPE_CHECKING:
+    from pubmesh.proto.chord.node import ChordNode
+
+
+@dataclass(slots=True)
+class _Lookup:
+    """A pending location lookup of finger ``k`` (the join's own lookup is ``join_rid``)."""
+
+    k: int
+    target: int
+    tries: int
+    best: int | None = None
+
+
+class ChordJoins:
+    """The joins and lookups of one chord node (module doc); forgotten on a rejoin."""
+
+    def __init__(self, node: ChordNode) -> None:
+        self.node = node
+        self.key = node.key  # key(u), fixed for the node's life
+        self.next_rid = 1
+        self.join_rid = 0
+        self.join_notices = 0
+        self.join_tick = 0
+        #: JoinRequests sent since the last Start or rejoin (the first retry waits least)
+        self.join_attempts = 0
+        self.lookups: dict[int, _Lookup] = {}
+        self.fix_cursor = 0
+
+    def join(self, out: list[Output]) -> None:
+        node = self.node
+        if not node.contacts or node.contacts[0] == node.node_id:
+            node.state = JOINED
+            node.ring.topology_changed(out)
+            node.publisher.flush_queue(out)
+            return
+        node.state = JOINING
+        self.join_rid = self._rid()
+        out.append(Send(node.contacts[0], JoinRequest(rid=self.join_rid)))
+        self.join_attempts = 1
+        self._arm_join_tick(0, out)
+
+    def _arm_join_tick(self, attempt: int, out: list[Output]) -> None:
+        self.join_tick += 1
+        delay = backoff(self.node.params.join_retry, attempt)
+        out.append(SetTimer(delay, JoinTick(self.node.life, self.join_tick)))
+
+    def _rid(self) -> int:
+        rid = self.next_rid
+        self.next_rid += 1
+        return rid
+
+    # ------------------------------------------------------------------ joins and lookups
+    def on_join_request(self, src: NodeId, rid: int, out: list[Output]) -> None:
+        """The contact publishes a location notification for key(v)+1 (spec §7 step 2)."""
+        node = self.node
+        if node.state != JOINED or not isinstance(rid, int):
+            return
+        node._count("join_requests")
+        node.publisher.notify(
+            LOCATION,
+            {
+                FIELD_LOC: key_text((node.key_of(src) + 1) & MASK),
+                FIELD_REQ: src,
+                FIELD_RID: rid,
+            },
+            out,
+        )
+
+    def _lookup(self, k: int, out: list[Output]) -> None:
+        """Resolve finger k by a location notification through u's own tree (spec §7.5)."""
+        target = (self.key + finger_offset(k)) & MASK
+        if any(look.k == k for look in self.lookups.values()):
+            return
+        rid = self._rid()
+        self.lookups[rid] = _Lookup(k, target, 1)
+        self._send_lookup(rid, target, out)
+
+    def _send_lookup(self, rid: int, target: int, out: list[Output]) -> None:
+        node = self.node
+        delay = backoff(node.params.location_timeout, self.lookups[rid].tries - 1)
+        out.append(SetTimer(delay, LookupTimeout(node.life, rid)))
+        node.publisher.notify(
+            LOCATION,
+            {FIELD_LOC: key_text(target), FIELD_REQ: node.node_id, FIELD_RID: rid},
+            out,
+        )
+
+    def on_location_reply(self, src: NodeId, reply: LocationReply, out: list[Output]) -> None:
+        node = self.node
+        rid = reply.rid
+        if node.state == JOINING and rid == self.join_rid and src != node.node_id:
+            self._joined(src, reply, out)
+            return
+        look = self.lookups.get(rid)
+        if look is None or node.state != JOINED:
+            return
+        look.tries = -1  # answered: the timeout closes it
+        # spec §7.5: accept x only if x ≠ u and d(u,x) ≥ d(u,t); keep the least d (§8.1)
+        if src == node.node_id or node.d(src) < dist(self.key, look.target):
+            return
+        if look.best is not None and node.d(look.best) <= node.d(src):
+            return
+        look.best = src
+        ring = node.ring
+        if ring.fingers[look.k - 1] != src:
+            ring.fingers[look.k - 1] = src
+            ring.topology_changed(out)
+
+    def _joined(self, owner: NodeId, reply: LocationReply, out: list[Output]) -> None:
+        """LocationReply to the join (spec §7 step 4–6): successor = the owner, list = [owner]
+        + the owner's list, predecessor hint = the owner's predecessor; then the far fingers
+        are looked up and the join notice goes out."""
+        node, ring = self.node, self.node.ring
+        node.state = JOINED
+        node._count("joins")
+        candidates = [owner, *(x for x in reply.successors if isinstance(x, int))]
+        ring.succ = ring.clockwise(candidates)
+        pred = reply.pred
+        ring.pred_hint = pred if isinstance(pred, int) and pred != node.node_id else owner
+        ring.topology_changed(out)
+        for k in ring.far_fingers():
+            self._lookup(k, out)
+        self.join_notices = 0
+        self._join_notice(out)
+        self._arm_join_tick(0, out)
+        node.publisher.flush_queue(out)
+
+    def _join_notice(self, out: list[Output]) -> None:
+        self.join_notices += 1
+        attributes = {FIELD_JOIN: key_text(self.key), FIELD_REQ: self.node.node_id}
+        self.node.publisher.notify(JOIN, attributes, out)
+
+    def on_notification(self, topic: str, attributes: dict[str, Any], out: list[Output]) -> None:
+        """The local half of a maintenance notification: the owner of a location answers,
+        a node whose join interval holds a newcomer adopts it (Terpstra et al. §5.1–5.2)."""
+        node, ring = self.node, self.node.ring
+        requester = attributes.get(FIELD_REQ)
+        if not isinstance(requester, int) or isinstance(requester, bool):
+            return
+        if topic == LOCATION:
+            target = text_key(attributes.get(FIELD_LOC))
+            rid = attributes.get(FIELD_RID)
+            if target is None or not isinstance(rid, int) or not self._owns(target):
+                return
+            reply = LocationReply(
+                rid=rid, target=target, pred=ring.pred(), successors=tuple(ring.succ)
+            )
+            if requester == node.node_id:
+                self.on_location_reply(node.node_id, reply, out)
+            else:
+                out.append(Send(requester, reply))
+        elif topic == JOIN:
+            joined = text_key(attributes.get(FIELD_JOIN))
+            if joined is None or requester == node.node_id or joined != node.key_of(requester):
+                return
+            if any(matches(c, attributes) for c in ring.maintenance):
+                ring._learn(requester, out)
+
+    def _owns(self, target: int) -> bool:
+        """Is ``target`` in u's Chord ownership range (key(pred), key(u)]?"""
+        ring = self.node.ring
+        if ring.alone():
+            return True
+        pred = ring.pred()
+        if pred is None:
+            return False
+        lo = self.node.key_of(pred)
+        return 0 < dist(lo, target) <= dist(lo, self.key)
+
+    # --------------------------------------------------------------------------- timers
+    def fire(self, timer: Timer, out: list[Output]) -> None:
+        """The join's retries, the lookups' timeouts and fix_fingers."""
+        node = self.node
+        p = node.params
+        match timer:
+            case JoinTick(tick=tick) if tick == self.join_tick:
+                if node.state == JOINING:
+                    self.join_rid = self._rid()
+                    out.append(Send(node.contacts[0], JoinRequest(rid=self.join_rid)))
+                    self._arm_join_tick(self.join_attempts, out)
+                    self.join_attempts += 1
+                elif node.state == JOINED and self.join_notices < p.lookup_tries:
+                    # every joiner sends lookup_tries notices, backing off (backoff), not
+                    # only until its predecessor answers: a notice is a publication without
+                    # an answer (Terpstra et al. §5.2), and one that met a filter not yet covering
+                    # a node's join interval (nodes joining together) is lost for that node
+                    # alone, which then lacked the joiner as a far finger until fix_fingers
+                    # came round to it (ours; the spec resent only to reach the predecessor)
+                    self._join_notice(out)
+                    self._arm_join_tick(self.join_notices - 1, out)
+            case LookupTimeout(rid=rid):
+                look = self.lookups.get(rid)
+                if look is None:
+                    return
+                if look.tries < 0 or look.tries >= p.lookup_tries or node.state != JOINED:
+                    del self.lookups[rid]
+                    # only wrapped answers: no node lies D_k away, p_k is undefined
+                    wrapped = look.tries < 0 and look.best is None
+                    if wrapped and node.ring.drop_far_finger(look.k):
+                        node.ring.topology_changed(out)
+                    return
+                look.tries += 1
+                self._send_lookup(rid, look.target, out)
+            case FixTick():
+                far = node.ring.far_fingers() if node.state == JOINED else []
+                if far:
+                    self.fix_cursor = (self.fix_cursor + 1) % len(far)
+                    self._lookup(far[self.fix_cursor], out)
+                out.append(SetTimer(p.fix_period, timer))

@@ -1,0 +1,149 @@
+"""Publish and routing of a chord node: a publication or maintenance notification goes down
+the publisher's binomial tree, each edge getting its part of the range if its filter matches
+(Terpstra et al. §4.3, §5.1; spec §5).
+
+:class:`ChordPublisher` is one part of :class:`~pubmesh.proto.chord.node.ChordNode` (its module
+doc tells how the parts work together). It owns the queue of publications issued while the
+node is still joining; it routes over the ring's edges
+(:class:`~pubmesh.proto.chord.ring.ChordRing`) with the filters' edge filters
+(:class:`~pubmesh.proto.chord.filters.ChordFilters`). Unlike the ring and the filters it is
+kept across a rejoin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from pubmesh.proto.chord.keys import MASK, SIZE, dist
+from pubmesh.proto.chord.life import IDLE, JOINED, JOINING, LEAVING, LEFT
+from pubmesh.proto.chord.messages import Notification, Publication
+from pubmesh.proto.chord.routing import match_attributes, matches_any
+from pubmesh.proto.content import matches, publication_attributes
+from pubmesh.proto.core import Deliver, Output, Publish, Send, TraceRecord
+
+if TYPE_CHECKING:
+    from pubmesh.proto.chord.node import ChordNode
+
+
+class ChordPublisher:
+    """Publish and routing of one chord node (module doc)."""
+
+    def __init__(self, node: ChordNode) -> None:
+        self.node = node
+        self.key = node.key  # key(u), fixed for the node's life
+        #: publications issued while joining, sent once joined
+        self.queue: list[Publish] = []
+
+    def publish(self, command: Publish, out: list[Output]) -> None:
+        """Publish (spec §5): queued while there is no successor yet, then processed with
+        R = K "as if received via the loopback edge" (Terpstra et al. §4.3)."""
+        node = self.node
+        if node.state in (LEAVING, LEFT, IDLE):
+            return
+        if command.topic.startswith("$"):
+            out.append(TraceRecord("chord.bad_topic", {"topic": command.topic}))
+            return
+        if node.state == JOINING:
+            if len(self.queue) < node.params.queue_limit:
+                self.queue.append(command)
+            else:
+                out.append(TraceRecord("chord.queue_full", {"pub_id": command.pub_id}))
+            return
+        attributes = dict(command.attributes or {})
+        publication = Publication(
+            topic=command.topic,
+            pub_id=command.pub_id,
+            payload=command.payload,
+            attributes=attributes,
+            end=self.key,
+            hops=0,
+        )
+        self._forward_publication(publication, match_attributes(attributes) or {}, None, out)
+
+    def flush_queue(self, out: list[Output]) -> None:
+        queued, self.queue = self.queue, []
+        for command in queued:
+            self.publish(command, out)
+
+    def _forward_publication(
+        self,
+        message: Publication,
+        attributes: Mapping[str, Any],
+        end: int | None,
+        out: list[Output],
+    ) -> None:
+        """Deliver locally if u's own subscription to the topic matches (§4.3: u is the only
+        node with key in r_u(u)), then forward down the tree."""
+        node = self.node
+        matched = publication_attributes(attributes, message.topic)
+        conj = node.subs.get(message.topic)
+        if conj is not None and matches(conj, matched):
+            node.delivered += 1
+            out.append(
+                Deliver(
+                    message.topic, message.pub_id, message.payload, message.hops,
+                    message.attributes,
+                )
+            )  # fmt: skip
+        self._route(matched, message, end, out)
+
+    def _forward_notification(
+        self,
+        message: Notification,
+        attributes: Mapping[str, Any],
+        end: int | None,
+        out: list[Output],
+    ) -> None:
+        """Act on a maintenance notification here (if joined), then forward it exactly as a
+        publication (Terpstra et al. §5.1: notifications use the publish mechanism)."""
+        matched = dict(attributes)
+        matched["$topic"] = message.topic
+        if self.node.state == JOINED:
+            self.node.joins.on_notification(message.topic, matched, out)
+        self._route(matched, message, end, out)
+
+    def _route(
+        self,
+        attributes: Mapping[str, Any],
+        message: Publication | Notification,
+        end: int | None,
+        out: list[Output],
+    ) -> None:
+        """Forward over the edges of the range R = [key(u), end) (K when ``end`` is None):
+        each edge v with d(u,v) < |R| whose filter matches gets a copy of ``message`` with
+        [key(v), key(v) + min(|r_u(v)|, |R| − d(u,v))) and one more hop, in decreasing range
+        size (Terpstra et al. §4.3)."""
+        node = self.node
+        ring, edge_filter = node.ring, node.filters.edge_filter
+        size = SIZE if end is None else dist(self.key, end)
+        for v in ring.order:
+            offset = node.d(v)
+            if offset >= size:
+                continue
+            length = min(dist(node.key_of(v), ring.ends[v]) or SIZE, size - offset)
+            child_end = (node.key_of(v) + length) & MASK
+            if matches_any(edge_filter(v, child_end), attributes):
+                out.append(Send(v, replace(message, end=child_end, hops=message.hops + 1)))
+
+    def on_routed(self, message: Publication | Notification, out: list[Output]) -> None:
+        end = message.end
+        if not isinstance(end, int) or not 0 <= end < SIZE or end == self.key:
+            return
+        if not isinstance(message.topic, str) or not isinstance(message.hops, int):
+            return
+        attributes = match_attributes(message.attributes)
+        if attributes is None:
+            return
+        if isinstance(message, Notification):
+            self._forward_notification(message, attributes, end, out)
+            return
+        well_formed = isinstance(message.payload, bytes) and isinstance(message.pub_id, int)
+        if well_formed and not message.topic.startswith("$"):  # user topics (spec §4 "Topics")
+            self._forward_publication(message, attributes, end, out)
+
+    def notify(self, topic: str, attributes: dict[str, Any], out: list[Output]) -> None:
+        """Publish a maintenance notification from here with R = K (spec §7)."""
+        message = Notification(topic=topic, attributes=attributes, end=self.key, hops=0)
+        self._forward_notification(message, attributes, None, out)
