@@ -15,6 +15,11 @@ API), so the protocols stay runnable under any runtime and a stack's folder is s
 And, over all of ``src/pubmesh/``, that no module imports a private name (``_name``) from
 another package (``pubmesh.sim`` from ``pubmesh.net``, say): what two packages share is public
 and lives where both can name it.
+
+And, under ``src/pubmesh/proto/``, the layer contract's one rule on shape (``proto/core.py``,
+``Outbox``): a function that is handed the caller's output list takes it, named ``out``, as its
+last positional parameter (keyword-only options may follow), so every layer and part reads
+``f(inputs..., now, out)``.
 """
 
 from __future__ import annotations
@@ -102,6 +107,24 @@ def violations(path: Path, in_proto: bool = False) -> list[str]:
     return found
 
 
+def output_not_last(path: Path) -> list[str]:
+    """Functions in ``path`` that take the output list ``out`` before another positional
+    parameter."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        names = [a.arg for a in node.args.posonlyargs + node.args.args]
+        if "out" in names and names[-1] != "out":
+            after = ", ".join(names[names.index("out") + 1 :])
+            found.append(
+                f"{path}:{node.lineno}: {node.name}() takes its output list before {after} "
+                "(the output list is the last positional parameter: proto/core.py Outbox)"
+            )
+    return found
+
+
 def _package(module: str) -> str:
     """The package of a pubmesh module: ``pubmesh.net`` for ``pubmesh.net.cluster.options``,
     ``pubmesh`` for a module at the top (``pubmesh.cli``)."""
@@ -136,6 +159,8 @@ def main(argv: list[str]) -> int:
     for sub in ROOTS:
         for path in sorted((root / sub).rglob("*.py")):
             problems.extend(violations(path, in_proto=sub == ROOTS[0]))
+            if sub == ROOTS[0]:
+                problems.extend(output_not_last(path))
     src = root / "src"
     for path in sorted((src / "pubmesh").rglob("*.py")):
         module = ".".join(path.relative_to(src).with_suffix("").parts)

@@ -93,3 +93,31 @@ def test_checker_flags_a_private_name_imported_from_another_package(tmp_path: Pa
     ), lines
     assert any("cli.py:2: imports _x from pubmesh.sim" in line for line in lines), lines
     assert len(lines) == 2, lines  # the same package's private name and a private alias pass
+
+
+def test_checker_flags_an_output_list_before_another_positional_parameter(tmp_path: Path) -> None:
+    """The layer contract's rule on shape (proto/core.py ``Outbox``): under proto/, a function
+    handed the caller's output list ``out`` takes it last among its positional parameters;
+    keyword-only options may follow. Outside proto/ the rule does not apply."""
+    proto = tmp_path / "src" / "pubmesh" / "proto"
+    proto.mkdir(parents=True)
+    (tmp_path / "src" / "pubmesh" / "stacks").mkdir()
+    (tmp_path / "src" / "pubmesh" / "net").mkdir()
+    (proto / "layer.py").write_text(
+        "class Ring:\n"
+        "    def send(self, out, dst, message):\n        pass\n"
+        "    def linearize(self, u, out, *, direct=False):\n        pass\n"
+        "    def check(self, u, out, direct=True):\n        pass\n"
+        "def flood(state, hops, out):\n    pass\n"
+    )
+    (tmp_path / "src" / "pubmesh" / "net" / "runtime.py").write_text(
+        "def apply(out, now):\n    pass\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert any("layer.py:2: send() takes its output list before dst, message" in x for x in lines)
+    assert any("layer.py:6: check() takes its output list before direct" in x for x in lines)
+    assert len(lines) == 2, lines  # keyword-only options after it, and net/, pass

@@ -444,6 +444,45 @@ def sorted_ids(ids: Iterable[NodeId]) -> list[NodeId]:
 
 
 # --------------------------------------------------------------------------------------------
+# Layers
+# --------------------------------------------------------------------------------------------
+
+LayerIn = TypeVar("LayerIn", contravariant=True)
+LayerOut = TypeVar("LayerOut", covariant=True)
+Item = TypeVar("Item", contravariant=True)
+
+
+@typing.runtime_checkable
+class Layer(typing.Protocol[LayerIn, LayerOut]):
+    """The contract of every protocol layer, and of every stack node: ``handle(event, now)``
+    takes one input of the layer's closed input union and returns its outputs, drawn from its
+    closed output union, in the order they happened (HyParView's ``MembershipInput`` in,
+    ``MembershipOutput`` out; Plumtree's ``BroadcastInput``, ``BroadcastOutput``; a node's
+    :data:`Input`, :data:`Output`). A layer may also offer ``receive(src, message, now)`` and
+    ``fire(timer, now)``, the same as ``handle`` of a ``Receive`` or a ``TimerFired`` without
+    the wrapper; the generated contract test (``tests/proto/test_stacks_generated.py``)
+    requires the same outputs both ways, and ``tests/proto/test_layer_contract.py`` that every
+    layer of ``proto/`` satisfies this protocol.
+
+    Below a layer, its parts (a ring's topic state, a node's recovery or flow) are handed the
+    caller's output list instead of returning one: an :class:`Outbox`, always the last
+    positional parameter (``f(inputs..., now, out)``; keyword-only options may follow),
+    which ``tools/lint_sansio.py`` enforces."""
+
+    def handle(self, event: LayerIn, now: float, /) -> typing.Sequence[LayerOut]: ...
+
+
+class Outbox(typing.Protocol[Item]):
+    """Where a part writes its outputs: the caller's list, typed by what the part may append
+    (a rooted tree appends ``Send`` and ``SetTimer`` to Plumtree's list of
+    ``BroadcastOutput``). Always the last positional parameter (:class:`Layer`)."""
+
+    def append(self, item: Item, /) -> None: ...
+
+    def extend(self, items: Iterable[Item], /) -> None: ...
+
+
+# --------------------------------------------------------------------------------------------
 # Stack nodes
 # --------------------------------------------------------------------------------------------
 

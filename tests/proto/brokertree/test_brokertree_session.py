@@ -14,8 +14,17 @@ from dataclasses import dataclass
 import pytest
 
 from pubmesh.proto.brokertree.messages import Heartbeat, Hello, Reset
-from pubmesh.proto.brokertree.session import Down, Event, Sessions, Up
-from pubmesh.proto.core import Message, NodeId, Send, register_message
+from pubmesh.proto.brokertree.session import (
+    Beat,
+    Down,
+    Event,
+    Miswired,
+    Released,
+    SessionOutput,
+    Sessions,
+    Up,
+)
+from pubmesh.proto.core import Message, NodeId, PeerDown, Receive, Send, register_message
 
 SEEDS = range(1, 11)
 
@@ -32,6 +41,18 @@ class SessionData(Message):
 register_message(SessionData, 98, layer="test")
 
 
+def split(items: list[SessionOutput]) -> tuple[list[Message], list[Event], list[Send]]:
+    """The session layer's one output list as (released, events, sends), after checking its
+    order: frames to send first, then events, then released frames."""
+    rank = [0 if isinstance(i, Send) else 2 if isinstance(i, Released) else 1 for i in items]
+    assert rank == sorted(rank), items
+    released = [i.message for i in items if isinstance(i, Released)]
+    events: list[Event] = [i for i in items if isinstance(i, (Up, Down, Miswired))]
+    sends = [i for i in items if isinstance(i, Send)]
+    assert len(released) + len(events) + len(sends) == len(items), items
+    return released, events, sends
+
+
 def _replay(test: str, seed: int) -> str:
     return (
         f"seed {seed}; replay: pytest tests/proto/brokertree/test_brokertree_session.py -k '{test}'"
@@ -42,8 +63,18 @@ class Net:
     """Sessions of a few nodes and the frames in flight between them, delivered in an order
     drawn from ``rng`` (or oldest first with ``fifo``)."""
 
-    def __init__(self, seed: int, nodes: int = 2, *, hb: bool = True, epoch: float = 0.0) -> None:
+    def __init__(
+        self,
+        seed: int,
+        nodes: int = 2,
+        *,
+        hb: bool = True,
+        epoch: float = 0.0,
+        via_handle: bool = False,
+    ) -> None:
         self.rng = random.Random(seed)
+        #: drive the layer through handle(Receive(...)) rather than receive(...)
+        self.via_handle = via_handle
         self.now = 0.0
         self.nodes = {i: self._sessions(i, hb, epoch) for i in range(nodes)}
         self.pool: list[tuple[NodeId, NodeId, Message]] = []
@@ -69,7 +100,12 @@ class Net:
 
     def step(self) -> None:
         dst, src, message = self.pool.pop(self.rng.randrange(len(self.pool)))
-        released, events, sends = self.nodes[dst].receive(src, message, self.now)
+        node = self.nodes[dst]
+        if self.via_handle:
+            items = node.handle(Receive(src, message), self.now)
+        else:
+            items = node.receive(src, message, self.now)
+        released, events, sends = split(items)
         self.got[dst].extend((src, m.value) for m in released if isinstance(m, SessionData))
         self.events[dst].extend(events)
         self.post(dst, sends)
@@ -190,7 +226,7 @@ def test_heartbeats_keep_an_idle_session_and_silence_is_suspected() -> None:
     for tick in range(1, 21):  # 10 s of idle session, heartbeats both ways
         net.now = tick * 0.5
         for node in (0, 1):
-            events, sends = net.nodes[node].tick(net.now)
+            _, events, sends = split(net.nodes[node].tick(net.now))
             assert events == []
             assert [type(s.message) for s in sends] == [Heartbeat]
             net.post(node, sends)
@@ -199,7 +235,7 @@ def test_heartbeats_keep_an_idle_session_and_silence_is_suspected() -> None:
     downs: list[Event] = []
     for tick in range(21, 26):
         net.now = tick * 0.5
-        events, sends = net.nodes[0].tick(net.now)
+        _, events, sends = split(net.nodes[0].tick(net.now))
         downs.extend(events)
         net.post(0, sends)
     assert downs == [Down(1, "silent")]
@@ -212,8 +248,8 @@ def test_an_unanswered_handshake_and_a_stuck_gap_end_the_session() -> None:
     net = Net(4)
     net.connect(0, 1)
     net.pool.clear()  # the Hello is lost (the peer is gone)
-    assert net.nodes[0].tick(1.4) == ([], [])
-    assert net.nodes[0].tick(1.5)[0] == [Down(1, "handshake")]
+    assert net.nodes[0].tick(1.4) == []
+    assert net.nodes[0].tick(1.5) == [Down(1, "handshake")]
 
     net = Net(5)
     net.connect(0, 1)
@@ -224,9 +260,9 @@ def test_an_unanswered_handshake_and_a_stuck_gap_end_the_session() -> None:
     net.drain()
     assert net.got[1] == []
     net.now = 1.0
-    assert net.nodes[1].tick(1.0)[0] == []
+    assert split(net.nodes[1].tick(1.0))[1] == []
     assert first[2].n == 1  # type: ignore[attr-defined]
-    assert net.nodes[1].tick(1.5)[0] == [Down(0, "gap")]
+    assert split(net.nodes[1].tick(1.5))[1] == [Down(0, "gap")]
 
 
 def test_a_frame_seen_twice_is_a_protocol_error() -> None:
@@ -243,3 +279,39 @@ def test_a_frame_seen_twice_is_a_protocol_error() -> None:
     hello = Hello(sid=net.nodes[0]._by_peer[1].sid, n=0, epoch=0.0, kind="broker", after=0)
     with pytest.raises(ValueError, match="seen twice"):
         net.nodes[1].receive(0, hello, 0.0)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_handle_gives_what_receive_tick_and_peer_down_give(seed: int) -> None:
+    """The layer contract (pubmesh.proto.core.Layer): handle of a Receive, a Beat or a PeerDown
+    is receive, tick or peer_down, output for output, over the same run."""
+    why = _replay("handle_gives", seed)
+    runs = []
+    for via_handle in (False, True):
+        net = Net(seed, 3, via_handle=via_handle)
+        net.connect(0, 1)
+        net.connect(1, 2)
+        net.connect(2, 0)
+        net.drain()
+        for value in range(20):
+            net.send(0, 1, value)
+            net.send(2, 1, 100 + value)
+            net.step()
+        net.drain()
+        beats = []
+        for step in range(1, 6):
+            net.now = step * 0.5
+            for node in (0, 1, 2):
+                sessions = net.nodes[node]
+                items = sessions.handle(Beat(), net.now) if via_handle else sessions.tick(net.now)
+                beats.append((node, [str(i) for i in items]))
+                net.post(node, split(items)[2])
+            net.drain()
+        down = net.nodes[1].handle(PeerDown(2), net.now) if via_handle else None
+        if down is None:
+            down = list(net.nodes[1].peer_down(2))
+        runs.append((dict(net.got), dict(net.events), beats, down))
+    assert runs[0] == runs[1], why
+    got, _, _, down = runs[0]
+    assert sorted(v for _, v in got[1]) == [*range(20), *range(100, 120)], why
+    assert down == [Down(2, "down")], why

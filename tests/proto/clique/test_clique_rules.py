@@ -215,7 +215,7 @@ def test_relay_gone_and_peer_down_kill_relays_and_sinkfix_corrects_them() -> Non
     held = a.new_in("t", 0.0)
     held.holders[4] = 2
     down = Outcome()
-    a.peer_down(4, down, 1.0)
+    a.peer_down(4, 1.0, down)
     assert other in down.killed and held.holders == {4: 2}, "kept for grace"
     a.probe([held], 1.2, Outcome(), at_once=True)
     assert held.holders == {4: 2}, "a reference counted towards 4 may still be adopted"

@@ -171,7 +171,7 @@ class Connections:
                 link.state = ACTIVATING
                 link.gen += 1
                 self.n.count("activations")
-                self.n.send(peer, now, out, self.lseq_message(peer, request=True, gen=link.gen))
+                self.n.send(peer, self.lseq_message(peer, request=True, gen=link.gen), now, out)
             elif not should and link.state != INACTIVE:
                 link.state = INACTIVE
                 link.pointer = -1

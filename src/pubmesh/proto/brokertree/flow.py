@@ -164,7 +164,7 @@ class Flow:
             else:
                 copy = Unsub(sid=0, n=0, origin=entry.origin, target=message.target, vect=vect)
                 entry.out.add(peer)
-            self.n.send(peer, now, out, copy)
+            self.n.send(peer, copy, now, out)
             link.pointer += 1
             self.dirty.add(entry)
 
@@ -230,7 +230,7 @@ class Flow:
         for sender in sorted(entry.senders):
             if partial:
                 self.n.send(
-                    sender, now, out, Conf(sid=0, n=0, keys=(entry.origin,), parinfo=partial)
+                    sender, Conf(sid=0, n=0, keys=(entry.origin,), parinfo=partial), now, out
                 )
             else:
                 self.conf(sender, entry.origin)
@@ -278,8 +278,6 @@ class Flow:
                 row = (tuple_.origin, tuple_.topic, tuple_.pred.text, tuple_.vect, tuple_.lseq)
                 self.n.send(
                     hop,
-                    now,
-                    out,
                     SubSummary(
                         sid=0,
                         n=0,
@@ -289,6 +287,8 @@ class Flow:
                         last=False,
                         complete=False,
                     ),
+                    now,
+                    out,
                 )
                 return
 

@@ -154,7 +154,7 @@ from pubmesh.proto.brokertree.params import BrokerTreeParams
 from pubmesh.proto.brokertree.purge import Purger
 from pubmesh.proto.brokertree.recovery import Recovery
 from pubmesh.proto.brokertree.seqvect import HighSeq, bypassed_in
-from pubmesh.proto.brokertree.session import Down, Sessions
+from pubmesh.proto.brokertree.session import Down, Released, SessionOutput, Sessions
 from pubmesh.proto.brokertree.state import ACTIVE, IDLE, LEAVING, LEFT, RUNNING, Life, Link
 from pubmesh.proto.brokertree.table import SubscriptionTable, SubTuple
 from pubmesh.proto.brokertree.topology import BROKER, CLIENT, wiring
@@ -181,6 +181,7 @@ from pubmesh.proto.core import (
     PeerDown,
     Publish,
     Receive,
+    Send,
     SetTimer,
     SnapshotRow,
     StackNode,
@@ -367,7 +368,7 @@ class BrokerTreeNode(StackNode):
         self.conn.ensure(now, out, probe=True, initial=True)
 
     # ------------------------------------------------------------------------- sending
-    def send(self, peer: NodeId, now: float, out: list[Output], message: Message) -> bool:
+    def send(self, peer: NodeId, message: Message, now: float, out: list[Output]) -> bool:
         """Send ``message`` on the open session with ``peer`` (its sid and n filled in)."""
         sessions = self.sessions
         assert sessions is not None
@@ -394,7 +395,7 @@ class BrokerTreeNode(StackNode):
         if type(sid) is not int or type(n) is not int:
             return
         try:
-            released, events, sends = self.sessions.receive(src, message, now)
+            items = self.sessions.receive(src, message, now)
         except ValueError as error:
             # a frame seen twice: a protocol error of that session, which ends (spec §2)
             out.append(TraceRecord("brokertree.bad_frame", {"peer": src, "error": str(error)}))
@@ -402,11 +403,20 @@ class BrokerTreeNode(StackNode):
                 self.sessions.close(src)
                 self.conn.session_event(Down(src, "protocol"), now, out)
             return
-        out.extend(sends)
-        for ev in events:
-            self.conn.session_event(ev, now, out)
-        for item in released:
-            self._on_message(src, item, now, out)
+        self._session_outputs(src, items, now, out)
+
+    def _session_outputs(
+        self, src: NodeId, items: list[SessionOutput], now: float, out: list[Output]
+    ) -> None:
+        """What the session layer gave, in its order: frames to send, session events, then
+        the frames it released from ``src``."""
+        for item in items:
+            if isinstance(item, Send):
+                out.append(item)
+            elif isinstance(item, Released):
+                self._on_message(src, item.message, now, out)
+            else:
+                self.conn.session_event(item, now, out)
 
     def _on_message(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
         match message:
@@ -576,7 +586,7 @@ class BrokerTreeNode(StackNode):
                 break
         for peer in sorted(self.flow.confs):
             keys = tuple(self.flow.confs[peer])
-            self.send(peer, now, out, Conf(sid=0, n=0, keys=keys, parinfo=()))
+            self.send(peer, Conf(sid=0, n=0, keys=keys, parinfo=()), now, out)
         self.flow.confs.clear()
         if self._announce:
             self._announce_subscribers(now, out)
@@ -598,7 +608,7 @@ class BrokerTreeNode(StackNode):
                 if c != peer and view.distance(peer, c) <= view.reach
             )
             if edges:
-                self.send(peer, now, out, TopoSummary(sid=0, n=0, edges=edges, last=True))
+                self.send(peer, TopoSummary(sid=0, n=0, edges=edges, last=True), now, out)
 
     # ------------------------------------------------------------------------ leave, §9
     def _leave(self, now: float, out: list[Output]) -> None:
@@ -657,10 +667,7 @@ class BrokerTreeNode(StackNode):
         p = self.params
         match timer:
             case Tick(life=life) if life == self.life:
-                events, sends = self.sessions.tick(now)
-                out.extend(sends)
-                for ev in events:
-                    self.conn.session_event(ev, now, out)
+                self._session_outputs(self.node_id, self.sessions.tick(now), now, out)
                 for target in [t for t, until in self.tombstones.items() if until <= now]:
                     del self.tombstones[target]
                 out.append(SetTimer(p.hb_period, Tick(self.life)))

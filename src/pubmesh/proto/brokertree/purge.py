@@ -70,7 +70,7 @@ class Purger:
         arrived, discarded = self.reports_for(peer, self.reports.all_pairs(self.n.high))
         if arrived or discarded:
             self.n.send(
-                peer, now, out, Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded))
+                peer, Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded)), now, out
             )
 
     def send(self, now: float, out: list[Output]) -> None:
@@ -84,9 +84,9 @@ class Purger:
                 self.n.count("dacks")
                 self.n.send(
                     peer,
+                    Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded)),
                     now,
                     out,
-                    Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded)),
                 )
 
     def purge(self) -> None:

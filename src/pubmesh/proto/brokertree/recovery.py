@@ -78,7 +78,7 @@ class Recovery:
             self.peer_recovering.discard(src)
         if message.request:
             reply = self.n.conn.lseq_message(src, request=False, gen=message.gen)
-            if self.n.send(src, now, out, reply):
+            if self.n.send(src, reply, now, out):
                 self.send_summary(src, now, out)
         else:
             link = self.n.links.get(src)
@@ -150,7 +150,7 @@ class Recovery:
                 for c in sorted(self.n.subscribers)
                 if c != peer and view.distance(peer, c) <= view.reach
             )
-            self.n.send(peer, now, out, TopoSummary(sid=0, n=0, edges=edges, last=True))
+            self.n.send(peer, TopoSummary(sid=0, n=0, edges=edges, last=True), now, out)
         whole = peer in self.peer_recovering
         if whole and self.recovering is not False:
             self.owed.add(peer)  # a whole table once ours is whole
@@ -216,7 +216,7 @@ class Recovery:
                 last=last and final,
                 complete=complete and final,
             )
-            self.n.send(peer, now, out, message)
+            self.n.send(peer, message, now, out)
 
     def on_summary(self, src: NodeId, message: SubSummary, now: float, out: list[Output]) -> None:
         """Merge tuples the node lacks and pass them on [P §4.2.1] (spec §7.2)."""

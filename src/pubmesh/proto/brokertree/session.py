@@ -24,8 +24,12 @@ whose predecessor had gone to its dead incarnation. This module is the TCP stand
 * **Restarts**: a Hello with a newer epoch ends the old incarnation's session; frames and
   Hellos of an older epoch get Reset.
 
-The node above sees two kinds of events: :class:`Up` (a session opened; the handshake's ``LSeq``
-exchange of §7.1 is the node's business) and :class:`Down` (it ended, with why). The detector may be
+The node above sees, in the order they happened, the frames to send (``Send``), two kinds of
+events: :class:`Up` (a session opened; the handshake's ``LSeq`` exchange of §7.1 is the node's
+business) and :class:`Down` (it ended, with why), and the frames of the layer above released in
+order (:class:`Released`): one output list, the layer contract of ``pubmesh.proto.core``
+(:meth:`Sessions.handle`; the node calls :meth:`Sessions.receive` and :meth:`Sessions.tick`
+directly, the same without the wrapper). The detector may be
 wrong (Kazemzadeh & Jacobsen fn. 2: "may err"); the node only bypasses a suspected peer and probes
 it again (spec §2 "Mistakes").
 """
@@ -37,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pubmesh.proto.brokertree.messages import Heartbeat, Hello, HelloAck, Reset
-from pubmesh.proto.core import Message, NodeId, Send
+from pubmesh.proto.core import Message, NodeId, PeerDown, Receive, Send
 
 #: the messages this layer consumes; everything else is handed up in order
 _OWN = (Hello, HelloAck, Heartbeat)
@@ -75,6 +79,25 @@ class Miswired:
 
 
 Event = Up | Down | Miswired
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A frame of the layer above, released in its session's order."""
+
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """A heartbeat period passed (the node's own timer): heartbeats on idle sessions, and
+    suspicion of the silent ones (:meth:`Sessions.tick`)."""
+
+
+#: what the session layer takes: a frame, a heartbeat period, the runtime's failure notice
+SessionInput = Receive | PeerDown | Beat
+#: what it gives, in order: frames to send, then session events, then released frames
+SessionOutput = Send | Up | Down | Miswired | Released
 
 
 @dataclass(slots=True)
@@ -174,50 +197,60 @@ class Sessions:
         """Forget the session (the node gave up on it); later frames on it get Reset."""
         self._by_peer.pop(peer, None)
 
+    # ------------------------------------------------------------------ the entry point
+    def handle(self, event: SessionInput, now: float) -> list[SessionOutput]:
+        """The layer's one entry point (``pubmesh.proto.core.Layer``): a frame, a heartbeat
+        period or a failure notice in; frames to send, session events and released frames
+        out, in that order."""
+        match event:
+            case Receive(src=src, message=message):
+                return self.receive(src, message, now)
+            case Beat():
+                return self.tick(now)
+            case PeerDown(peer=peer):
+                return list(self.peer_down(peer))
+        return []
+
     # ------------------------------------------------------------------ receiving
-    def receive(
-        self, src: NodeId, message: Message, now: float
-    ) -> tuple[list[Message], list[Event], list[Send]]:
-        """A frame from ``src``: the messages now released in order, the events, and the
-        frames to send in answer (HelloAck, Reset)."""
+    def receive(self, src: NodeId, message: Message, now: float) -> list[SessionOutput]:
+        """A frame from ``src``: the frames to send in answer (HelloAck, Reset), the events,
+        and the messages now released in order (:meth:`handle` of a ``Receive``)."""
         sid: int = message.sid  # type: ignore[attr-defined]
         n: int = message.n  # type: ignore[attr-defined]
         if isinstance(message, Reset):
             s = self._by_peer.get(src)
             if s is not None and s.sid == sid:
                 del self._by_peer[src]
-                return [], [Down(src, "reset")], []
-            return [], [], []
+                return [Down(src, "reset")]
+            return []
         if isinstance(message, Hello):
             return self._hello(src, message, now)
         s = self._by_peer.get(src)
         if s is None or s.sid != sid:
-            return [], [], [Send(src, Reset(sid=sid, n=0))]
+            return [Send(src, Reset(sid=sid, n=0))]
         s.last_heard = now
         if n < s.in_next or n in s.held:
             raise ValueError(f"frame {n} of session {sid} from {src} seen twice")
         s.held[n] = (message, now)
-        released: list[Message] = []
-        events: list[Event] = []
+        released: list[SessionOutput] = []
+        events: list[SessionOutput] = []
         while s.in_next in s.held:
             frame, _ = s.held.pop(s.in_next)
             s.in_next += 1
             if isinstance(frame, HelloAck) and frame.wiring != self.wiring:
                 del self._by_peer[src]
                 self.miswired[src] = frame.wiring
-                return [], [Miswired(src, frame.wiring), Down(src, "miswired")], []
+                return [Miswired(src, frame.wiring), Down(src, "miswired")]
             if isinstance(frame, HelloAck):
                 s.is_open = True
                 s.peer_epoch, s.peer_kind = frame.epoch, frame.kind
                 events.append(Up(src, frame.epoch, frame.kind, dialed=True))
             elif not isinstance(frame, _OWN):
-                released.append(frame)
-        return released, events, []
+                released.append(Released(frame))
+        return events + released
 
-    def _hello(
-        self, src: NodeId, hello: Hello, now: float
-    ) -> tuple[list[Message], list[Event], list[Send]]:
-        events: list[Event] = []
+    def _hello(self, src: NodeId, hello: Hello, now: float) -> list[SessionOutput]:
+        events: list[SessionOutput] = []
         if hello.wiring != self.wiring:
             refusal = HelloAck(
                 sid=hello.sid, n=0, epoch=self.epoch, kind=self.kind, wiring=self.wiring
@@ -226,24 +259,24 @@ class Sessions:
             self.miswired[src] = hello.wiring
             self._by_peer.pop(src, None)
             events = [Miswired(src, hello.wiring), Down(src, "miswired")] if first else []
-            return [], events, [Send(src, refusal)]
+            return [Send(src, refusal), *events]
         s = self._by_peer.get(src)
         if s is not None:
             if s.sid == hello.sid:
                 raise ValueError(f"Hello of session {hello.sid} from {src} seen twice")
             known = s.peer_epoch if s.is_open else None
             if known is not None and hello.epoch < known:
-                return [], [], [Send(src, Reset(sid=hello.sid, n=0))]  # a dead incarnation
+                return [Send(src, Reset(sid=hello.sid, n=0))]  # a dead incarnation
             if known is not None and hello.epoch > known:
                 events.append(Down(src, "restarted"))
             elif not s.is_open:
                 # both dialed (spec §12.1): the lower id's dial is kept
                 if self.me < src:
-                    return [], [], []
+                    return []
             elif hello.after == s.sid:
                 events.append(Down(src, "redialed"))
             else:
-                return [], [], []  # lost a simultaneous dial; its dialer has dropped it
+                return []  # lost a simultaneous dial; its dialer has dropped it
         s = _Session(src, hello.sid, dialed=False, started=now, last_sent=now, last_heard=now)
         s.is_open = True
         s.in_next = 1
@@ -252,14 +285,15 @@ class Sessions:
         self._last_sid[src] = hello.sid
         events.append(Up(src, hello.epoch, hello.kind, dialed=False))
         ack = HelloAck(sid=hello.sid, n=0, epoch=self.epoch, kind=self.kind, wiring=self.wiring)
-        return [], events, [Send(src, ack)]
+        return [Send(src, ack), *events]
 
     # ------------------------------------------------------------------ time and failures
-    def tick(self, now: float) -> tuple[list[Event], list[Send]]:
+    def tick(self, now: float) -> list[SessionOutput]:
         """Heartbeats on idle sessions; suspicion of silent peers, stuck gaps and unanswered
-        handshakes (spec §2)."""
-        events: list[Event] = []
-        sends: list[Send] = []
+        handshakes (spec §2): the heartbeats, then the suspicions (:meth:`handle` of a
+        :class:`Beat`)."""
+        events: list[SessionOutput] = []
+        sends: list[SessionOutput] = []
         for peer in sorted(self._by_peer):
             s = self._by_peer[peer]
             reason = None
@@ -276,7 +310,7 @@ class Sessions:
                 continue
             if s.is_open and self.hb and now - s.last_sent >= self.hb_period - 1e-9:
                 sends.append(self.send(peer, lambda sid, n: Heartbeat(sid=sid, n=n), now))
-        return events, sends
+        return sends + events
 
     def peer_down(self, peer: NodeId) -> list[Event]:
         """The runtime's PeerDown: suspect at once (spec §2)."""

@@ -217,7 +217,7 @@ class CliqueNode(StackNode):
             case PeerDown(peer=peer):
                 if peer != self.node_id:
                     outcome = Outcome()
-                    self.layer.peer_down(peer, outcome, now)
+                    self.layer.peer_down(peer, now, outcome)
                     self._apply(outcome, now, out)
             case Start(contacts=contacts):
                 self._start(contacts, now)
@@ -245,10 +245,10 @@ class CliqueNode(StackNode):
             self.unarmed.clear()
         me = self.node_id
         if any(type(o) is Send and o.dst == me for o in out):
-            out = self._loopback(out, now)
+            out = self._loopback(now, out)
         return out
 
-    def _loopback(self, out: list[Output], now: float) -> list[Output]:
+    def _loopback(self, now: float, out: list[Output]) -> list[Output]:
         """Frames (and relay bookkeeping) addressed to this node itself: a relay whose next is
         one of our own relays (a reference to our own OUT relay came back to us, or a
         corrupted state's) is a local hop, run here (the runtimes drop a node's messages to

@@ -652,7 +652,7 @@ class HyParView:
             out.append(Joined())
             self._announce(out)
 
-    def _announce(self, out: list[MembershipOutput], periodic: bool = False) -> None:
+    def _announce(self, out: list[MembershipOutput], *, periodic: bool = False) -> None:
         """Tell the contact this node is a joined member (see SwarmDirectory): when the join
         completes, and again every ``announce_every`` shuffles, so a directory that lost its
         members (a SwarmJoined lost with a broken connection, members reported dead by a
@@ -898,7 +898,9 @@ class HyParView:
         ttl = self.p.shuffle_ttl or self.p.arwl
         out.append(Send(target, Shuffle(topic=self.topic, origin=self.me, nodes=nodes, ttl=ttl)))
 
-    def _promote(self, dead: NodeId, out: list[MembershipOutput], ask_contact: bool = True) -> None:
+    def _promote(
+        self, dead: NodeId, out: list[MembershipOutput], *, ask_contact: bool = True
+    ) -> None:
         """Send Neighbor to a random passive node not yet tried: high priority if the active
         view is empty. With nothing left to try and no active member, ask the contact (unless
         ``ask_contact`` is false: then the next shuffle tick tries again, the tried nodes
@@ -935,7 +937,9 @@ class HyParView:
         self.active.append(peer)
         out.append(NeighborUp(peer))
 
-    def _remove_active(self, peer: NodeId, out: list[MembershipOutput], to_passive: bool) -> None:
+    def _remove_active(
+        self, peer: NodeId, out: list[MembershipOutput], *, to_passive: bool
+    ) -> None:
         self.active.remove(peer)
         out.append(NeighborDown(peer))
         if to_passive:

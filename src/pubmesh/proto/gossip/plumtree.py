@@ -310,7 +310,7 @@ class Plumtree:
         from HyParView, or the node's Broadcast command in; sends, timers, deliveries out."""
         out: list[BroadcastOutput] = []
         if self.rt is not None and not self.rt.ticking:
-            self.rt.start(now, out)  # type: ignore[arg-type]  # a warm-started node's first event
+            self.rt.start(now, out)  # a warm-started node's first event
         match event:
             case Receive(src=src, message=msg):
                 self._receive(src, msg, now, out)
@@ -334,7 +334,7 @@ class Plumtree:
         """``handle(TimerFired(timer), now)`` without the wrapper: the simulator's hot path."""
         out: list[BroadcastOutput] = []
         if self.rt is not None and not self.rt.ticking:
-            self.rt.start(now, out)  # type: ignore[arg-type]  # a warm-started node's first event
+            self.rt.start(now, out)  # a warm-started node's first event
         self._fire(timer, now, out)
         return out
 
@@ -351,7 +351,7 @@ class Plumtree:
             case EvictCache():
                 self._evict(now, out)
             case BeaconTick() if self.rt is not None:
-                self.rt.tick(now, out)  # type: ignore[arg-type]
+                self.rt.tick(now, out)
                 self._sync_tree(now, out)
             case RoundDue() if self.rt is not None:
                 self.rt.round_due_fired(now)
@@ -375,7 +375,7 @@ class Plumtree:
             elif not eager and peer in self.eager:
                 _discard(self.eager, peer)
                 _add(self.lazy, peer)
-        rt.flush(active, out)  # type: ignore[arg-type]
+        rt.flush(active, out)
 
     # ------------------------------------------------------------------ neighbours
     def _neighbor_up(self, peer: NodeId, now: float) -> None:
@@ -466,7 +466,7 @@ class Plumtree:
         """``handle(Receive(src, msg), now)`` without the wrapper: the simulator's hot path."""
         out: list[BroadcastOutput] = []
         if self.rt is not None and not self.rt.ticking:
-            self.rt.start(now, out)  # type: ignore[arg-type]  # a warm-started node's first event
+            self.rt.start(now, out)  # a warm-started node's first event
         self._receive(src, msg, now, out)
         return out
 
@@ -487,7 +487,7 @@ class Plumtree:
                 self.rt.on_beacon(src, msg, now)
                 self._sync_tree(now, out)
             case RoundRequest() if self.rt is not None:
-                self.rt.on_request(src, msg, now, out)  # type: ignore[arg-type]
+                self.rt.on_request(src, msg, now, out)
                 self._sync_tree(now, out)
             case Graft(pub_id=pub_id, round=rnd, request=request):
                 # "GRAFT(id, round) from s: s becomes eager; if id was received, send it

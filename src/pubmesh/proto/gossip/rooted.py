@@ -88,7 +88,7 @@ from dataclasses import dataclass
 
 from mypy_extensions import mypyc_attr
 
-from pubmesh.proto.core import Message, NodeId, Send, SetTimer, Timer, register_message
+from pubmesh.proto.core import Message, NodeId, Outbox, Send, SetTimer, Timer, register_message
 
 #: dist of a detached node (no path to the root this round)
 INF = 1 << 30
@@ -206,7 +206,7 @@ class RootedTree:
             topic=self.topic, root=self.root, seq=self.seq, dist=self.dist, parent=self.parent
         )
 
-    def start(self, now: float, out: list[object]) -> None:
+    def start(self, now: float, out: Outbox[Send | SetTimer]) -> None:
         """Arm the tick once (the first neighbour); a spread from the id, no random draw."""
         if self.ticking:
             return
@@ -270,7 +270,9 @@ class RootedTree:
         if peer == self.parent:
             self._parent_lost(gone=True)
 
-    def on_request(self, src: NodeId, msg: RoundRequest, now: float, out: list[object]) -> None:
+    def on_request(
+        self, src: NodeId, msg: RoundRequest, now: float, out: Outbox[Send | SetTimer]
+    ) -> None:
         """RoundRequest(root, seq) from ``src`` (module essay, round request)."""
         if msg.root != self.root:
             return  # another root's: the requester learns ours from our beacons
@@ -304,7 +306,7 @@ class RootedTree:
         self.parent = NONE
         self.changed = True
 
-    def tick(self, now: float, out: list[object]) -> None:
+    def tick(self, now: float, out: Outbox[Send | SetTimer]) -> None:
         out.append(SetTimer(self.interval, BeaconTick()))
         if self.root == self.me:
             self._new_round(now)
@@ -322,7 +324,7 @@ class RootedTree:
         for root in [r for r, (_, at) in self.dead.items() if now - at > keep]:
             del self.dead[root]
 
-    def flush(self, active: list[NodeId], out: list[object]) -> None:
+    def flush(self, active: list[NodeId], out: Outbox[Send | SetTimer]) -> None:
         """Tell every active neighbour our place if it changed, and ask them for a new round
         if we detached."""
         if self.changed:

@@ -497,7 +497,7 @@ class RelayLayer:
         self._count("killed")
 
     # ------------------------------------------------------------------ failures
-    def peer_down(self, peer: NodeId, out: Outcome, now: float = 0.0) -> None:
+    def peer_down(self, peer: NodeId, now: float, out: Outcome) -> None:
         """``peer`` is gone (spec §2.3): relays whose next is there die, and it holds nothing
         once ``grace`` has passed: a reference counted towards it may be in flight to
         another process (a relay with a wrong cached sink), whose Adopt moves the count there

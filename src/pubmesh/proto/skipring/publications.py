@@ -87,9 +87,9 @@ class PublicationLayer:
                 if accept(state, publication, 0, out_) and self.flooding:
                     flood(state, publication, 0, out_)
             case Receive(src=src, message=message):
-                receive(state, src, message, out_, self.flooding)
+                receive(state, src, message, out_, flooding=self.flooding)
             case CheckTick():
-                start_check(state, out_, self.rng)
+                start_check(state, self.rng, out_)
         return out_
 
 
@@ -105,7 +105,7 @@ _KINDS: dict[type, type[Message] | None] = {cls: cls for cls in PUBLICATION_MESS
 
 
 def receive(
-    state: TopicState, src: NodeId, message: Message, out: list[Output], flooding: bool
+    state: TopicState, src: NodeId, message: Message, out: list[Output], *, flooding: bool
 ) -> None:
     """A publication message from ``src``: :meth:`PublicationLayer.handle` of a
     ``Receive(src, message)``, which the subscriber calls directly. The message's class is
@@ -149,6 +149,7 @@ def flood(
     publication: Publication,
     hops: int,
     out: list[Output],
+    *,
     exclude: NodeId | None = None,
 ) -> None:
     """PublishNew(p) to every neighbour, ring and shortcuts, except ``exclude`` (§4.3)."""
@@ -217,7 +218,7 @@ def check_and_publish(
         out.append(Send(sender, _transfer(state.topic, leaf.publication, leaf.hops)))
 
 
-def start_check(state: TopicState, out: list[Output], rng: random.Random) -> None:
+def start_check(state: TopicState, rng: random.Random, out: list[Output]) -> None:
     """Timeout: send the root's (label, hash) to a ring neighbour (left, right or ring) chosen
     uniformly, if the trie is not empty (spec §10.9)."""
     root = state.trie.root_pair()

@@ -193,7 +193,7 @@ class TopicState:
         """The ring's part of Timeout: ``handle(RingTimeout(p_request, q, draw))``, which the
         subscriber calls directly."""
         if draw is not None:
-            self.config_actions(out, p_request, q, draw)
+            self.config_actions(p_request, q, draw, out)
         self.build_ring_timeout(out)
         self.shortcut_timeout(out)
 
@@ -225,7 +225,7 @@ class TopicState:
         assert self.label is not None
         return Ref(self.label, self.me)
 
-    def _send(self, out: list[Output], dst: NodeId, message: Message) -> None:
+    def _send(self, dst: NodeId, message: Message, out: list[Output]) -> None:
         out.append(Send(dst, message))
 
     def ring_refs(self) -> list[Ref]:
@@ -251,13 +251,13 @@ class TopicState:
         nodes.discard(self.me)
         return sorted(nodes)
 
-    def request(self, out: list[Output], node: NodeId, action: int) -> None:
+    def request(self, node: NodeId, action: int, out: list[Output]) -> None:
         """Ask the supervisor for ``node``'s configuration (actions (i)-(iv), §3.2.1)."""
         self.config_requests[action] += 1
         self._send(
-            out,
             self.supervisor,
             ConfigurationRequest(topic=self.topic, node=node, action=action),
+            out,
         )
 
     def _note(self, u: Ref, direct: bool) -> None:
@@ -297,7 +297,7 @@ class TopicState:
         return held
 
     # ------------------------------------------------------------------ BuildRing
-    def linearize(self, u: Ref, out: list[Output], direct: bool = False, hops: int = 0) -> None:
+    def linearize(self, u: Ref, out: list[Output], *, direct: bool = False, hops: int = 0) -> None:
         """Linearize(u) (Feldmann et al. §2.2; testbed ``BuildCycle.linearize``; spec §3).
 
         If u is already a list neighbour and its label changed, it is re-sorted with the new
@@ -343,12 +343,12 @@ class TopicState:
             elif left < u:
                 self.left = u
                 self._send(
-                    out,
                     u.node,
                     Linearize(topic=self.topic, node=left.node, label=left.label, claimed=u.label),
+                    out,
                 )
             else:
-                self._delegate(u, left, out, hops)
+                self._delegate(u, left, out, hops=hops)
         else:
             right = self.right
             if right is None:
@@ -356,16 +356,16 @@ class TopicState:
             elif u < right:
                 self.right = u
                 self._send(
-                    out,
                     u.node,
                     Linearize(
                         topic=self.topic, node=right.node, label=right.label, claimed=u.label
                     ),
+                    out,
                 )
             else:
-                self._delegate(u, right, out, hops)
+                self._delegate(u, right, out, hops=hops)
 
-    def _delegate(self, u: Ref, neighbour: Ref, out: list[Output], hops: int) -> None:
+    def _delegate(self, u: Ref, neighbour: Ref, out: list[Output], *, hops: int) -> None:
         """Delegate u towards its place: to the list neighbour on u's side (BuildRing, §2.2),
         or, for the first ``GREEDY_HOPS`` hops of its journey, to the stored shortcut that
         lies between v and u closest to u, if that is closer than the neighbour.
@@ -390,14 +390,14 @@ class TopicState:
                 if (u < candidate < target) if below else (target < candidate < u):
                     target = candidate  # type: ignore[assignment]  # node is not None here
         self._send(
-            out,
             target[1],
             Linearize(
                 topic=self.topic, node=u.node, label=u.label, hops=hops + 1, claimed=target[0]
             ),
+            out,
         )
 
-    def _toward_end(self, u: Ref, smallest: bool, out: list[Output], hops: int) -> None:
+    def _toward_end(self, u: Ref, smallest: bool, out: list[Output], *, hops: int) -> None:
         """Pass IntroduceRing(u) towards the smallest (``smallest``) or the largest node: to the
         list neighbour on that side or, for the first ``GREEDY_HOPS`` hops, to the farthest
         stored shortcut on that side (see :meth:`_delegate`)."""
@@ -414,15 +414,15 @@ class TopicState:
             self.linearize(u, out)  # never drop a reference
             return
         self._send(
-            out,
             target.node,
             IntroduceRing(
                 topic=self.topic, node=u.node, label=u.label, hops=hops + 1, claimed=target.label
             ),
+            out,
         )
 
     def introduce_ring(
-        self, u: Ref, out: list[Output], direct: bool = False, hops: int = 0
+        self, u: Ref, out: list[Output], *, direct: bool = False, hops: int = 0
     ) -> None:
         """IntroduceRing(u): u is offered as the closing-edge neighbour (testbed
         ``introduce_cyc``; spec §3). A node that is not the matching end passes u on towards
@@ -463,7 +463,7 @@ class TopicState:
         ``Check`` would (§2.2). Without it a wrong belief about a neighbour's label keeps
         reflecting references between the two until the next Timeout's Check."""
         if claimed and claimed != self.label and src != self.me and self.label is not None:
-            self._send(out, src, LabelCorrection(topic=self.topic, node=self.me, label=self.label))
+            self._send(src, LabelCorrection(topic=self.topic, node=self.me, label=self.label), out)
 
     def label_correction(self, u: Ref, out: list[Output]) -> None:
         """LabelCorrection(u): u says it has label u.label. Every reference to u filed under
@@ -479,7 +479,7 @@ class TopicState:
             self.linearize(u, out, direct=True)
 
     def check(
-        self, u: Ref, claimed: str, closing: bool, out: list[Output], direct: bool = True
+        self, u: Ref, claimed: str, closing: bool, out: list[Output], *, direct: bool = True
     ) -> None:
         """Check(u, claimed) at w, the label check of the extended BuildRing (§2.2): a wrong
         belief about w's label is answered with the right label; a right one lets w process u
@@ -490,11 +490,11 @@ class TopicState:
                 answer: Message = IntroduceRing(topic=self.topic, node=self.me, label=self.label)
             else:
                 answer = Linearize(topic=self.topic, node=self.me, label=self.label)
-            self._send(out, u.node, answer)
+            self._send(u.node, answer, out)
         elif closing:
-            self.introduce_ring(u, out, direct)
+            self.introduce_ring(u, out, direct=direct)
         else:
-            self.linearize(u, out, direct)
+            self.linearize(u, out, direct=direct)
 
     def build_ring_timeout(self, out: list[Output]) -> None:
         """Timeout of the extended BuildRing (testbed ``BuildCycle.timeout``; spec §3)."""
@@ -505,11 +505,11 @@ class TopicState:
         if ring is None:
             if self.left is None and self.right is not None:
                 self._send(
-                    out, self.right.node, IntroduceRing(topic=topic, node=self.me, label=me.label)
+                    self.right.node, IntroduceRing(topic=topic, node=self.me, label=me.label), out
                 )
             elif self.right is None and self.left is not None:
                 self._send(
-                    out, self.left.node, IntroduceRing(topic=topic, node=self.me, label=me.label)
+                    self.left.node, IntroduceRing(topic=topic, node=self.me, label=me.label), out
                 )
         elif ring > me and self.left is not None:
             # the largest node belongs to the smallest one, which lies further left
@@ -520,18 +520,18 @@ class TopicState:
             self._toward_end(ring, smallest=False, out=out, hops=0)
         else:
             self._send(
-                out,
                 ring.node,
                 Check(topic=topic, node=self.me, label=me.label, claimed=ring.label, closing=True),
+                out,
             )
         # list neighbours: check them, or re-sort one that ended up on the wrong side
         left = self.left
         if left is not None:
             if left < me:
                 self._send(
-                    out,
                     left.node,
                     Check(topic=topic, node=self.me, label=me.label, claimed=left.label),
+                    out,
                 )
             else:
                 self.left = None
@@ -540,9 +540,9 @@ class TopicState:
         if right is not None:
             if right > me:
                 self._send(
-                    out,
                     right.node,
                     Check(topic=topic, node=self.me, label=me.label, claimed=right.label),
+                    out,
                 )
             else:
                 self.right = None
@@ -572,7 +572,7 @@ class TopicState:
                 if succ is not None and w.node != succ.node:
                     closer = closer or between_cyclic(me, w, succ)
                 if closer:
-                    self.request(out, w.node, 3)
+                    self.request(w.node, 3, out)
         old = [self.left, self.right, self.ring]
         self.label = label
         self.left = self.right = self.ring = None
@@ -649,8 +649,8 @@ class TopicState:
         node_a, node_b = self.ref_for(a), self.ref_for(b)
         if node_a is None or node_b is None or node_a == node_b:
             return
-        self._send(out, node_a, IntroduceShortcut(topic=self.topic, node=node_b, label=b))
-        self._send(out, node_b, IntroduceShortcut(topic=self.topic, node=node_a, label=a))
+        self._send(node_a, IntroduceShortcut(topic=self.topic, node=node_b, label=b), out)
+        self._send(node_b, IntroduceShortcut(topic=self.topic, node=node_a, label=a), out)
 
     def introduce_shortcut(self, name: str, node: NodeId, out: list[Output]) -> None:
         """IntroduceShortcut(x, u) (§3.2.2; spec §6, §10.7): if x is one of v's shortcut
@@ -683,10 +683,10 @@ class TopicState:
             return
         if any(held == node for held in self.shortcuts.values()):
             return
-        self._send(out, node, Linearize(topic=self.topic, node=self.me, label=self.label))
+        self._send(node, Linearize(topic=self.topic, node=self.me, label=self.label), out)
 
     # ------------------------------------------------------------------ periodic actions
-    def config_actions(self, out: list[Output], p_request: float, q: float, draw: float) -> None:
+    def config_actions(self, p_request: float, q: float, draw: float, out: list[Output]) -> None:
         """Actions (i), (ii), (iv) of §3.2.1 with one uniform draw in [0, 1).
 
         (i) label ⊥: ask to be integrated. (ii) with probability p(|label|) ask for the
@@ -697,8 +697,8 @@ class TopicState:
         timeout interval would be 1/2 + 5/8 + (< 1/4) > 1, against the paper's lemma (< 1).
         At most one request per Timeout."""
         if self.label is None:
-            self.request(out, self.me, 1)
+            self.request(self.me, 1, out)
         elif draw < p_request:
-            self.request(out, self.me, 2)
+            self.request(self.me, 2, out)
         elif self.left is None and self.label != ZERO and draw < p_request + q * (1 - p_request):
-            self.request(out, self.me, 4)
+            self.request(self.me, 4, out)

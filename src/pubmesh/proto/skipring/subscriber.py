@@ -243,14 +243,14 @@ class Subscriber(StackNode):
                 # Timeout with label ⊥ (spec §3): drop every neighbour, then action (i)
                 self._disconnect_all(state, out)
                 if state.status is Status.ACTIVE:
-                    state.request(out, self.node_id, 1)
+                    state.request(self.node_id, 1, out)
                 continue
             p = request_probability(state.label, params.request_base)
             draw = self.rng.random() if state.status is Status.ACTIVE else None
             # TopicState.handle of a RingTimeout, PublicationLayer.handle of a CheckTick
             state.timeout(p, params.minimal_request_probability, draw, out)
             if params.anti_entropy:
-                publications.start_check(state, out, self.rng)
+                publications.start_check(state, self.rng, out)
 
     def _disconnect_all(self, state: TopicState, out: list[Output]) -> None:
         """Send RemoveConnection to every node the instance refers to and forget them all."""
@@ -293,7 +293,7 @@ class Subscriber(StackNode):
             state.receive(src, message, out)  # TopicState.handle of a Receive
         elif isinstance(message, PUBLICATION_MESSAGES):
             # PublicationLayer.handle of a Receive
-            publications.receive(state, src, message, out, self.params.flooding)
+            publications.receive(state, src, message, out, flooding=self.params.flooding)
 
     def _remove_me(self, topic: str, dst: NodeId, out: list[Output]) -> None:
         if dst != self.node_id:

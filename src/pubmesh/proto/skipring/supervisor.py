@@ -83,7 +83,9 @@ def _index(name: Label) -> int:
     return index(name) if is_label(name) else INVALID_INDEX
 
 
-def _operation(kind: str, topic: str, node: NodeId, out: list[Output], since: int) -> TraceRecord:
+def _operation(
+    kind: str, topic: str, node: NodeId, out: list[Output], *, since: int
+) -> TraceRecord:
     """The trace record of one subscribe, unsubscribe or crash removal: ``messages`` counts the
     Send outputs the supervisor produced for it (Feldmann et al. §4.1: 1 for a subscribe, 2 for an
     unsubscribe in a legitimate state)."""
@@ -379,7 +381,7 @@ class Supervisor(StackNode):
         self._settle(db, node)
         if self._configure(db, topic, node, out):
             self.counters["subscribe_messages"] += 1
-        out.append(_operation("supervisor.subscribe", topic, node, out, sent))
+        out.append(_operation("supervisor.subscribe", topic, node, out, since=sent))
 
     def _unsubscribe(self, topic: str, node: NodeId, out: list[Output]) -> None:
         """Unsubscribe(v) (§4.1): remove v, move the holder of l(n-1) into v's label and send it
@@ -397,7 +399,7 @@ class Supervisor(StackNode):
             self.counters["unsubscribe_repeats"] += 1
             kind = "supervisor.unsubscribe_repeat"
         out.append(Send(node, Configuration(topic=topic, label=None)))
-        out.append(_operation(kind, topic, node, out, sent))
+        out.append(_operation(kind, topic, node, out, since=sent))
         self.departed[(topic, node)] = self.counters["timeouts"]
         if len(self.departed) > 4 * (1 + sum(db.n for db in self.databases.values())):
             self._expire_departed()
@@ -447,7 +449,7 @@ class Supervisor(StackNode):
                 self._repair(db)
                 self.counters["crash_removals"] += 1
                 self.counters["crash_messages"] += self._remove(db, topic, node, out)
-                out.append(_operation("supervisor.remove_crashed", topic, node, out, sent))
+                out.append(_operation("supervisor.remove_crashed", topic, node, out, since=sent))
 
     def _relay(self, message: PublishRelay, out: list[Output]) -> None:
         """Hand a non-subscriber's publication to the subscriber labelled "0" (extension)."""

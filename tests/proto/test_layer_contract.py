@@ -1,0 +1,100 @@
+"""The layer contract of ``pubmesh.proto.core`` (``Layer``, ``Outbox``), checked over every
+module of ``proto/``: each class with a ``handle`` is a :class:`Layer` (``handle(event, now)``
+with one input and the time, returning its outputs), and so is every stack's node; the checker
+names a class that breaks the shape. The other half of the contract, that a part handed the
+caller's output list takes it last, is ``tools/lint_sansio.py``'s (tests/repo/test_lint_sansio.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pubmesh.proto
+from pubmesh.proto.core import Layer, NodeContext, Output, StackNode
+from pubmesh.stacks.base import discovered_stacks, get_stack
+
+
+def proto_classes() -> Iterator[type]:
+    """Every class defined in a module of ``pubmesh.proto`` (imported here)."""
+    root = Path(pubmesh.proto.__path__[0])
+    # by file, not pkgutil: some stack folders are namespace packages (no __init__.py)
+    for path in sorted(root.rglob("*.py")):
+        name = ".".join(("pubmesh", "proto", *path.relative_to(root).with_suffix("").parts))
+        module = importlib.import_module(name.removesuffix(".__init__"))
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__:
+                yield cls
+
+
+def layer_problems(cls: type) -> list[str]:
+    """What keeps ``cls`` from being a :class:`Layer`: its ``handle`` takes other than (event,
+    now), positionally."""
+    if not issubclass(cls, Layer):
+        return [f"{cls.__name__} has no handle(event, now)"]
+    params = list(inspect.signature(cls.handle).parameters.values())[1:]
+    positional = [
+        p.name
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    if len(positional) != 2 or positional[1] != "now":
+        return [f"{cls.__name__}.handle takes ({', '.join(positional)}), not (event, now)"]
+    return []
+
+
+def test_every_class_with_a_handle_in_proto_is_a_layer() -> None:
+    handlers = {cls for cls in proto_classes() if callable(getattr(cls, "handle", None))}
+    names = {cls.__name__ for cls in handlers}
+    # the layers the contract names, and every stack's node class: a walk that found none of
+    # them would pass vacuously
+    assert {
+        "HyParView",
+        "Plumtree",
+        "PublicationLayer",
+        "BrokerTreeNode",
+        "ChordNode",
+        "CliqueNode",
+        "D2GNode",
+        "GossipNode",
+    } <= names, names
+    problems = [problem for cls in sorted(handlers, key=str) for problem in layer_problems(cls)]
+    assert problems == []
+
+
+def test_every_stack_node_is_a_layer_of_inputs_and_outputs() -> None:
+    stacks = discovered_stacks()
+    assert len(stacks) >= 6, stacks
+    for name in stacks:
+        spec = get_stack(name)
+        node = spec.create(NodeContext(0, random.Random(1), params=spec.params_type()))
+        assert isinstance(node, StackNode) and isinstance(node, Layer), name
+        assert layer_problems(type(node)) == [], name
+
+
+def test_the_checker_names_a_layer_of_the_wrong_shape() -> None:
+    class NoHandle:
+        def receive(self, src: int, message: object, now: float) -> list[Output]:
+            return []
+
+    class OutputListFirst:
+        def handle(self, out: list[Output], event: object, now: float) -> list[Output]:
+            return out
+
+    class NowFirst:
+        def handle(self, now: float, event: object) -> list[Output]:
+            return []
+
+    class Good:
+        def handle(self, event: object, now: float, *, trace: bool = False) -> list[Output]:
+            return []
+
+    assert layer_problems(NoHandle) == ["NoHandle has no handle(event, now)"]
+    assert layer_problems(OutputListFirst) == [
+        "OutputListFirst.handle takes (out, event, now), not (event, now)"
+    ]
+    assert layer_problems(NowFirst) == ["NowFirst.handle takes (now, event), not (event, now)"]
+    assert layer_problems(Good) == []
