@@ -19,10 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "proto" / "d2g"))
-from test_d2g_figures import JITTERED, deliveries_of
+from test_d2g_figures import JITTERED
 
 from pubmesh.scenario.model import parse_scenario
 from pubmesh.sim.runner import run_scenario
+from support.reliability import delivered_pairs, expected_pairs, publish_times
 
 
 def one(seed: int, median: float, sigma: float) -> tuple[int, int, float]:
@@ -32,7 +33,8 @@ def one(seed: int, median: float, sigma: float) -> tuple[int, int, float]:
     )
     with tempfile.TemporaryDirectory() as tmp:
         run_scenario(parse_scenario(text), Path(tmp))
-        expected, delivered, at = deliveries_of(Path(tmp))
+        expected, delivered = expected_pairs(Path(tmp)), delivered_pairs(Path(tmp))
+        at = publish_times(Path(tmp))
     missing = expected - delivered
     by_node: dict[int, list[float]] = {}
     for pub_id, node in missing:

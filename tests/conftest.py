@@ -1,7 +1,7 @@
 """Shared test setup.
 
 * ``tests/`` is importable: the helpers the tests share (the package ``support``: the runtime
-  probe stacks of ``support.simstacks``, the node processes of ``support.netnode``, ...) and
+  probe stacks of ``support.probestacks``, the node processes of ``support.netnode``, ...) and
   the tiny stack (``tinystack``) live there. The tests themselves sit in folders like the
   code's (``proto/<stack>/``, ``sim/``, ``net/``, ``analysis/``, ``repo/``); they import the
   helpers as ``from support.netnode import ...``, never a helper under a second name.

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
 
-import support.simstacks  # noqa: F401  (registers the probe stack in this process only)
+import support.probestacks  # noqa: F401  (registers the probe stack in this process only)
 from pubmesh.analysis.sweep import inert_section, load_grid, run_sweep
 from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.runner import run_scenario

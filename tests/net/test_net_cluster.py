@@ -25,8 +25,9 @@ from pubmesh.analysis.job import analyze
 from pubmesh.proto.core import MESSAGE_INFO
 from pubmesh.stacks.base import get_stack
 from pubmesh.trace.schema import SCHEMAS
-from support.cluster import expected_pairs, missing_by_node, run_cluster, table
+from support.cluster import run_cluster, table
 from support.netnode import node_env, real_stacks
+from support.reliability import delivered_pairs, expected_pairs, missing_by_node, reliability
 
 STACKS = real_stacks()
 
@@ -88,10 +89,6 @@ def check_trace_v1(run_dir: Path, nodes: int) -> None:
         assert row["t_end"] is None or row["t_end"] >= row["t_start"]
 
 
-def delivered_pairs(run_dir: Path) -> set[tuple[int, int]]:
-    return {(row["pub_id"], row["node"]) for row in table(run_dir, "deliveries")}
-
-
 @pytest.mark.parametrize("stack", STACKS)
 def test_survivors_get_the_publications_after_a_quarter_of_the_processes_is_killed(
     stack: str, tmp_path: Path
@@ -129,7 +126,7 @@ def test_survivors_get_the_publications_after_a_quarter_of_the_processes_is_kill
     expected = expected_pairs(out, since=since)
     assert expected and not {node for _, node in expected} & set(info["killed"])
     delivered = expected & delivered_pairs(out)
-    ratio = len(delivered) / len(expected)
+    ratio = reliability(expected, delivered)
     assert ratio >= 0.99, (
         f"survivors got {ratio:.4f} of the publications issued after t={since} "
         f"(seed {seed}; replay: pubmesh cluster --stack {stack} --nodes 12 --seed {seed} "

@@ -35,7 +35,7 @@ from pubmesh.proto.core import (
     register_message,
 )
 from pubmesh.stacks.base import available_stacks
-from support.netnode import Colour, NetTestFlood, NetTestHello, NetTestKitchenSink
+from support.probestacks import Colour, NetTestKitchenSink, ProbeFlood, ProbePing
 
 available_stacks()  # import every stack, so MESSAGE_TYPES holds every real message type
 
@@ -100,7 +100,7 @@ def strategy_for(tp: Any, depth: int = 0) -> st.SearchStrategy[Any]:
         return st.sampled_from(list(tp))
     if isinstance(tp, type) and issubclass(tp, Message):
         if tp is Message:
-            return messages_strategy(NetTestHello, depth + 1)
+            return messages_strategy(ProbePing, depth + 1)
         return messages_strategy(tp, depth + 1)
     raise AssertionError(f"no strategy for {tp!r}")
 
@@ -123,7 +123,7 @@ def all_types() -> list[type[Message]]:
 def test_every_registered_message_type_compiles() -> None:
     assert codec.check_all_message_types() == []
     names = {cls.__name__ for cls in all_types()}
-    assert {"NetTestFlood", "NetTestKitchenSink"} <= names
+    assert {"ProbeFlood", "NetTestKitchenSink"} <= names
 
 
 @pytest.mark.parametrize("cls", all_types(), ids=lambda c: f"{c.__name__}")
@@ -188,8 +188,8 @@ def kitchen_sink(**changes: Any) -> NetTestKitchenSink:
         members=frozenset({3}),
         attributes={"price": 10, "tags": ["a"]},
         counts={"x": 1},
-        inner=NetTestHello(seq=1),
-        optional_inner=NetTestFlood(topic="t", pub_id=1, hops=0, payload=b""),
+        inner=ProbePing(seq=1),
+        optional_inner=ProbeFlood(topic="t", pub_id=1, hops=0, payload=b""),
         colour=Colour.RED,
         mode="fast",
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from support.cluster import missing_by_node
+from support.reliability import missing_by_node
 
 ROOT = Path(__file__).resolve().parents[2]
 CUT, HEAL = 8.0, 18.0

@@ -1,7 +1,8 @@
 """The tests of ``nettest``, the trivial flooding stack the network runtime's tests run on.
 
-The stack and the helpers the ``test_net_*`` files share (node processes, the shell on a
-pseudo-terminal, small clusters) live in ``tests/support/netnode.py``; its description is there.
+The stack is defined, with the simulator's ``probe`` stack, in ``tests/support/probestacks.py``
+(its description is there); the helpers the ``test_net_*`` files share (node processes, the
+shell on a pseudo-terminal, small clusters) live in ``tests/support/netnode.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pubmesh.proto.core import (
     Subscribe,
     TraceRecord,
 )
-from support.netnode import NetTestNode
+from support.probestacks import NetTestNode
 
 
 # ------------------------------------------------------------------------------------------

@@ -14,15 +14,8 @@ from pubmesh.net.runtime import NodeRuntime
 from pubmesh.net.tracing import segments
 from pubmesh.net.transport import NetConfig, State
 from pubmesh.proto.core import Deliver
-from support.netnode import (
-    FAST,
-    OTHER_KEY,
-    NetTestFlood,
-    NetTestParams,
-    stack_of,
-    start_node,
-    wait_for,
-)
+from support.netnode import FAST, OTHER_KEY, stack_of, start_node, wait_for
+from support.probestacks import NetTestParams, ProbeFlood
 
 
 def run(coroutine: object) -> None:
@@ -206,7 +199,7 @@ def test_send_queues_are_bounded_for_a_peer_that_stops_reading() -> None:
         for i in range(20_000):  # 20 MB offered to a peer that reads nothing
             sender.transport.send(  # type: ignore[union-attr]
                 slow.node_id,
-                NetTestFlood(topic="t", pub_id=i, hops=0, payload=payload),
+                ProbeFlood(topic="t", pub_id=i, hops=0, payload=payload),
                 0.0,
             )
             if i % 500 == 0:
@@ -230,7 +223,7 @@ def test_timers_fire_through_the_event_loop() -> None:
     async def main() -> None:
         hub = await start_node()
         pinger = await start_node((hub.node_id,), params=NetTestParams(ping_interval=0.05))
-        await wait_for(lambda: stack_of(hub).hellos >= 5, what="periodic pings")
+        await wait_for(lambda: stack_of(hub).pings_received >= 5, what="periodic pings")
         await pinger.close()
         await hub.close()
 
@@ -263,5 +256,5 @@ def test_partial_trace_records_deliveries_messages_and_rejections(tmp_path: Path
     assert "net.rejected" in kinds
     assert segments(tmp_path / "leaf"), "the leaf wrote no segment"
     messages = read_table([tmp_path / "leaf"], "messages")
-    flood = [row for row in messages if row["type"] == "NetTestFlood"]
+    flood = [row for row in messages if row["type"] == "ProbeFlood"]
     assert len(flood) == 1 and flood[0]["t_recv"] is None and flood[0]["pub_id"] == pub_id

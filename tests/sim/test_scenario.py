@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import support.simstacks  # noqa: F401
+import support.probestacks  # noqa: F401
 from pubmesh.errors import ScenarioError
 from pubmesh.scenario.model import load_scenario, parse_scenario
 

@@ -1,4 +1,4 @@
-"""The simulator's own features, on the tiny probe stack (tests/support/simstacks.py), where the
+"""The simulator's own features, on the tiny probe stack (tests/support/probestacks.py), where the
 expected outcome can be worked out by hand."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-import support.simstacks  # noqa: F401  (registers the probe stack)
+import support.probestacks  # noqa: F401  (registers the probe stack)
 from pubmesh.proto.core import Publish, Subscribe
 from pubmesh.scenario.model import parse_scenario
 from pubmesh.scenario.workload import Publication

@@ -45,14 +45,14 @@ from pubmesh.scenario.workload import (
     plan,
 )
 from pubmesh.sim.engine import Simulation
-from pubmesh.stacks.base import STACKS, StackSpec, register
-from support import simstacks
+from pubmesh.stacks.base import StackSpec
+from support.probestacks import ProbeNode, ProbeParams, register_test_stack
 
 
 # ------------------------------------------------------------------------------------------
 # A test-only content-based stack: the probe ring, remembering what the workload handed it
 # ------------------------------------------------------------------------------------------
-class ContentProbeNode(simstacks.ProbeNode):
+class ContentProbeNode(ProbeNode):
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.filters: dict[str, Mapping[str, Any] | None] = {}
@@ -66,18 +66,17 @@ class ContentProbeNode(simstacks.ProbeNode):
         return super().handle(event, now)
 
 
-if "probe-content" not in STACKS:
-    register(
-        StackSpec(
-            name="probe-content",
-            params_type=simstacks.ProbeParams,
-            create=ContentProbeNode,
-            infrastructure=lambda n, p: {0: "broker"},
-            contacts=lambda n, p: (0, 1),
-            content_based=True,
-            description="test-only content-based ring (probe with filters and attributes)",
-        )
+register_test_stack(
+    StackSpec(
+        name="probe-content",
+        params_type=ProbeParams,
+        create=ContentProbeNode,
+        infrastructure=lambda n, p: {0: "broker"},
+        contacts=lambda n, p: (0, 1),
+        content_based=True,
+        description="test-only content-based ring (probe with filters and attributes)",
     )
+)
 
 ATTRIBUTES = """
 [workload.attributes]

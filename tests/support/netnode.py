@@ -1,12 +1,6 @@
-"""``nettest``, a trivial flooding stack for testing the network runtime, and the helpers the
-network tests share: node processes, the shell on a pseudo-terminal, small clusters.
-
-``nettest``: every node floods publications to every peer it knows (its contacts, and anyone
-who ever sent it something), delivers those of topics it subscribes to once, and records the
-PeerDown notices it gets. It monitors every peer it knows, so the transport's failure detector
-is exercised. Its messages use tags 92-99 (90 and 91 belong to the simulator's probe stack in
-``support/simstacks.py``); ``NetTestKitchenSink`` carries every field form the codec supports.
-The stack's own tests are in ``tests/net/test_net_stack.py``.
+"""The helpers the network tests share: in-process nodes of the ``nettest`` stack (its
+definition, with the simulator's ``probe`` stack, is in :mod:`support.probestacks`), node
+processes of the real stacks, the shell on a pseudo-terminal, small clusters.
 """
 
 from __future__ import annotations
@@ -14,7 +8,6 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-import enum
 import json
 import os
 import pty
@@ -25,185 +18,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from pubmesh.net.runtime import NodeRuntime
 from pubmesh.net.security import ClusterKey
 from pubmesh.net.transport import NetConfig
-from pubmesh.proto.core import (
-    Deliver,
-    Input,
-    Message,
-    NodeContext,
-    NodeId,
-    Output,
-    PeerDown,
-    Publish,
-    Receive,
-    Send,
-    SetTimer,
-    SnapshotRow,
-    StackNode,
-    Start,
-    Subscribe,
-    Timer,
-    TimerFired,
-    TraceRecord,
-    Unsubscribe,
-    register_message,
-)
-from pubmesh.stacks.base import (
-    STACKS,
-    StackSpec,
-    discovered_stacks,
-    register,
-)
+from pubmesh.proto.core import NodeId
+from pubmesh.stacks.base import discovered_stacks
+from support.probestacks import NetTestNode
 
 #: the tests' cluster key (a key is 128+ random bits in hex: security.parse_key_text)
 KEY_TEXT = "5e7c1d0a9b3f48e2a6d4c8b1f0e9273d"
 KEY = ClusterKey.from_text(KEY_TEXT)
 OTHER_KEY = ClusterKey.from_text("a0c4e19f7b2d5836c1f0e8a7d9b3c642")
-
-
-class Colour(enum.Enum):
-    RED = "red"
-    BLUE = "blue"
-
-
-@dataclass(frozen=True, slots=True)
-class Ping(Timer):
-    """The test stack's periodic timer."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NetTestFlood(Message):
-    topic: str
-    pub_id: int
-    hops: int
-    payload: bytes
-
-    def publication(self) -> int | None:
-        return self.pub_id
-
-
-register_message(NetTestFlood, 92, layer="test", payload=True)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NetTestHello(Message):
-    seq: int
-
-
-register_message(NetTestHello, 93, layer="test")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NetTestKitchenSink(Message):
-    """Every field form the codec supports (see pubmesh.net.codec)."""
-
-    number: int
-    ratio: float
-    flag: bool
-    name: str
-    blob: bytes
-    maybe: int | None
-    either: int | str
-    ids: tuple[int, ...]
-    pair: tuple[str, bytes]
-    members: frozenset[int]
-    attributes: Mapping[str, Any]
-    counts: dict[str, int]
-    inner: NetTestHello
-    optional_inner: Message | None
-    colour: Colour
-    mode: Literal["fast", "slow"]
-    pairs: tuple[tuple[str, bytes], ...] = ()
-
-
-register_message(NetTestKitchenSink, 94, layer="test")
-
-
-@dataclass
-class NetTestParams:
-    ping_interval: float = 0.0
-
-
-class NetTestNode(StackNode):
-    def __init__(self, ctx: NodeContext) -> None:
-        super().__init__(ctx)
-        self.params: NetTestParams = ctx.params or NetTestParams()
-        self.peers: set[NodeId] = set()
-        self.topics: set[str] = set()
-        self.seen: set[int] = set()
-        self.downs: list[NodeId] = []
-        self.hellos = 0
-
-    def handle(self, event: Input, now: float) -> list[Output]:
-        out: list[Output] = []
-        match event:
-            case Start(contacts=contacts):
-                for contact in contacts:
-                    if contact != self.node_id:
-                        self.peers.add(contact)
-                        out.append(Send(contact, NetTestHello(seq=0)))
-                if self.params.ping_interval > 0:
-                    out.append(SetTimer(self.params.ping_interval, Ping()))
-            case Subscribe(topic=topic):
-                self.topics.add(topic)
-            case Unsubscribe(topic=topic):
-                self.topics.discard(topic)
-            case Publish(topic=topic, pub_id=pub_id, payload=payload):
-                self.seen.add(pub_id)
-                flood = NetTestFlood(topic=topic, pub_id=pub_id, hops=1, payload=payload)
-                out.extend(Send(p, flood) for p in sorted(self.peers))
-                if topic in self.topics:
-                    out.append(Deliver(topic, pub_id, payload, 0))
-            case Receive(src=src, message=NetTestFlood() as m):
-                self.peers.add(src)
-                if m.pub_id not in self.seen:
-                    self.seen.add(m.pub_id)
-                    forward = NetTestFlood(
-                        topic=m.topic, pub_id=m.pub_id, hops=m.hops + 1, payload=m.payload
-                    )
-                    out.extend(Send(p, forward) for p in sorted(self.peers) if p != src)
-                    if m.topic in self.topics:
-                        out.append(Deliver(m.topic, m.pub_id, m.payload, m.hops))
-            case Receive(src=src, message=NetTestHello()):
-                self.hellos += 1
-                self.peers.add(src)
-            case Receive(src=src):
-                self.peers.add(src)
-            case TimerFired(timer=Ping()):
-                out.extend(Send(p, NetTestHello(seq=1)) for p in sorted(self.peers))
-                out.append(SetTimer(self.params.ping_interval, Ping()))
-            case PeerDown(peer=peer):
-                self.downs.append(peer)
-                self.peers.discard(peer)
-                out.append(TraceRecord("test.peer-down", {"peer": peer}))
-        return out
-
-    def monitored_peers(self) -> Iterable[NodeId]:
-        return sorted(self.peers)
-
-    def subscriptions(self) -> Iterable[str]:
-        return sorted(self.topics)
-
-    def snapshot(self) -> Iterable[SnapshotRow]:
-        return [SnapshotRow(t, "flood", tuple(sorted(self.peers)), {}) for t in sorted(self.topics)]
-
-
-if "nettest" not in STACKS:
-    register(
-        StackSpec(
-            name="nettest",
-            params_type=NetTestParams,
-            create=NetTestNode,
-            description="test-only flooding stack for the network runtime",
-        )
-    )
 
 FAST = NetConfig(dial_attempts=3, backoff_initial=0.02, backoff_max=0.1, tick=0.1)
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from pubmesh.api import Node
-from support.cluster import expected_pairs, run_cluster, table
+from support.cluster import run_cluster, table
 from support.netnode import KEY_TEXT
+from support.reliability import delivery_counts, expected_pairs
 
 WORKLOAD = """
 [run]
@@ -52,7 +53,7 @@ def test_delta_killed_brokers_lose_nothing_over_tcp(tmp_path: Path) -> None:
     expected = expected_pairs(out)
     assert len({node for _, node in expected}) == 12, replay
     deliveries = table(out, "deliveries")
-    counts = Counter((row["pub_id"], row["node"]) for row in deliveries)
+    counts = delivery_counts(out)
     duplicates = {pair: n for pair, n in counts.items() if n > 1}
     assert not duplicates, (sorted(duplicates)[:10], replay)
     missing = expected - set(counts)

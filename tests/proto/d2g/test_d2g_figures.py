@@ -45,6 +45,7 @@ from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.engine import Simulation
 from support.figures import publication_figures, replay
 from support.relayoracle import check_sim
+from support.reliability import delivered_pairs, expected_pairs
 from support.tiers import tiered
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -338,26 +339,6 @@ payload_size = 64
 """
 
 
-def deliveries_of(
-    run_dir: Path,
-) -> tuple[set[tuple[int, int]], set[tuple[int, int]], dict[int, float]]:
-    """(expected, delivered, publish time by pub_id) of a run: expected are the (publication,
-    subscriber) pairs of members subscribed when it was published."""
-    read = lambda name: pq.read_table(run_dir / name).to_pylist()  # noqa: E731
-    members: dict[str, list[tuple[int, float]]] = {}
-    for row in read("subscriptions"):
-        members.setdefault(row["topic"], []).append((row["node"], row["t_start"]))
-    pubs = read("publications")
-    expected = {
-        (pub["pub_id"], node)
-        for pub in pubs
-        for node, since in members[pub["topic"]]
-        if since <= pub["t"]
-    }
-    delivered = {(row["pub_id"], row["node"]) for row in read("deliveries")}
-    return expected, delivered, {pub["pub_id"]: pub["t"] for pub in pubs}
-
-
 @pytest.mark.parametrize("seed", [4, 39, 63, 81])
 def test_c9_small_groups_under_jitter_lose_no_member_to_a_sink_pair(
     seed: int, tmp_path: Path
@@ -374,8 +355,8 @@ def test_c9_small_groups_under_jitter_lose_no_member_to_a_sink_pair(
     from pubmesh.sim.runner import run_scenario
 
     run_scenario(parse_scenario(JITTERED.format(seed=seed)), tmp_path)
-    expected, delivered, _ = deliveries_of(tmp_path)
-    missing = sorted(expected - delivered)
+    expected = expected_pairs(tmp_path)
+    missing = sorted(expected - delivered_pairs(tmp_path))
     assert len({pub_id for pub_id, _ in expected}) == 40 and len(expected) > 200, len(expected)
     assert not missing, (
         f"{len(missing)} of {len(expected)} deliveries missing {missing[:8]}; seed {seed}; "

@@ -32,6 +32,7 @@ from pubmesh.proto.skipring.corruption import KINDS
 from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.engine import Simulation
 from support.figures import replay
+from support.reliability import crashed_or_left, delivered_pairs, expected_pairs, reliability
 from support.tiers import tiered
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -65,31 +66,14 @@ def checks(run_dir: Path) -> list[tuple[float, bool]]:
     return [(r["t"], r["value"]) for r in table(run_dir, "checks")]
 
 
-def reliability(run_dir: Path, since: float) -> tuple[float, float]:
-    """(reliability of publications issued at or after ``since``, history_reliability)."""
-    pubs = table(run_dir, "publications")
-    subs = table(run_dir, "subscriptions")
-    nodes = table(run_dir, "nodes")
-    gone = {r["node"] for r in nodes if r["event"] in ("crash", "leave")}
-    got: dict[int, set[int]] = defaultdict(set)
-    for row in pq.read_table(run_dir / "deliveries", columns=["pub_id", "node"]).to_pylist():
-        got[row["pub_id"]].add(row["node"])
-    at_end = defaultdict(set)
-    for s in subs:
-        if s["t_end"] is None and s["node"] not in gone:
-            at_end[s["topic"]].add(s["node"])
-    expected = delivered = history_expected = history_delivered = 0
-    for p in pubs:
-        members = at_end[p["topic"]]
-        history_expected += len(members)
-        history_delivered += len(members & got[p["pub_id"]])
-        if p["t"] >= since:
-            was_on = {
-                s["node"] for s in subs if s["topic"] == p["topic"] and s["t_start"] <= p["t"]
-            } & members
-            expected += len(was_on)
-            delivered += len(was_on & got[p["pub_id"]])
-    return delivered / max(expected, 1), history_delivered / max(history_expected, 1)
+def reliability_since(run_dir: Path, since: float) -> tuple[float, float]:
+    """(reliability of publications issued at or after ``since``, history_reliability), over
+    the subscribers still subscribed at the end that never crashed or left."""
+    gone = crashed_or_left(run_dir)
+    got = delivered_pairs(run_dir)
+    new = expected_pairs(run_dir, since, exclude=gone)
+    history = expected_pairs(run_dir, history=True, exclude=gone)
+    return reliability(new, got), reliability(history, got)
 
 
 # ------------------------------------------------------------------------------ n = 1,000
@@ -110,7 +94,7 @@ def test_converges_from_corrupted_state_then_delivers_everything(
     assert len([r for r in table(run_dir, "nodes") if r["event"] == "up"]) >= 250, hint
     joined = [r for r in table(run_dir, "nodes") if r["event"] == "up" and r["t"] > 30]
     assert joined and min(r["t"] for r in joined) < max(p["t"] for p in pubs), hint
-    new, history = reliability(run_dir, since=30.0)
+    new, history = reliability_since(run_dir, since=30.0)
     assert new == 1.0, f"{kind}: reliability {new}; {hint}"
     assert history == 1.0, f"{kind}: history_reliability {history}; {hint}"
 
