@@ -6,7 +6,7 @@ tells how the parts work together). It owns the topology: the successor list (Te
 §5.1), p_k(u) and the edges p(u)∖u sorted by distance with the end of each range r_u(v), the
 send order, and the maintenance subscriptions (the location range and the join intervals,
 spec §7). A change of the edges installs the new ranges here and has the filters carved from
-the old ones (:meth:`ChordFilters._carve <pubmesh.proto.chord.filters.ChordFilters._carve>`).
+the old ones (:meth:`ChordFilters.carve <pubmesh.proto.chord.filters.ChordFilters.carve>`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ FIELD_REQ = "$req"
 FIELD_RID = "$rid"
 
 #: messages a node's reactive stabilization may send at once, and per stabilize_period after
-#: (ChordRing._announce): several times what a node of a 12-node ring sends while 12 join at
+#: (ChordRing.announce): several times what a node of a 12-node ring sends while 12 join at
 #: once (at most 66) or of a 40-node one (188)
 PUSH_BURST = 256
 
@@ -82,12 +82,12 @@ class ChordRing:
         #: edges in send order: decreasing range size, ties smaller distance (§4.3)
         self.order: list[NodeId] = []
         self.maintenance: tuple[Conjunction, ...] = ()
-        #: pred(u), the list, the in-neighbours and L after the last input (:meth:`_announce`);
+        #: pred(u), the list, the in-neighbours and L after the last input (:meth:`announce`);
         #: None until the first input after a join (or a warm start) records them
         self.announced: tuple[NodeId | None, tuple[NodeId, ...], frozenset[NodeId], int] | None = (
             None
         )
-        #: messages _announce may still send now, and when that was last refilled
+        #: messages announce may still send now, and when that was last refilled
         self.push_budget = float(PUSH_BURST)
         self.push_refilled = 0.0
 
@@ -103,7 +103,7 @@ class ChordRing:
             key_of = self.node.key_of
             return min(in_ends, key=lambda x: (dist(key_of(x), self.key), x))
         if self.pred_hint is None and 0 < len(self.succ) < self.succ_len():
-            # a list shorter than L holds the whole ring (as in _far_fingers), so its last
+            # a list shorter than L holds the whole ring (as in far_fingers), so its last
             # entry is the predecessor. Without this a node that has a successor but no
             # in-neighbour yet (the contact just after the first joiner adopted it) owned no
             # key: location notifications for a join found no owner, and the joiner waited a
@@ -272,7 +272,7 @@ class ChordRing:
         self.push_budget -= len(out) - start
 
     def _push_changes(self, out: list[Output]) -> None:
-        """The messages of :meth:`_announce` for the change since the last input."""
+        """The messages of :meth:`announce` for the change since the last input."""
         pred = self.pred()
         succ = tuple(self.succ)
         ins = frozenset(self.node.filters.in_ends)
@@ -321,7 +321,7 @@ class ChordRing:
         if self.succ and src == self.succ[0] and isinstance(successors, tuple | list):
             rest = [x for x in self.succ if x != src]
             spliced = [x for x in successors if isinstance(x, int) and x != src]
-            self.succ = self.clockwise([*rest, *spliced])  # empty: _peer_down rejoins
+            self.succ = self.clockwise([*rest, *spliced])  # empty: peer_down rejoins
         if isinstance(pred, int) and pred != self.node.node_id and self.pred() == src:
             self.pred_hint = pred
         self.peer_down(src, out)
@@ -368,7 +368,7 @@ class ChordRing:
     def topology_changed(self, out: list[Output]) -> None:
         """The list or a finger changed: cut the list to L, read the near fingers off it,
         install the edges and the maintenance subscriptions."""
-        # the list is cut to L only where it is rebuilt (_clockwise): an auto L that shrinks
+        # the list is cut to L only where it is rebuilt (clockwise): an auto L that shrinks
         # while failed fingers are being replaced must not throw away live backups
         self._fingers_from_list()
         me, d = self.node.node_id, self.node.d
@@ -397,7 +397,7 @@ class ChordRing:
     def _install_edges(self, edges: list[NodeId], out: list[Output]) -> None:
         """Edge change (spec §7, Terpstra et al. §5.2): new ranges and send order, then the
         filters carved from the old ones and RespChange to every peer whose range changed
-        (:meth:`ChordFilters._carve <pubmesh.proto.chord.filters.ChordFilters._carve>`)."""
+        (:meth:`ChordFilters.carve <pubmesh.proto.chord.filters.ChordFilters.carve>`)."""
         old_edges, old_ends = self.edges, self.ends
         self.edges, self.ends = edges, self._range_ends(edges)
         self.order = self._send_order()
