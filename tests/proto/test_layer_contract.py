@@ -98,3 +98,33 @@ def test_the_checker_names_a_layer_of_the_wrong_shape() -> None:
     ]
     assert layer_problems(NowFirst) == ["NowFirst.handle takes (now, event), not (event, now)"]
     assert layer_problems(Good) == []
+
+
+def test_a_part_reaches_its_owner_without_a_cycle_and_a_copy_reaches_the_copy() -> None:
+    """pubmesh.proto.core.Part: a node's parts point back at it weakly, so a dropped node is
+    freed at once, without the garbage collector (the simulator's loop runs without it); a
+    deep copy of a node (the generated contract test takes one before every input) has parts
+    that point at the copy, not at the original."""
+    import copy
+    import gc
+    import weakref
+
+    for name, parts in (
+        ("brokertree", ("conn", "recovery", "flow", "acks", "client")),
+        ("chord", ("ring", "joins", "filters", "publisher")),
+        ("clique", ("build", "leave_protocol")),
+    ):
+        spec = get_stack(name)
+        node = spec.create(NodeContext(0, random.Random(1), params=spec.params_type()))
+        twin = copy.deepcopy(node)
+        for attr in parts:
+            part = getattr(twin, attr)
+            assert part._owner() is twin, (name, attr)
+            assert part.n.rng is twin.rng, (name, attr)
+        gone = weakref.ref(node)
+        gc.disable()
+        try:
+            del node
+            assert gone() is None, f"{name}: a node and its parts make a reference cycle"
+        finally:
+            gc.enable()

@@ -24,7 +24,7 @@ from pubmesh.proto.content import (
     validate,
     with_topic,
 )
-from pubmesh.proto.core import Deliver, NodeId, Output, Publish, TraceRecord
+from pubmesh.proto.core import Deliver, NodeId, Output, Part, Publish, TraceRecord
 
 if TYPE_CHECKING:
     from pubmesh.proto.brokertree.node import BrokerTreeNode
@@ -44,13 +44,13 @@ class OwnSub:
     parinfo: frozenset[ParInfoT] = frozenset()
 
 
-class Client:
+class Client(Part["BrokerTreeNode"]):
     """A client's subscriptions, publications and deliveries (module docstring)."""
 
-    __slots__ = ("delivered", "last", "n", "own", "targets")
+    __slots__ = ("delivered", "last", "own", "targets")
 
     def __init__(self, node: BrokerTreeNode) -> None:
-        self.n = node
+        super().__init__(node)
         #: a client's own subscriptions by topic
         self.own: dict[str, OwnSub] = {}
         #: a client's subscriber clients within δ + 1 hops (TopoSummary), recipients of its

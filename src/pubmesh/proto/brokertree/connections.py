@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pubmesh.proto.brokertree.messages import LSeq
 from pubmesh.proto.brokertree.session import Down, Miswired, Up
 from pubmesh.proto.brokertree.state import ACTIVATING, ACTIVE, INACTIVE, LARGE, PENDING, Link
-from pubmesh.proto.core import NodeId, Output, TraceRecord
+from pubmesh.proto.core import NodeId, Output, Part, TraceRecord
 
 if TYPE_CHECKING:
     from pubmesh.proto.brokertree.node import BrokerTreeNode
@@ -28,13 +28,13 @@ __all__ = ["Connections"]
 _MISTAKABLE = frozenset({"silent", "gap", "reset", "redialed", "handshake"})
 
 
-class Connections:
+class Connections(Part["BrokerTreeNode"]):
     """Sessions wanted, routes and link activation of one node (module docstring)."""
 
-    __slots__ = ("knew", "n", "peer_epochs", "routes", "topology_changed")
+    __slots__ = ("knew", "peer_epochs", "routes", "topology_changed")
 
     def __init__(self, node: BrokerTreeNode) -> None:
-        self.n = node
+        super().__init__(node)
         #: last incarnation epoch seen of each peer (spec §7.5 client restart), and whether
         #: the current one is a restart of one we knew
         self.peer_epochs: dict[NodeId, float] = {}

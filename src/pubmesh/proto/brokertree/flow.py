@@ -36,7 +36,7 @@ from pubmesh.proto.brokertree.wire import (
     valid_origin,
     valid_parinfo,
 )
-from pubmesh.proto.core import Message, NodeId, Output, TraceRecord
+from pubmesh.proto.core import Message, NodeId, Output, Part, TraceRecord
 
 if TYPE_CHECKING:
     from pubmesh.proto.brokertree.node import BrokerTreeNode
@@ -44,13 +44,13 @@ if TYPE_CHECKING:
 __all__ = ["Flow"]
 
 
-class Flow:
+class Flow(Part["BrokerTreeNode"]):
     """Check-out (CO) and confirmation (CF) of one node's queue (module docstring)."""
 
-    __slots__ = ("all_dirty", "confs", "dirty", "n")
+    __slots__ = ("all_dirty", "confs", "dirty")
 
     def __init__(self, node: BrokerTreeNode) -> None:
-        self.n = node
+        super().__init__(node)
         #: Confs to batch per peer this event (spec §12.5)
         self.confs: dict[NodeId, list[OriginT]] = {}
         #: entries whose confirmation may have changed, or all of them

@@ -71,7 +71,8 @@ composes five parts, each with the fields it alone uses: :class:`.connections.Co
 (sessions, routes, link activation), :class:`.recovery.Recovery` (handshake, summaries, whole
 tables), :class:`.flow.Flow` (check-out and confirmation), :class:`.purge.Purger` (depth acks
 and the purge) and :class:`.client.Client` (a client's subscriptions, publications and
-deliveries). A part reaches the shared state through its node (``self.n``); the order in which
+deliveries). A part reaches the shared state through its node (``self.n``, a weak proxy:
+:class:`pubmesh.proto.core.Part`); the order in which
 the node calls them is the order of the rules below, and the traces are byte-identical to those
 of the single class they were cut from.
 

@@ -18,7 +18,7 @@ from pubmesh.proto.brokertree.checkout import PUB, Entry
 from pubmesh.proto.brokertree.dack import DepthAcks
 from pubmesh.proto.brokertree.messages import Dack, DackEntry, SeqT, Vect
 from pubmesh.proto.brokertree.state import ACTIVATING, ACTIVE
-from pubmesh.proto.core import NodeId, Output
+from pubmesh.proto.core import NodeId, Output, Part
 
 if TYPE_CHECKING:
     from pubmesh.proto.brokertree.node import BrokerTreeNode
@@ -35,13 +35,13 @@ class _Held:
     purged: list[SeqT] = field(default_factory=list)
 
 
-class Purger:
+class Purger(Part["BrokerTreeNode"]):
     """Dack sending and the purge of one node (module docstring)."""
 
-    __slots__ = ("held", "n", "reports")
+    __slots__ = ("held", "reports")
 
     def __init__(self, node: BrokerTreeNode) -> None:
-        self.n = node
+        super().__init__(node)
         #: the reports kept and traded (pubmesh.proto.brokertree.dack)
         self.reports = DepthAcks(node.node_id)
         self.held: dict[NodeId, _Held] = {}

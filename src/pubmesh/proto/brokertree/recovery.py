@@ -36,7 +36,7 @@ from pubmesh.proto.brokertree.wire import (
     valid_parinfo,
     valid_seq,
 )
-from pubmesh.proto.core import NodeId, Output, TraceRecord
+from pubmesh.proto.core import NodeId, Output, Part, TraceRecord
 
 if TYPE_CHECKING:
     from pubmesh.proto.brokertree.node import BrokerTreeNode
@@ -47,13 +47,13 @@ __all__ = ["Recovery"]
 _CHUNK = 256
 
 
-class Recovery:
+class Recovery(Part["BrokerTreeNode"]):
     """Handshake, summaries and whole-table recovery of one node (module docstring)."""
 
-    __slots__ = ("answered", "early", "n", "owed", "peer_recovering", "recovering")
+    __slots__ = ("answered", "early", "owed", "peer_recovering", "recovering")
 
     def __init__(self, node: BrokerTreeNode) -> None:
-        self.n = node
+        super().__init__(node)
         #: None until the node knows whether it lost a table (a peer knew an older
         #: incarnation of it: True, recovering), False once its table is whole (it never had
         #: one to lose, or a complete peer sent it a whole one)

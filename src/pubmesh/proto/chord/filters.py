@@ -47,7 +47,7 @@ from pubmesh.proto.content import (
     validate,
     with_topic,
 )
-from pubmesh.proto.core import NodeId, Output, Send, SetTimer, Timer, TraceRecord
+from pubmesh.proto.core import NodeId, Output, Part, Send, SetTimer, Timer, TraceRecord
 
 if TYPE_CHECKING:
     from pubmesh.proto.chord.node import ChordNode
@@ -58,11 +58,11 @@ def _arcs_meet(a: int, size_a: int, b: int, size_b: int) -> bool:
     return dist(a, b) < size_a or dist(b, a) < size_b
 
 
-class ChordFilters:
+class ChordFilters(Part["ChordNode"]):
     """The filters of one chord node (module doc); forgotten on a rejoin."""
 
     def __init__(self, node: ChordNode) -> None:
-        self.node = node
+        super().__init__(node)
         self.key = node.key  # key(u), fixed for the node's life
         p = node.params
         #: f(u→v), and the edges still forwarding everything until their first update
@@ -89,7 +89,7 @@ class ChordFilters:
         self.rc_seen: dict[NodeId, tuple[int, int]] = {}
 
     def _reduce(self, conjunctions: Iterable[Conjunction], *, bound: bool) -> Disjunction:
-        p = self.node.params
+        p = self.n.params
         return reduce_edge(
             conjunctions, p.routing, max_conj=p.max_conj, max_in=p.max_in, bound=bound
         )
@@ -98,7 +98,7 @@ class ChordFilters:
     def subscribe(self, topic: str, filter: Mapping[str, Any] | None, out: list[Output]) -> None:
         """Subscribe (spec §6): validate, ignore a repeated topic, add the conjunction to the
         loopback (Terpstra et al. §4.4)."""
-        node = self.node
+        node = self.n
         if not isinstance(topic, str) or topic.startswith("$"):
             out.append(TraceRecord("chord.bad_filter", {"topic": str(topic), "error": "topic"}))
             return
@@ -113,7 +113,7 @@ class ChordFilters:
         self.loop_changed(out)
 
     def loop_changed(self, out: list[Output]) -> None:
-        node = self.node
+        node = self.n
         loop = self._reduce([*node.subs.values(), *node.ring.maintenance], bound=False)
         if loop != self.loop:
             self.loop = loop
@@ -130,9 +130,9 @@ class ChordFilters:
     def clips_for(self, v: NodeId) -> tuple[int, ...]:
         """The ends of wanted ranges that fall strictly inside r_u(v): there u needs v's
         filter for [key(v), e) only ("Clipped filters" in the module doc)."""
-        start = self.node.key_of(v)
-        size = dist(start, self.node.ring.ends[v]) or SIZE
-        offset = self.node.d(v)
+        start = self.n.key_of(v)
+        size = dist(start, self.n.ring.ends[v]) or SIZE
+        offset = self.n.d(v)
         return tuple(
             sorted(
                 e
@@ -143,7 +143,7 @@ class ChordFilters:
 
     def _update_clips(self, out: list[Output]) -> None:
         """Ask each out-neighbour for the clipped filters the wanted ends now need."""
-        ring = self.node.ring
+        ring = self.n.ring
         for v in ring.edges:
             clips = self.clips_for(v)
             if clips != self.asked.get(v, ()):
@@ -154,7 +154,7 @@ class ChordFilters:
         """The edges x inside a range [key(u), e), each with the end up to which its filter
         is needed: e where e falls inside r_u(x) (a clipped filter), else r_u(x)'s own end
         (module doc, "Clipped filters")."""
-        node = self.node
+        node = self.n
         ends = node.ring.ends
         size = dist(self.key, e) or SIZE
         found = []
@@ -169,7 +169,7 @@ class ChordFilters:
     def edge_filter(self, x: NodeId, e: int) -> Disjunction:
         """f(u→x) restricted to [key(x), e): the clipped filter for e, when e ends inside
         r_u(x) and x has sent it, else the whole f(u→x) (a superset)."""
-        if e != self.node.ring.ends[x]:
+        if e != self.n.ring.ends[x]:
             clipped = self.clips.get(x, {}).get(e)
             if clipped is not None:
                 return clipped
@@ -193,12 +193,12 @@ class ChordFilters:
         protocol's current filters, or the warm start's fixpoint ones). With ``merging`` the
         reductions share their prefixes (:class:`~pubmesh.proto.chord.routing.PrefixChain`)."""
         below = self.below(e)
-        if self.node.params.routing != "merging":
+        if self.n.params.routing != "merging":
             parts = list(self.loop)
             for x, needed in below:
                 parts.extend(filter_of(x, needed))
             return self._reduce(parts, bound=True)
-        ends = self.node.ring.ends
+        ends = self.n.ring.ends
         head = [self.loop]
         last: Disjunction = ()
         for x, needed in below:
@@ -234,7 +234,7 @@ class ChordFilters:
         self.fu_seq[u] = seq
         seen = self.rc_seen.get(u)
         message = FilterUpdate(
-            epoch=self.node.epoch,
+            epoch=self.n.epoch,
             seq=seq,
             range_seq=seen[1] if seen else 0,
             end=e if e is not None else -1,
@@ -264,8 +264,8 @@ class ChordFilters:
         f_new(u→v) is f_old(u→v) if v's range only shrank; else the union of the old filters
         whose ranges meet the new one (delegation of a lost peer's range, §8.2), or match-all
         and *pending* if the new range meets u's old loopback range (a carve with w = u)."""
-        key_of = self.node.key_of
-        edges, ends = self.node.ring.edges, self.node.ring.ends
+        key_of = self.n.key_of
+        edges, ends = self.n.ring.edges, self.n.ring.ends
         old_out = self.out
         old_first = key_of(old_edges[0]) if old_edges else self.key
         old_loop = dist(self.key, old_first) or SIZE
@@ -317,16 +317,16 @@ class ChordFilters:
             self.clips[v] = kept
         else:
             self.clips.pop(v, None)
-        message = RespChange(epoch=self.node.epoch, seq=seq, end=end, clips=clips)
+        message = RespChange(epoch=self.n.epoch, seq=seq, end=end, clips=clips)
         self.rc_unacked[v] = message
         out.append(Send(v, message))
-        out.append(SetTimer(self.node.params.resp_retry, RespRetry(self.node.life, v, seq)))
+        out.append(SetTimer(self.n.params.resp_retry, RespRetry(self.n.life, v, seq)))
 
     # -------------------------------------------------------------------------- receive
     def on_resp_change(self, src: NodeId, message: RespChange, out: list[Output]) -> None:
         """RespChange (spec §7): store the range end (u joins s(v), or leaves on None) and the
         clipped ends, and always answer with FilterUpdates, the acknowledgement."""
-        if self.node.state != JOINED:
+        if self.n.state != JOINED:
             return
         epoch, seq, end, clips = message.epoch, message.seq, message.end, message.clips
         if not isinstance(epoch, int) or not isinstance(seq, int):
@@ -339,7 +339,7 @@ class ChordFilters:
         if seen is not None and (epoch, seq) < seen:
             return
         self.rc_seen[src] = (epoch, seq)
-        ring = self.node.ring
+        ring = self.n.ring
         pred_before = ring.pred()
         self._forget_in(src)
         cache: dict[int, Disjunction] = {}
@@ -361,7 +361,7 @@ class ChordFilters:
         """FilterUpdate (spec §6): acknowledge our RespChange, refuse stale or foreign
         updates, replace f(v→w) (or one of its clipped filters), and pass the change on to
         every in-neighbour whose range reaches w."""
-        node = self.node
+        node = self.n
         if node.state != JOINED:
             return
         epoch, seq, e = message.epoch, message.seq, message.end
@@ -403,7 +403,7 @@ class ChordFilters:
     # --------------------------------------------------------------------------- timers
     def fire(self, timer: Timer, out: list[Output]) -> None:
         """RespChange retries and the periodic filter refresh (spec §7, §8.4)."""
-        p = self.node.params
+        p = self.n.params
         match timer:
             case RespRetry(peer=peer, seq=seq):
                 pending = self.rc_unacked.get(peer)

@@ -25,7 +25,7 @@ from pubmesh.proto.chord.life import (
 from pubmesh.proto.chord.messages import JoinRequest, LocationReply
 from pubmesh.proto.chord.ring import FIELD_JOIN, FIELD_LOC, FIELD_REQ, FIELD_RID, JOIN, LOCATION
 from pubmesh.proto.content import matches
-from pubmesh.proto.core import NodeId, Output, Send, SetTimer, Timer
+from pubmesh.proto.core import NodeId, Output, Part, Send, SetTimer, Timer
 
 if TYPE_CHECKING:
     from pubmesh.proto.chord.node import ChordNode
@@ -41,11 +41,11 @@ class _Lookup:
     best: int | None = None
 
 
-class ChordJoins:
+class ChordJoins(Part["ChordNode"]):
     """The joins and lookups of one chord node (module doc); forgotten on a rejoin."""
 
     def __init__(self, node: ChordNode) -> None:
-        self.node = node
+        super().__init__(node)
         self.key = node.key  # key(u), fixed for the node's life
         self.next_rid = 1
         self.join_rid = 0
@@ -57,7 +57,7 @@ class ChordJoins:
         self.fix_cursor = 0
 
     def join(self, out: list[Output]) -> None:
-        node = self.node
+        node = self.n
         if not node.contacts or node.contacts[0] == node.node_id:
             node.state = JOINED
             node.ring.topology_changed(out)
@@ -71,8 +71,8 @@ class ChordJoins:
 
     def _arm_join_tick(self, attempt: int, out: list[Output]) -> None:
         self.join_tick += 1
-        delay = backoff(self.node.params.join_retry, attempt)
-        out.append(SetTimer(delay, JoinTick(self.node.life, self.join_tick)))
+        delay = backoff(self.n.params.join_retry, attempt)
+        out.append(SetTimer(delay, JoinTick(self.n.life, self.join_tick)))
 
     def _rid(self) -> int:
         rid = self.next_rid
@@ -82,7 +82,7 @@ class ChordJoins:
     # ------------------------------------------------------------------ joins and lookups
     def on_join_request(self, src: NodeId, rid: int, out: list[Output]) -> None:
         """The contact publishes a location notification for key(v)+1 (spec §7 step 2)."""
-        node = self.node
+        node = self.n
         if node.state != JOINED or not isinstance(rid, int):
             return
         node._count("join_requests")
@@ -106,7 +106,7 @@ class ChordJoins:
         self._send_lookup(rid, target, out)
 
     def _send_lookup(self, rid: int, target: int, out: list[Output]) -> None:
-        node = self.node
+        node = self.n
         delay = backoff(node.params.location_timeout, self.lookups[rid].tries - 1)
         out.append(SetTimer(delay, LookupTimeout(node.life, rid)))
         node.publisher.notify(
@@ -116,7 +116,7 @@ class ChordJoins:
         )
 
     def on_location_reply(self, src: NodeId, reply: LocationReply, out: list[Output]) -> None:
-        node = self.node
+        node = self.n
         rid = reply.rid
         if node.state == JOINING and rid == self.join_rid and src != node.node_id:
             self._joined(src, reply, out)
@@ -140,7 +140,7 @@ class ChordJoins:
         """LocationReply to the join (spec §7 step 4–6): successor = the owner, list = [owner]
         + the owner's list, predecessor hint = the owner's predecessor; then the far fingers
         are looked up and the join notice goes out."""
-        node, ring = self.node, self.node.ring
+        node, ring = self.n, self.n.ring
         node.state = JOINED
         node._count("joins")
         candidates = [owner, *(x for x in reply.successors if isinstance(x, int))]
@@ -157,13 +157,13 @@ class ChordJoins:
 
     def _join_notice(self, out: list[Output]) -> None:
         self.join_notices += 1
-        attributes = {FIELD_JOIN: key_text(self.key), FIELD_REQ: self.node.node_id}
-        self.node.publisher.notify(JOIN, attributes, out)
+        attributes = {FIELD_JOIN: key_text(self.key), FIELD_REQ: self.n.node_id}
+        self.n.publisher.notify(JOIN, attributes, out)
 
     def on_notification(self, topic: str, attributes: dict[str, Any], out: list[Output]) -> None:
         """The local half of a maintenance notification: the owner of a location answers,
         a node whose join interval holds a newcomer adopts it (Terpstra et al. §5.1–5.2)."""
-        node, ring = self.node, self.node.ring
+        node, ring = self.n, self.n.ring
         requester = attributes.get(FIELD_REQ)
         if not isinstance(requester, int) or isinstance(requester, bool):
             return
@@ -188,19 +188,19 @@ class ChordJoins:
 
     def _owns(self, target: int) -> bool:
         """Is ``target`` in u's Chord ownership range (key(pred), key(u)]?"""
-        ring = self.node.ring
+        ring = self.n.ring
         if ring.alone():
             return True
         pred = ring.pred()
         if pred is None:
             return False
-        lo = self.node.key_of(pred)
+        lo = self.n.key_of(pred)
         return 0 < dist(lo, target) <= dist(lo, self.key)
 
     # --------------------------------------------------------------------------- timers
     def fire(self, timer: Timer, out: list[Output]) -> None:
         """The join's retries, the lookups' timeouts and fix_fingers."""
-        node = self.node
+        node = self.n
         p = node.params
         match timer:
             case JoinTick(tick=tick) if tick == self.join_tick:

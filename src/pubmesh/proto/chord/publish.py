@@ -21,17 +21,17 @@ from pubmesh.proto.chord.life import IDLE, JOINED, JOINING, LEAVING, LEFT
 from pubmesh.proto.chord.messages import Notification, Publication
 from pubmesh.proto.chord.routing import match_attributes, matches_any
 from pubmesh.proto.content import matches, publication_attributes
-from pubmesh.proto.core import Deliver, Output, Publish, Send, TraceRecord
+from pubmesh.proto.core import Deliver, Output, Part, Publish, Send, TraceRecord
 
 if TYPE_CHECKING:
     from pubmesh.proto.chord.node import ChordNode
 
 
-class ChordPublisher:
+class ChordPublisher(Part["ChordNode"]):
     """Publish and routing of one chord node (module doc)."""
 
     def __init__(self, node: ChordNode) -> None:
-        self.node = node
+        super().__init__(node)
         self.key = node.key  # key(u), fixed for the node's life
         #: publications issued while joining, sent once joined
         self.queue: list[Publish] = []
@@ -39,7 +39,7 @@ class ChordPublisher:
     def publish(self, command: Publish, out: list[Output]) -> None:
         """Publish (spec §5): queued while there is no successor yet, then processed with
         R = K "as if received via the loopback edge" (Terpstra et al. §4.3)."""
-        node = self.node
+        node = self.n
         if node.state in (LEAVING, LEFT, IDLE):
             return
         if command.topic.startswith("$"):
@@ -76,7 +76,7 @@ class ChordPublisher:
     ) -> None:
         """Deliver locally if u's own subscription to the topic matches (§4.3: u is the only
         node with key in r_u(u)), then forward down the tree."""
-        node = self.node
+        node = self.n
         matched = publication_attributes(attributes, message.topic)
         conj = node.subs.get(message.topic)
         if conj is not None and matches(conj, matched):
@@ -100,8 +100,8 @@ class ChordPublisher:
         publication (Terpstra et al. §5.1: notifications use the publish mechanism)."""
         matched = dict(attributes)
         matched["$topic"] = message.topic
-        if self.node.state == JOINED:
-            self.node.joins.on_notification(message.topic, matched, out)
+        if self.n.state == JOINED:
+            self.n.joins.on_notification(message.topic, matched, out)
         self._route(matched, message, end, out)
 
     def _route(
@@ -115,7 +115,7 @@ class ChordPublisher:
         each edge v with d(u,v) < |R| whose filter matches gets a copy of ``message`` with
         [key(v), key(v) + min(|r_u(v)|, |R| − d(u,v))) and one more hop, in decreasing range
         size (Terpstra et al. §4.3)."""
-        node = self.node
+        node = self.n
         ring, edge_filter = node.ring, node.filters.edge_filter
         size = SIZE if end is None else dist(self.key, end)
         for v in ring.order:

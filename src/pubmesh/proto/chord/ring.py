@@ -20,7 +20,7 @@ from pubmesh.proto.chord.keys import M as KEY_BITS
 from pubmesh.proto.chord.life import JOINED, StabilizeTick
 from pubmesh.proto.chord.messages import Notification, SuccListReply, SuccListRequest
 from pubmesh.proto.content import PRESENT, Conjunction, validate
-from pubmesh.proto.core import NodeId, Output, Send, SetTimer, Timer
+from pubmesh.proto.core import NodeId, Output, Part, Send, SetTimer, Timer
 
 if TYPE_CHECKING:
     from pubmesh.proto.chord.node import ChordNode
@@ -64,11 +64,11 @@ def _arc_conjunctions(topic: str, attr: str, lo: int, hi: int, hi_op: str) -> li
     return parts
 
 
-class ChordRing:
+class ChordRing(Part["ChordNode"]):
     """The topology of one chord node (module doc); forgotten on a rejoin."""
 
     def __init__(self, node: ChordNode) -> None:
-        self.node = node
+        super().__init__(node)
         self.key = node.key  # key(u), fixed for the node's life
         #: successor list, clockwise from u (Terpstra et al. §5.1)
         self.succ: list[NodeId] = []
@@ -94,13 +94,13 @@ class ChordRing:
     # ------------------------------------------------------------------------- queries
     def succ_len(self) -> int:
         """L: the parameter, or auto = max(4, |p(u)| − 1) (spec §3)."""
-        return self.node.params.succ_len or max(4, len(self.edges))
+        return self.n.params.succ_len or max(4, len(self.edges))
 
     def pred(self) -> NodeId | None:
         """pred(u): the in-neighbour closest counter-clockwise, else the hint (spec §3)."""
-        in_ends = self.node.filters.in_ends
+        in_ends = self.n.filters.in_ends
         if in_ends:
-            key_of = self.node.key_of
+            key_of = self.n.key_of
             return min(in_ends, key=lambda x: (dist(key_of(x), self.key), x))
         if self.pred_hint is None and 0 < len(self.succ) < self.succ_len():
             # a list shorter than L holds the whole ring (as in far_fingers), so its last
@@ -113,11 +113,11 @@ class ChordRing:
         return self.pred_hint
 
     def alone(self) -> bool:
-        return self.node.state == JOINED and not self.succ
+        return self.n.state == JOINED and not self.succ
 
     def peers(self) -> set[NodeId]:
-        peers = set(self.edges) | set(self.node.filters.in_ends) | set(self.succ)
-        peers.discard(self.node.node_id)
+        peers = set(self.edges) | set(self.n.filters.in_ends) | set(self.succ)
+        peers.discard(self.n.node_id)
         return peers
 
     # -------------------------------------------------------------------- list, fingers
@@ -125,9 +125,9 @@ class ChordRing:
         """A node v joined: adopt it wherever it is closer than the current p_k or list entry
         (Terpstra et al. §5.2: "every u whose join interval matches recomputes p(u) and its
         list")."""
-        if v == self.node.node_id:
+        if v == self.n.node_id:
             return
-        d = self.node.d
+        d = self.n.d
         d_v = d(v)
         changed = False
         for k in range(1, KEY_BITS + 1):
@@ -145,7 +145,7 @@ class ChordRing:
 
     def clockwise(self, nodes: Iterable[NodeId]) -> list[NodeId]:
         """Distinct nodes other than u, by distance, cut to L."""
-        me, d = self.node.node_id, self.node.d
+        me, d = self.n.node_id, self.n.d
         seen = sorted({x for x in nodes if x != me}, key=lambda x: (d(x), x))
         return seen[: self.succ_len()]
 
@@ -161,7 +161,7 @@ class ChordRing:
         list holds the whole ring)."""
         if len(self.succ) < self.succ_len():
             return []
-        span = self.node.d(self.succ[-1])
+        span = self.n.d(self.succ[-1])
         return [k for k in range(1, KEY_BITS + 1) if finger_offset(k) > span]
 
     # ------------------------------------------------------------------ stabilize, leave
@@ -170,7 +170,7 @@ class ChordRing:
             # Chord's notify: a node alone (a contact that lost its whole list,
             # which does not rejoin) takes back a live node that names it successor
             self._learn(src, out)
-        if self.node.state == JOINED:
+        if self.n.state == JOINED:
             reply = SuccListReply(pred=self.pred(), successors=tuple(self.succ))
             out.append(Send(src, reply))
 
@@ -185,7 +185,7 @@ class ChordRing:
         ever (found at N = 200 built by joins, bench/bench_chord_joins.py). So a list still
         short of L after a reply that did not wrap around the ring to us is extended by
         asking its last entry for its list, whose answer adds the nodes beyond it (ours)."""
-        node = self.node
+        node = self.n
         if node.state != JOINED or not self.succ or not isinstance(successors, tuple | list):
             return
         d = node.d
@@ -218,7 +218,7 @@ class ChordRing:
         if new != self.succ:
             self.succ = new
             self.topology_changed(out)
-        wrapped = self.node.node_id in reply  # the reply reached round the ring to us
+        wrapped = self.n.node_id in reply  # the reply reached round the ring to us
         short = 0 < len(self.succ) < self.succ_len()
         # an extension reply asks further only if it added someone: no ping-pong with a last
         # entry that knows nobody beyond itself
@@ -258,7 +258,7 @@ class ChordRing:
         drained); so the pushes draw on a budget of PUSH_BURST messages that refills at that many
         per stabilize_period, and beyond it the periodic stabilize and fix_fingers, the safety net
         they always were (lost messages, failures), carry the changes."""
-        p = self.node.params
+        p = self.n.params
         self.push_budget = min(
             float(PUSH_BURST),
             self.push_budget + PUSH_BURST * (now - self.push_refilled) / p.stabilize_period,
@@ -275,7 +275,7 @@ class ChordRing:
         """The messages of :meth:`announce` for the change since the last input."""
         pred = self.pred()
         succ = tuple(self.succ)
-        ins = frozenset(self.node.filters.in_ends)
+        ins = frozenset(self.n.filters.in_ends)
         length = self.succ_len()
         last, self.announced = self.announced, (pred, succ, ins, length)
         if last is None:
@@ -295,7 +295,7 @@ class ChordRing:
                 out.append(Send(peer, reply))
         if pred is None:
             return
-        d, key_of = self.node.d, self.node.key_of
+        d, key_of = self.n.d, self.n.key_of
         moved_in = old is not None and pred != old and d(pred) > d(old)
         notify = (ins if moved_in else new_ins) - {pred}
         if notify:
@@ -309,20 +309,20 @@ class ChordRing:
         """The ring's timer: Chord's periodic stabilize (spec §7 "Periodic repair")."""
         match timer:
             case StabilizeTick():
-                if self.node.state == JOINED and self.succ:
+                if self.n.state == JOINED and self.succ:
                     out.append(Send(self.succ[0], SuccListRequest()))
-                out.append(SetTimer(self.node.params.stabilize_period, timer))
+                out.append(SetTimer(self.n.params.stabilize_period, timer))
 
     def on_leaving(self, src: NodeId, pred: object, successors: object, out: list[Output]) -> None:
         """Leaving (spec §9): as PeerDown without the detection delay; the predecessor splices
         in the leaver's list, the successor takes its predecessor as a hint."""
-        if self.node.state != JOINED:
+        if self.n.state != JOINED:
             return
         if self.succ and src == self.succ[0] and isinstance(successors, tuple | list):
             rest = [x for x in self.succ if x != src]
             spliced = [x for x in successors if isinstance(x, int) and x != src]
             self.succ = self.clockwise([*rest, *spliced])  # empty: peer_down rejoins
-        if isinstance(pred, int) and pred != self.node.node_id and self.pred() == src:
+        if isinstance(pred, int) and pred != self.n.node_id and self.pred() == src:
             self.pred_hint = pred
         self.peer_down(src, out)
 
@@ -331,7 +331,7 @@ class ChordRing:
         """PeerDown (spec §8): drop x everywhere; x's range goes to its counter-clockwise
         neighbour with the union filter (in :meth:`_install_edges`), far fingers that were x
         are looked up again, the list refills from the new successor."""
-        node = self.node
+        node = self.n
         filters, joins = node.filters, node.joins
         filters.rc_unacked.pop(x, None)  # x cannot acknowledge anything any more
         was_successor = bool(self.succ) and self.succ[0] == x
@@ -371,7 +371,7 @@ class ChordRing:
         # the list is cut to L only where it is rebuilt (clockwise): an auto L that shrinks
         # while failed fingers are being replaced must not throw away live backups
         self._fingers_from_list()
-        me, d = self.node.node_id, self.node.d
+        me, d = self.n.node_id, self.n.d
         edges = sorted(
             {f for f in self.fingers if f is not None and f != me},
             key=lambda x: (d(x), x),
@@ -383,7 +383,7 @@ class ChordRing:
     def _fingers_from_list(self) -> None:
         """p_k for D_k within the list's span is the first list entry at least D_k away (spec
         §3, §7.5); the far ones are left as they are."""
-        d = self.node.d
+        d = self.n.d
         span = d(self.succ[-1]) if self.succ else 0
         distances = [d(x) for x in self.succ]
         for k in range(1, KEY_BITS + 1):
@@ -401,18 +401,18 @@ class ChordRing:
         old_edges, old_ends = self.edges, self.ends
         self.edges, self.ends = edges, self._range_ends(edges)
         self.order = self._send_order()
-        self.node.filters.carve(old_edges, old_ends, out)
+        self.n.filters.carve(old_edges, old_ends, out)
 
     def _range_ends(self, edges: list[NodeId]) -> dict[NodeId, int]:
         """r_u(v_i) = [key(v_i), key(v_{i+1})), the last one ending at key(u) (§3)."""
-        key_of = self.node.key_of
+        key_of = self.n.key_of
         return {
             v: key_of(edges[i + 1]) if i + 1 < len(edges) else self.key for i, v in enumerate(edges)
         }
 
     def _send_order(self) -> list[NodeId]:
         """The edges in decreasing range size, ties by distance (Terpstra et al. §4.3)."""
-        d, key_of = self.node.d, self.node.key_of
+        d, key_of = self.n.d, self.n.key_of
         return sorted(
             self.edges,
             key=lambda v: (-(dist(key_of(v), self.ends[v]) or SIZE), d(v), v),
@@ -422,9 +422,9 @@ class ChordRing:
         """Recompute the maintenance subscriptions (spec §7): the location range
         (key(pred), key(u)] (everything while alone), and the join intervals where a newcomer
         would become one of u's fingers or list entries."""
-        key_of = self.node.key_of
+        key_of = self.n.key_of
         conjs: list[Conjunction] = []
-        if self.node.state == JOINED:
+        if self.n.state == JOINED:
             if self.alone():
                 conjs.append(_interval(LOCATION, FIELD_LOC, None, None, "le"))
             else:
@@ -439,7 +439,7 @@ class ChordRing:
                     undefined = k
                 else:
                     last_k[f] = k
-            d = self.node.d
+            d = self.n.d
             for f in sorted(last_k, key=lambda x: (d(x), x)):
                 lo = (self.key + finger_offset(last_k[f])) & MASK
                 conjs += _arc_conjunctions(JOIN, FIELD_JOIN, lo, key_of(f), "lt")
@@ -452,4 +452,4 @@ class ChordRing:
         maintenance = tuple(sorted(set(conjs)))
         if maintenance != self.maintenance:
             self.maintenance = maintenance
-            self.node.filters.loop_changed(out)
+            self.n.filters.loop_changed(out)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from pubmesh.proto.clique.messages import AskForIntro, Feedback
-from pubmesh.proto.core import Output
+from pubmesh.proto.core import Output, Part
 from pubmesh.proto.relay.layer import Relay
 
 if TYPE_CHECKING:
@@ -36,18 +36,18 @@ def _by_sink(relays: Iterable[Relay]) -> dict[Any, list[Relay]]:
     return out
 
 
-class BuildClique:
+class BuildClique(Part["CliqueNode"]):
     """Build-Clique's Join / introduce / Timeout logic of one :class:`CliqueNode` (module
     docstring)."""
 
-    __slots__ = ("node",)
+    __slots__ = ()
 
     def __init__(self, node: CliqueNode) -> None:
-        self.node = node
+        super().__init__(node)
 
     def on_join(self, instance: Instance, u: Relay, now: float, out: list[Output]) -> None:
         """Join(u) [P]: N += u; with join_intro (spec §3 [R]) also u ← Introduce(in)."""
-        node = self.node
+        node = self.n
         if u.sink == node.node_id:
             return
         if node.params.join_intro and not instance.leaving:
@@ -63,7 +63,7 @@ class BuildClique:
         """AskForIntro(u) [P]: if u.sink = self: delete u; elif leaving: N += u (kept for the
         reversal); else u ← Introduce(in); delete u. The Introduce names the member whose
         Timeout asked (spec §3.5: AskForIntro and Introduce carry ``introducer``)."""
-        node = self.node
+        node = self.n
         if u.sink == node.node_id:
             return  # deleted by the caller (not held)
         if instance.leaving:
@@ -78,7 +78,7 @@ class BuildClique:
         """Introduce(w) [P]: keep w if it is not to ourselves and not redundant in N; direct
         relays go to N, indirect ones to D (to be delegated). With ``feedback`` (spec §3.5),
         tell the introducer whether w was new, through our relay to it if we hold one."""
-        node = self.node
+        node = self.n
         new = self.keep_introduced(instance, w)
         if node.params.feedback and type(introducer) is int and introducer != node.node_id:
             back = next((x for x in instance.n.values() if x.sink == introducer), None)
@@ -90,7 +90,7 @@ class BuildClique:
                 node._send(back, feedback, now, out)
 
     def keep_introduced(self, instance: Instance, w: Relay) -> bool:
-        node = self.node
+        node = self.n
         if w.sink == node.node_id:
             return False
         same = [x for x in instance.n.values() if x.sink == w.sink]
@@ -105,7 +105,7 @@ class BuildClique:
     def on_feedback(self, instance: Instance, target: Any, new: Any) -> None:
         """spec §3.5: ω of our relay to ``target`` doubles if the introduction was new, else
         halves, clamped to [1/(4(|N| + 1)), 1]."""
-        node = self.node
+        node = self.n
         if not node.params.feedback or type(target) is not int:
             return
         relay = next((x for x in instance.n.values() if x.sink == target), None)
@@ -118,7 +118,7 @@ class BuildClique:
 
     def timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
         """Timeout [P] (Scheideler's lecture §9.2 Build-Clique)."""
-        node = self.node
+        node = self.n
         group = list(instance.n.values())
         # N's relays by sink, kept equal to N as the loop moves them out: redundant() needs
         # only the relays of one sink, and a scan of all of N per relay made the timeout
@@ -174,7 +174,7 @@ class BuildClique:
 
     def draw_u(self, instance: Instance, members: list[int]) -> int:
         """Timeout's u := random(N): uniform, or ∝ ω with ``feedback`` (spec §3.5)."""
-        node = self.node
+        node = self.n
         if not node.params.feedback:
             return members[node.rng.randrange(len(members))]
         weights = instance.weights

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pubmesh.proto.clique.messages import AskToReverse, Reverse
-from pubmesh.proto.core import Output, Send
+from pubmesh.proto.core import Output, Part, Send
 from pubmesh.proto.relay.layer import Outcome, Relay
 from pubmesh.proto.relay.messages import Nudge
 
@@ -22,19 +22,19 @@ if TYPE_CHECKING:
     from pubmesh.proto.clique.node import CliqueNode, Instance
 
 
-class LeaveProtocol:
+class LeaveProtocol(Part["CliqueNode"]):
     """Leave and its reversal (AskToReverse / Reverse, LeaveTimeout, the holders' nudges) of
     one :class:`CliqueNode` (module docstring)."""
 
-    __slots__ = ("node",)
+    __slots__ = ()
 
     def __init__(self, node: CliqueNode) -> None:
-        self.node = node
+        super().__init__(node)
 
     def leave(self, instance: Instance, now: float) -> None:
         """Leave() [P]: leaving := true; a_in := a new IN relay (spec §3 [R]: the slides
         never assign it). Delivery stops at once."""
-        node = self.node
+        node = self.n
         instance.leaving = True
         instance.delivering = False
         if instance.a_in is None:
@@ -44,18 +44,18 @@ class LeaveProtocol:
     def reverse_ask(self, instance: Instance, relay: Relay) -> AskToReverse:
         return AskToReverse(
             topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
-            out=self.node.layer.ref(relay),
+            out=self.n.layer.ref(relay),
         )  # fmt: skip
 
     def reverse(self, instance: Instance, relay: Relay) -> Reverse:
         return Reverse(
             topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
-            out=self.node.layer.ref(relay),
+            out=self.n.layer.ref(relay),
         )  # fmt: skip
 
     def leave_timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
         """LeaveTimeout (spec §3; phase 1 [P], phase 2 the anchor repair [R])."""
-        node = self.node
+        node = self.n
         if not instance.n and not instance.d and not any(r.incoming for r in instance.relays()):
             node._stop(instance, now, out)
             return
@@ -102,7 +102,7 @@ class LeaveProtocol:
         happens to pick u = its relay to us and w = its ``in``: once in about |N|² rounds
         (found by C4 from random_graph). So each holder of ``in`` we cannot reach is nudged,
         at most once per probe_after, and introduces itself (ours)."""
-        node = self.node
+        node = self.n
         reach = {r.sink for r in (*instance.n.values(), *instance.d.values())}
         every = node.params.probe_after * node.params.timeout
         outcome = Outcome()
@@ -119,7 +119,7 @@ class LeaveProtocol:
         self, instance: Instance, relay: Relay, now: float, out: list[Output]
     ) -> None:
         """AskToReverse(out) [P]."""
-        node = self.node
+        node = self.n
         for rid in sorted(instance.n):
             if instance.n[rid].sink == relay.sink:
                 instance.d[rid] = instance.n.pop(rid)
@@ -142,7 +142,7 @@ class LeaveProtocol:
 
     def on_reverse(self, instance: Instance, relay: Relay, now: float, out: list[Output]) -> None:
         """Reverse(out) [P]."""
-        node = self.node
+        node = self.n
         if relay.sink == node.node_id:
             return
         if not instance.leaving:
