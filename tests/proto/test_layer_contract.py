@@ -7,9 +7,12 @@ caller's output list takes it last, is ``tools/lint_sansio.py``'s (tests/repo/te
 
 from __future__ import annotations
 
+import copy
+import gc
 import importlib
 import inspect
 import random
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,10 +108,6 @@ def test_a_part_reaches_its_owner_without_a_cycle_and_a_copy_reaches_the_copy() 
     freed at once, without the garbage collector (the simulator's loop runs without it); a
     deep copy of a node (the generated contract test takes one before every input) has parts
     that point at the copy, not at the original."""
-    import copy
-    import gc
-    import weakref
-
     for name, parts in (
         ("brokertree", ("conn", "recovery", "flow", "acks", "client")),
         ("chord", ("ring", "joins", "filters", "publisher")),

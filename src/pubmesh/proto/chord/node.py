@@ -58,7 +58,7 @@ life.py), the subscriptions, the publisher with its queue, and the counters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -184,15 +184,11 @@ class ChordNode(StackNode):
         """d(u, node): clockwise distance from this node's key."""
         return dist(self.key, self.key_of(node))
 
-    # ------------------------------------------------- the parts' state, as tests read it
+    # ------------------------------------- the parts' state, as tests and benchmarks read it
     @property
     def succ(self) -> list[NodeId]:
         """The successor list (:attr:`ChordRing.succ <.ring.ChordRing.succ>`)."""
         return self.ring.succ
-
-    @property
-    def fingers(self) -> list[NodeId | None]:
-        return self.ring.fingers
 
     @property
     def edges(self) -> list[NodeId]:
@@ -209,15 +205,6 @@ class ChordNode(StackNode):
 
     def succ_len(self) -> int:
         return self.ring.succ_len()
-
-    def pred(self) -> NodeId | None:
-        return self.ring.pred()
-
-    def below(self, e: int) -> list[tuple[NodeId, int]]:
-        return self.filters.below(e)
-
-    def union(self, e: int, filter_of: Callable[[NodeId, int], Disjunction]) -> Disjunction:
-        return self.filters.union(e, filter_of)
 
     # ------------------------------------------------------------------------------ handle
     def handle(self, event: Input, now: float) -> list[Output]:
