@@ -1,6 +1,8 @@
 """The optional compiled build (tools/build_compiled.py, mypyc) runs the same simulator.
 
-The build is made once for the session in a temporary directory (src/ is never touched), then:
+The build is made once per source tree (src/ is never touched): ``build_compiled.cached_build``
+keeps it in the user's cache under the hash of every source it depends on, so a run whose
+sources were built before reuses that build, and any edit builds anew. Then:
 
 * the hot modules are really the compiled extension modules in that copy;
 * the same scenarios give the same trace, byte for byte, pure and compiled (a joined gossip
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -91,10 +94,8 @@ pytestmark = pytest.mark.xdist_group("compiled")
 # session scope, not module: a module fixture is torn down whenever the worker runs another
 # module's test in between, and under xdist that rebuilt it (~220 s) within one run
 @pytest.fixture(scope="session")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    out = tmp_path_factory.mktemp("compiled")
-    build_compiled.build(out)
-    yield out
+def compiled() -> Iterator[Path]:
+    yield build_compiled.cached_build()
 
 
 def _env(path: Path) -> dict[str, str]:
@@ -116,6 +117,18 @@ def _sim(path: Path, scenario: Path, out: Path) -> str:
         digest.update(str(part.relative_to(out)).encode())
         digest.update(part.read_bytes())
     return digest.hexdigest()
+
+
+def test_a_source_edit_makes_a_new_build(tmp_path: Path) -> None:
+    """The cache's key covers every source the build reads: the same tree gives the same key,
+    and an edit anywhere in the package (here a module mypyc does not compile, but reads the
+    types of) gives another, so a stale build is never reused."""
+    copy = tmp_path / "src" / "pubmesh"
+    shutil.copytree(ROOT / "src" / "pubmesh", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert build_compiled.source_key(tmp_path) == build_compiled.source_key()
+    core = copy / "proto" / "core.py"
+    core.write_text(core.read_text() + "\n# an edit\n")
+    assert build_compiled.source_key(tmp_path) != build_compiled.source_key()
 
 
 def test_the_hot_modules_are_compiled(compiled: Path) -> None:

@@ -151,4 +151,3 @@ class CpuBudget:
             "files": dict(sorted(self.files.items(), key=lambda kv: -kv[1])),
         }
         out.write_text(json.dumps(figures, indent=1) + "\n")
-

@@ -117,9 +117,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from pubmesh.analysis.demo import run_demo
+    from pubmesh.analysis.demo import FRACTIONS, parse_fractions, run_demo
     from pubmesh.analysis.spark import get_session
 
+    fractions = parse_fractions(args.fractions) if args.fractions else FRACTIONS
     out = Path(args.out)
     _check_static(args)
     console = _console()
@@ -129,7 +130,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     spark = get_session(args.master, small=args.quick)
     run_demo(
         spark, out, quick=args.quick, progress=not args.quiet, console=console,
-        static=args.static,
+        static=args.static, fractions=fractions,
     )  # fmt: skip
     console.print(
         f"report: [bold]{out / 'report.html'}[/]  grid: {out / 'grid.toml'}  "
@@ -259,11 +260,18 @@ def register(sub: Any) -> None:
             "publications); docs/protocols/gossip.md cites it.\n"
             "About 2-4 minutes on 2 cores; --quick (one seed) about one minute."
         ),
-        epilog="examples:\n  pubmesh demo\n  pubmesh demo --quick --out /tmp/demo\n",
+        epilog=(
+            "examples:\n  pubmesh demo\n  pubmesh demo --quick --out /tmp/demo\n"
+            "  pubmesh demo --quick --fractions 0,0.5   # a first look in half the time\n"
+        ),
         formatter_class=formatter,
     )
     demo.add_argument("--out", default="out/demo", help="output directory (default out/demo)")
     demo.add_argument("--quick", action="store_true", help="one seed instead of three")
+    demo.add_argument(
+        "--fractions", metavar="F,F,...",
+        help="failed fractions of the nodes to sweep (default 0,0.1,0.5,0.85)",
+    )  # fmt: skip
     demo.add_argument("--master", help=MASTER_HELP)
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
     demo.add_argument("--static", action="store_true", help=STATIC_HELP)

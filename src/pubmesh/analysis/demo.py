@@ -1,6 +1,7 @@
 """``pubmesh demo`` (``make demo``): the default experiment, as a sweep, and its report.
 
-Every stack this build has × failed fraction 0, 0.1, 0.5, 0.85 × 3 seeds (``--quick``: one seed).
+Every stack this build has × failed fraction 0, 0.1, 0.5, 0.85 × 3 seeds (``--quick``: one seed;
+``--fractions``: other fractions).
 Each stack runs the demo scenario its spec names (``StackSpec.demo_scenario``), whose first fault
 crashes a fraction of the nodes before publishing starts; gossip runs Henriques & Pamplona §4 (17
 nodes, 50 topics, 680 publications). The grid is written to ``OUT/grid.toml`` (``pubmesh sweep
@@ -84,7 +85,25 @@ def message_roles(spark: Any) -> Any:
     )
 
 
-def write_grid(out: Path, seeds: list[int]) -> Path:
+def parse_fractions(text: str) -> tuple[float, ...]:
+    """``--fractions 0,0.5``: the failed fractions to sweep, each in [0, 1), none twice."""
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(
+            f"--fractions {text!r}: give failed fractions as numbers, e.g. --fractions 0,0.5"
+        ) from None
+    bad = [v for v in values if not 0.0 <= v < 1.0]
+    if bad:
+        raise UserError(
+            f"--fractions {text!r}: {bad[0]:g} is not a fraction of the nodes in [0, 1)"
+        )
+    if len(set(values)) != len(values):
+        raise UserError(f"--fractions {text!r}: a fraction is given twice")
+    return values
+
+
+def write_grid(out: Path, seeds: list[int], fractions: tuple[float, ...] = FRACTIONS) -> Path:
     directory = scenarios_dir()
     bases = [
         str(directory / name) for name in demo_scenarios().values() if (directory / name).exists()
@@ -97,7 +116,7 @@ def write_grid(out: Path, seeds: list[int]) -> Path:
         "# pubmesh demo: every stack × failed fraction × seeds (pubmesh sweep this file)\n"
         f"seeds = {seeds}\n\n[grid]\n"
         f"scenario = [{', '.join(repr(b).replace(chr(39), chr(34)) for b in bases)}]\n"
-        f'"faults.0.fraction" = [{", ".join(str(f) for f in FRACTIONS)}]\n'
+        f'"faults.0.fraction" = [{", ".join(str(f) for f in fractions)}]\n'
     )
     return path
 
@@ -222,16 +241,19 @@ def run_demo(
     progress: bool,
     console: Console,
     static: bool = False,
+    fractions: tuple[float, ...] = FRACTIONS,
 ) -> list[dict[str, Any]]:
     seeds = [1] if quick else [1, 2, 3]
-    grid = load_grid(write_grid(out, seeds))
+    grid = load_grid(write_grid(out, seeds, fractions))
     sweep = run_sweep(
         spark,
         grid,
         out,
         progress=progress,
         console=console,
-        title="pubmesh demo: every stack × 0/10/50/85% of the nodes failed",
+        title="pubmesh demo: every stack × "
+        + "/".join(f"{f * 100:g}" for f in fractions)
+        + "% of the nodes failed",
         static=static,
         report=False,
     )
