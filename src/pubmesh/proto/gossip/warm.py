@@ -91,6 +91,10 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: ob
             hv.active = active
             hv.passive = passive[index]
             hv.joined = True
+            # settled: past the first ``announce_every`` shuffle ticks, at which a new member
+            # announces at each (the component watch of a new swarm); from here on it
+            # announces at every ``announce_every``-th, as a member of a settled swarm does
+            hv.ticks = p.announce_every
             hv.pending_join = NONE
             hv.pending_neighbor = NONE
             hv.tried.clear()
