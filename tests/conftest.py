@@ -106,11 +106,13 @@ def _heavy_rank(item: pytest.Item) -> int:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One real local Spark session (local[2]) for every analysis test of the run."""
-    from pubmesh.analysis.spark import get_session
+    from pubmesh.analysis.spark import end_jvm, get_session
 
     session = get_session("local[2]", app="pubmesh-tests", small=True)
     yield session
-    session.stop()
+    # stopped and its JVM reaped here, so the JVM's CPU counts as the worker's (and so in
+    # `time make test`); left to exit with the worker, it ended as nobody's child
+    end_jvm()
 
 
 @pytest.fixture

@@ -257,7 +257,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        if args.process_ends and "pyspark" in sys.modules:
+            # the embedded JVM is reaped before the process ends, so its CPU is ours
+            from pubmesh.analysis.spark import end_jvm
+
+            end_jvm()
+        return code
     except UserError as error:
         print(f"pubmesh: error: {error}", file=sys.stderr)
         return 2
