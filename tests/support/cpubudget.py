@@ -98,6 +98,7 @@ class CpuBudget:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.files: dict[str, float] = defaultdict(float)
+        self.tests: dict[str, float] = {}
         self.workers: dict[str, float] = {}
         self.started = time.monotonic()
 
@@ -105,12 +106,17 @@ class CpuBudget:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
         before = tree_cpu()
         yield
-        self.files[item.nodeid.split("::", 1)[0]] += tree_cpu() - before
+        spent = tree_cpu() - before
+        self.files[item.nodeid.split("::", 1)[0]] += spent
+        self.tests[item.nodeid] = spent
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         output = getattr(self.config, "workeroutput", None)
         if output is not None:  # an xdist worker: hand the figures to the controller
-            output["cpubudget"] = json.dumps({"files": self.files, "total": tree_cpu()})
+            dearest = dict(sorted(self.tests.items(), key=lambda kv: -kv[1])[:SHOWN])
+            output["cpubudget"] = json.dumps(
+                {"files": self.files, "tests": dearest, "total": tree_cpu()}
+            )
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         report = getattr(node, "workeroutput", {}).get("cpubudget")
@@ -120,6 +126,7 @@ class CpuBudget:
         self.workers[node.gateway.id] = float(data["total"])
         for name, cpu in data["files"].items():
             self.files[name] += cpu
+        self.tests.update(data["tests"])
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if getattr(self.config, "workeroutput", None) is not None:
@@ -141,6 +148,10 @@ class CpuBudget:
         write(f"{'test file':<{width}}  {'CPU s':>8}  {'loop fig.':>9}  {'share':>6}")
         for name, cpu in dearest:
             write(f"{name:<{width}}  {cpu:8.1f}  {cpu / loop:9.0f}  {cpu / total:6.1%}")
+        tests = sorted(self.tests.items(), key=lambda kv: -kv[1])[:SHOWN]
+        write("the dearest tests (with the fixtures they built first):")
+        for name, cpu in tests:
+            write(f"  {cpu:8.1f}  {name if len(name) <= 110 else name[:109] + '…'}")
         out = Path(str(self.config.rootpath)) / "build" / "test-cpu.json"
         out.parent.mkdir(exist_ok=True)
         figures = {
@@ -149,5 +160,6 @@ class CpuBudget:
             "loop_figures": total / loop,
             "budget": BUDGET,
             "files": dict(sorted(self.files.items(), key=lambda kv: -kv[1])),
+            "tests": dict(sorted(self.tests.items(), key=lambda kv: -kv[1])[:SHOWN]),
         }
         out.write_text(json.dumps(figures, indent=1) + "\n")
