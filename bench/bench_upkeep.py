@@ -29,33 +29,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
 
-SCENARIO = """
-[run]
-stack = "gossip"
-nodes = {nodes}
-seed = 1000003
-duration = 30.0
-start_spread = 0.0
-[init]
-overlay = "warm"
-[network]
-latency = {{ dist = "uniform", min = 0.005, max = 0.050 }}
-[workload]
-topics = 1
-subscriptions_per_node = 1
-publications = 1
-publish_start = 10.0
-publisher = "subscriber"
-[trace]
-messages = "counts"
-"""
+from support.cpubudget import loop_figure  # noqa: E402
+from support.upkeep import DURATION, upkeep_scenario  # noqa: E402
 
 #: run in a child process on the given source tree: the simulation's own CPU, and the totals
 CHILD = """
 import json, sys, time
 import pyarrow.parquet as pq
-from pubmesh.scenario.model import load_scenario
+try:
+    from pubmesh.scenario.model import load_scenario
+except ImportError:  # a checkout from before the scenario had a home of its own (37767d3)
+    from pubmesh.sim.scenario import load_scenario
 from pubmesh.sim.runner import run_scenario
 scenario = load_scenario(sys.argv[1])
 started = time.process_time()
@@ -67,18 +53,9 @@ print(json.dumps({"cpu": cpu, "sent": {k: int(v) for k, v in by_type.items()}}))
 """
 
 
-def loop_figure() -> float:
-    times = []
-    for _ in range(5):
-        started = time.process_time()
-        exec("s = 0\nfor i in range(10**7): s += i", {})
-        times.append(time.process_time() - started)
-    return statistics.median(times)
-
-
 def run(source: Path, nodes: int, tmp: Path) -> dict[str, object]:
     scenario = tmp / f"upkeep-{nodes}.toml"
-    scenario.write_text(SCENARIO.format(nodes=nodes))
+    scenario.write_text(upkeep_scenario(nodes))
     out = tmp / f"run-{source.parent.name}-{time.monotonic_ns()}"
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(scenario), str(out)],
@@ -108,7 +85,7 @@ def main() -> int:
         for _ in range(args.repeat):
             for name, source in sources.items():
                 results[name].append(run(source, args.nodes, Path(tmp)))
-    node_seconds = args.nodes * 30.0
+    node_seconds = args.nodes * DURATION
     sent = {name: runs[0]["sent"] for name, runs in results.items()}
     cpus = {name: [float(r["cpu"]) for r in runs] for name, runs in results.items()}  # type: ignore[arg-type]
     types = sorted(

@@ -20,29 +20,9 @@ import pyarrow.parquet as pq
 
 from pubmesh.scenario.model import parse_scenario
 from pubmesh.sim.runner import run_scenario
+from support.upkeep import DURATION, upkeep_scenario
 
 NODES = 300
-DURATION = 30.0
-SCENARIO = f"""
-[run]
-stack = "gossip"
-nodes = {NODES}
-seed = 1000003
-duration = {DURATION}
-start_spread = 0.0
-[init]
-overlay = "warm"
-[network]
-latency = {{ dist = "uniform", min = 0.005, max = 0.050 }}
-[workload]
-topics = 1
-subscriptions_per_node = 1
-publications = 1
-publish_start = 10.0
-publisher = "subscriber"
-[trace]
-messages = "counts"
-"""
 
 #: messages sent on this run by 37767d3, by type (its total: 20,746)
 REFERENCE = {
@@ -63,11 +43,11 @@ FLOOR = 0.005
 
 
 def test_a_steady_overlay_pays_no_repairs(tmp_path: Path) -> None:
-    run_scenario(parse_scenario(SCENARIO), tmp_path / "run")
+    run_scenario(parse_scenario(upkeep_scenario(NODES)), tmp_path / "run")
     counts = pq.read_table(tmp_path / "run" / "message_counts").to_pandas()
     sent = {str(k): int(v) for k, v in counts.groupby("type")["sent"].sum().items()}
     node_seconds = NODES * DURATION
-    replay = "pubmesh sim <the SCENARIO of tests/proto/gossip/test_gossip_upkeep.py>"
+    replay = "pubmesh sim <support.upkeep.upkeep_scenario(300), seed 1000003>"
     over = {
         kind: (count / node_seconds, REFERENCE.get(kind, 0) / node_seconds)
         for kind, count in sent.items()
