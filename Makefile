@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 
 help:
 	@echo "make demo   - build the environment, run the default experiment, write out/demo/report.html"
-	@echo "make test   - build the environment and run the whole test suite (<= 20 min)"
+	@echo "make test   - build the environment and run the whole test suite (<= 15 min; its CPU in"
+	@echo "              loop figures is printed at the end: README, the test suite's budget)"
 	@echo "make figures - the papers' figure tests at every seed and size (the cases marked full)"
 	@echo "make lint   - ruff, mypy --strict and the sans-IO rule"
 	@echo "make bench  - benchmarks (figures go into BENCHMARKS.md)"

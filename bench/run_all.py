@@ -27,6 +27,7 @@ BENCHES = [
     "bench_gossip_load.py",
     "bench_gossip_trees.py",
     "bench_swarms.py",
+    "bench_upkeep.py",
 ]
 
 

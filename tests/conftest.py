@@ -6,9 +6,10 @@
   code's (``proto/<stack>/``, ``sim/``, ``net/``, ``analysis/``, ``repo/``); they import the
   helpers as ``from support.netnode import ...``, never a helper under a second name.
 * Two tiers. ``make test`` (the default) runs every test at the sizes and seeds that decide
-  correctness within the suite's 20 minutes; cases marked ``full`` (more seeds, larger n, the
-  papers' whole figure grids) are deselected unless ``PUBMESH_FULL=1``, and ``make figures``
-  runs exactly them. Same assertions, same bounds: only the sample differs.
+  correctness within the suite's budget (README: CPU in loop figures, 15 minutes); cases
+  marked ``full`` (more seeds, larger n, the papers' whole figure grids) are deselected unless
+  ``PUBMESH_FULL=1``, and ``make figures`` runs exactly them. Same assertions, same bounds:
+  only the sample differs.
 * The tiny test-only stack is loaded the way a user's own stack would be, through
   ``$PUBMESH_STACK_MODULES``, and ``tests/`` is on ``PYTHONPATH``, so every child process a test
   starts (``pubmesh sim``, node processes, Spark workers) loads it too. Nothing outside
