@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -257,19 +258,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        code = int(args.func(args) or 0)
-        if args.process_ends and "pyspark" in sys.modules:
-            # the embedded JVM is reaped before the process ends, so its CPU is ours
-            from pubmesh.analysis.spark import end_jvm
-
-            end_jvm()
-        return code
+        return int(args.func(args) or 0)
     except UserError as error:
         print(f"pubmesh: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("pubmesh: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if args.process_ends and "pyspark" in sys.modules:
+            # the embedded JVM is reaped before the process ends, whatever the outcome, so
+            # its CPU is ours and it outlives us by nothing
+            from pubmesh.analysis.spark import end_jvm
+
+            with contextlib.suppress(Exception):  # a JVM that will not stop changes no outcome
+                end_jvm()
 
 
 if __name__ == "__main__":
