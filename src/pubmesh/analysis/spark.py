@@ -247,8 +247,8 @@ def end_jvm(timeout: float = 60.0) -> None:
     PySpark leaves the JVM to notice on its own that the Python process is gone (its standard
     input closes): the command returned, the JVM was still writing its last files and then
     exited as nobody's child, so neither ``time pubmesh analyze`` nor any parent saw the CPU
-    it spent (most of an analysis's: issue 57 found a third of the test suite's CPU hidden
-    so). Called as a command ends (``pubmesh analyze``, ``sweep``, ``demo``): the session
+    it spent (most of an analysis's: a small one showed 4 of its 38 CPU seconds; issue 57).
+    Called as a command ends (``pubmesh analyze``, ``sweep``, ``demo``): the session
     stops, the JVM's input is closed, and the JVM is waited for, so it is reaped here and its
     time counts as this process's. Nothing to do without an embedded JVM (a Connect session,
     or no Spark at all)."""
