@@ -224,8 +224,12 @@ class NodeProcess:
             return len(self.records)
 
     def count(self, predicate: Any) -> int:
+        return len(self.matching(predicate))
+
+    def matching(self, predicate: Any) -> list[dict[str, Any]]:
+        """The records so far that satisfy ``predicate``."""
         with self._changed:
-            return sum(1 for r in self.records if predicate(r))
+            return [r for r in self.records if predicate(r)]
 
     def command(self, request: dict[str, Any] | str, timeout: float = 10.0) -> dict[str, Any]:
         assert self.proc.stdin is not None
