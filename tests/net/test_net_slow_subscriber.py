@@ -84,9 +84,7 @@ def test_a_stopped_subscriber_costs_the_fast_one_nothing(tmp_path: Path) -> None
             )
         )
         assert publisher.mark() >= mark
-        assert not down, (
-            f"the slow subscriber, stopped {held:.1f} s, was declared down: {down}"
-        )
+        assert not down, f"the slow subscriber, stopped {held:.1f} s, was declared down: {down}"
         stats = publisher.command({"op": "stats"})["stats"]["transport"]["dropped"]
         # the slow one got every publication, or its peers counted what they dropped for it
         assert caught_up == BURST or sum(stats.values()) > 0, (caught_up, stats)
