@@ -1,14 +1,16 @@
 """Issue 2's figures for the gossip stack, measured on 1,000 simulated nodes over 5 seeds.
 
-* No faults: reliability 1.0, no duplicate delivery, RMR ≤ 0.1 over the last half of the
-  publications, and the mean LDH (last delivery hop: the hops of each publication's last
+* No faults (50 publications, one a second, from t = 30 s; the scenario has 100, make test
+  runs the first 50): reliability 1.0, no duplicate delivery, RMR ≤ 0.1 over the last half of
+  the publications, and the mean LDH (last delivery hop: the hops of each publication's last
   delivery in time) against eager flooding's on the same overlay (same seed, so the same
   HyParView overlay: Plumtree draws nothing from the node's random stream): ≤ 2 × flooding's
   for the rooted tree (the default, issue 14). For the paper's tree the 2 × goal (issue 2's
-  own, not a claim of the Plumtree paper) does not hold: measured 2.1–2.3 × at seed 1 (16.0 and
-  17.2 hops against flooding's 7.6 and 7.7, before and after issue 41's Bridge rule). It looked
-  met only while the test helper took the deepest delivery for LDH; the test now holds
-  Plumtree's tree to what it does, ≤ 2.5 × (BENCHMARKS.md, the gossip trees table).
+  own, not a claim of the Plumtree paper) does not hold: measured 2.1–2.3 × at seed 1 over
+  100 publications (16.0 and 17.2 hops against flooding's 7.6 and 7.7, before and after
+  issue 41's Bridge rule; 2.02 ×, 15.5 against 7.7, over the first 50). It looked met only
+  while the test helper took the deepest delivery for LDH; the test now holds Plumtree's tree
+  to what it does, ≤ 2.5 × (BENCHMARKS.md, the gossip trees table).
 * 50% and 80% of the nodes crashed at once: publications issued two shuffle periods after
   the crash reach ≥ 99% of the surviving subscribers; first-broadcast reliability is reported.
 
@@ -51,6 +53,13 @@ def simulate(path: str, seed: int, tmp: Path, *sets: str) -> tuple[Simulation, P
     return sim, run_dir
 
 
+#: make test's steps on gossip_1000 (100 publications, 135 s): the first 50 publications, and
+#: the run ends 5 s after the last. The claims are on the last half of the publications, which
+#: come long after the overlay settled (t = 30 s), as the later 50 of 100 do; make figures
+#: runs the same steps on seeds 2-5.
+NO_FAULT_STEPS = ("workload.publications=50", "run.duration=85.0")
+
+
 @pytest.fixture(scope="session")
 def flooding(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], list[PubFigures]]:
     """Eager flooding's figures for the no-fault scenario by seed: the baseline both trees'
@@ -60,7 +69,9 @@ def flooding(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], list[P
     def figures(seed: int) -> list[PubFigures]:
         if seed not in done:
             tmp = tmp_path_factory.mktemp("flooding")
-            flood, flood_dir = simulate(NO_FAULTS, seed, tmp, "stack.gossip.flood=true")
+            flood, flood_dir = simulate(
+                NO_FAULTS, seed, tmp, *NO_FAULT_STEPS, "stack.gossip.flood=true"
+            )
             done[seed] = publication_figures(flood, flood_dir)
         return done[seed]
 
@@ -74,15 +85,16 @@ def flooding(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], list[P
 def test_no_faults_reliable_tree_and_short_paths(
     seed: int, tree: str, tmp_path: Path, flooding: Callable[[int], list[PubFigures]]
 ) -> None:
-    sim, run_dir = simulate(NO_FAULTS, seed, tmp_path, f"stack.gossip.tree={tree}")
+    sets = (*NO_FAULT_STEPS, f"stack.gossip.tree={tree}")
+    sim, run_dir = simulate(NO_FAULTS, seed, tmp_path, *sets)
     figures = publication_figures(sim, run_dir)
-    hint = replay(NO_FAULTS, seed, f"stack.gossip.tree={tree}")
-    assert len(figures) == 100, hint
+    hint = replay(NO_FAULTS, seed, *sets)
+    assert len(figures) == 50, hint
     assert all(f.expected == 1000 for f in figures), hint
     reliability = sum(f.delivered for f in figures) / sum(f.expected for f in figures)
     assert reliability == 1.0, f"reliability {reliability}; {hint}"
     assert sum(f.duplicates for f in figures) == 0, hint
-    last_half = sorted(figures, key=lambda f: f.t)[50:]
+    last_half = sorted(figures, key=lambda f: f.t)[25:]
     rmr = statistics.fmean(f.rmr for f in last_half if f.rmr is not None)
     assert rmr <= 0.1, f"RMR over the last half {rmr:.3f} > 0.1; {hint}"
 
@@ -134,8 +146,9 @@ def test_mass_crash_repairs_within_two_shuffle_periods(
     assert sum(f.duplicates for f in figures) == 0, hint
 
 
-#: issue 14's load: 60 publications at 8 per second over gossip_1000's overlay
-LOAD = ("workload.publications=60", "workload.publish_rate=8.0", "run.duration=160.0")
+#: issue 14's load: 60 publications at 8 per second over gossip_1000's overlay, the last at
+#: t = 37.4 s; the run ends 22 s later (it ran to 160 s, 120 s of upkeep nobody measured)
+LOAD = ("workload.publications=60", "workload.publish_rate=8.0", "run.duration=60.0")
 
 
 def late_figures(figures: list[PubFigures]) -> tuple[float, float]:
@@ -168,8 +181,9 @@ def test_concurrent_publications_keep_the_rooted_tree_a_tree(seed: int, tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_crashed_root_is_replaced_and_the_tree_rebuilt(seed: int, tmp_path: Path) -> None:
-    sim, run_dir = simulate(ROOT_CRASH, seed, tmp_path)
-    hint = replay(ROOT_CRASH, seed)
+    # the scenario's 110 s end 10 s after its last publication (t = 69.5 s), not 40 s after
+    sim, run_dir = simulate(ROOT_CRASH, seed, tmp_path, "run.duration=80.0")
+    hint = replay(ROOT_CRASH, seed, "run.duration=80.0")
     params = sim.scenario.stack_params
     assert 0 not in sim.alive and len(sim.alive) == 999, hint
     roots = set()
