@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import atexit
+import compileall
 import gc
 import os
 import shutil
@@ -49,6 +50,18 @@ from support.tiers import FULL  # noqa: E402
 def pytest_configure(config: pytest.Config) -> None:
     # the suite's CPU in loop figures, and its dearest files, at the end of every run
     config.pluginmanager.register(CpuBudget(config), "pubmesh-cpubudget")
+    if not hasattr(config, "workerinput"):  # the controller, once, before any worker starts
+        compile_sources()
+
+
+def compile_sources() -> None:
+    """Byte-compile src/ and tests/ (what is up to date is only stat'ed). With
+    ``PYTHONDONTWRITEBYTECODE`` set, as on CI machines, Python never writes the .pyc files it
+    would reuse, so every process a test starts (``pubmesh`` commands, node processes,
+    xdist workers) compiled our modules from source again: 0.3 CPU s of a node process's 0.6 s
+    start. Reading existing .pyc files is not affected by the variable."""
+    for tree in (TESTS.parent / "src", TESTS):
+        compileall.compile_dir(tree, quiet=1, workers=1)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups it adds below
