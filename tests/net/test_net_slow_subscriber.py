@@ -47,7 +47,13 @@ def test_a_stopped_subscriber_costs_the_fast_one_nothing(tmp_path: Path) -> None
         # The stop lasts STOP seconds by the clock, whatever the burst's pace: a timer
         # continues the process, so a loaded machine publishing slowly cannot stretch the
         # stop past suspect_after (which would make the down verdict right, not wrong).
-        resume = threading.Timer(STOP, os.kill, (slow.proc.pid, signal.SIGCONT))
+        resumed: list[float] = []  # when the timer continued it (the stop's true end)
+
+        def resume_slow() -> None:
+            os.kill(slow.proc.pid, signal.SIGCONT)
+            resumed.append(time.monotonic())
+
+        resume = threading.Timer(STOP, resume_slow)
         os.kill(slow.proc.pid, signal.SIGSTOP)
         stopped = time.monotonic()
         resume.start()
@@ -63,7 +69,8 @@ def test_a_stopped_subscriber_costs_the_fast_one_nothing(tmp_path: Path) -> None
                     resume.join()
         finally:
             resume.join()
-        held = time.monotonic() - stopped
+        assert resumed, f"the slow subscriber (exit {slow.proc.poll()}) could not be continued"
+        held = resumed[0] - stopped
         deadline = time.monotonic() + 20
         while not burst <= fast.deliveries():
             assert time.monotonic() < deadline, (
