@@ -25,7 +25,7 @@ from pubmesh.analysis.job import analyze
 from pubmesh.proto.core import MESSAGE_INFO
 from pubmesh.stacks.base import get_stack
 from pubmesh.trace.schema import SCHEMAS
-from support.cluster import run_cluster, table
+from support.cluster import check_private, common_umask, run_cluster, table
 from support.netnode import node_env, real_stacks
 from support.reliability import delivered_pairs, expected_pairs, missing_by_node, reliability
 
@@ -64,6 +64,7 @@ def check_trace_v1(run_dir: Path, nodes: int) -> None:
         path = run_dir / name / "part-00000.parquet"
         assert path.is_file(), f"missing table {name}"
         assert pq.read_schema(path).remove_metadata().equals(schema), name
+    check_private(run_dir)
     (run,) = table(run_dir, "runs")
     assert run["runtime"] == "net" and run["schema_version"] == 1
     assert run["nodes"] == nodes and run["messages_mode"] == "full"
@@ -247,20 +248,22 @@ def test_twelve_processes_deliver_every_publication_as_the_simulator_does(
     text = text.replace("duration = 8.0", f"duration = {8.0 + settle(stack)}")
     scenario_file.write_text(text)
     scenario = parse_scenario(text)
-    run_scenario(scenario, tmp_path / "sim")
     net = tmp_path / "net"
-    info = run_cluster(
-        net,
-        *(["--identity"] if links == "identity" else []),
-        "--stack",
-        stack,
-        "--nodes",
-        "12",
-        "--workload",
-        str(scenario_file),
-        "--snapshot-interval",
-        "1.0",
-    )
+    with common_umask():
+        run_scenario(scenario, tmp_path / "sim")
+        info = run_cluster(
+            net,
+            *(["--identity"] if links == "identity" else []),
+            "--stack",
+            stack,
+            "--nodes",
+            "12",
+            "--workload",
+            str(scenario_file),
+            "--snapshot-interval",
+            "1.0",
+        )
+    check_private(tmp_path / "sim")
     check_trace_v1(net, 12)
     assert info["publications"] == 40
     assert info["links"] == links

@@ -120,7 +120,12 @@ def test_ca_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
     init_authority(tmp_path / "ca")
     issue(tmp_path / "ca", "127.0.0.1:7000", tmp_path / "n")
     ca = str(tmp_path / "ca")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone could swap the certificate or plant a key there
     cases = [
+        (["ca", "init", str(shared)], "writable by others (mode 0777)"),
+        (["ca", "issue", ca, "127.0.0.1:7001", str(shared)], "writable by others (mode 0777)"),
         (["ca", "init", ca], "exists; pass --force"),
         (["ca", "issue", ca, "127.0.0.1:7000", str(tmp_path / "n")], "exists; pass --force"),
         (["ca", "issue", ca, "0.0.0.0:7000", str(tmp_path / "m")], "0.0.0.0"),
@@ -135,6 +140,32 @@ def test_ca_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
         assert len(lines) == 1 and needle in lines[0], (args, done.stderr)
     # a refused issue wrote nothing
     assert not (tmp_path / "m").exists() or not any((tmp_path / "m").iterdir())
+    assert not any(shared.iterdir()), "nothing was written into the open directory"
+
+
+def test_keys_are_never_written_through_a_link(tmp_path: Path) -> None:
+    """``--force`` replaces a key file by a new one renamed over its name: a symbolic or hard
+    link planted there is replaced and its target left as it was (issue 58)."""
+    init_authority(tmp_path / "ca")
+    issue(tmp_path / "ca", "127.0.0.1:7000", tmp_path / "n")
+    victim = tmp_path / "victim"
+    victim.write_text("the other file's contents\n")
+    for plant in (Path.symlink_to, Path.hardlink_to):
+        key = tmp_path / "n" / "node.key"
+        key.unlink()
+        plant(key, victim)
+        issue(tmp_path / "ca", "127.0.0.1:7000", tmp_path / "n", force=True)
+        assert victim.read_text() == "the other file's contents\n", plant.__name__
+        assert not key.is_symlink() and key.stat().st_nlink == 1, plant.__name__
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+        assert load_identity(tmp_path / "n").address == "127.0.0.1:7000"
+    # the cluster key the same way (pubmesh key new --force)
+    out = tmp_path / "cluster.key"
+    out.symlink_to(victim)
+    done = pubmesh("key", "new", "--out", str(out), "--force")
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "the other file's contents\n"
+    assert not out.is_symlink() and stat.S_IMODE(out.stat().st_mode) == 0o600
 
 
 # ------------------------------------------------------------------------------------------

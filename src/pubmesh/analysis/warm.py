@@ -39,7 +39,6 @@ import os
 import secrets
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from pubmesh.errors import UserError
+from pubmesh.private import refuse_open_directory
 
 ENV_STATE = "PUBMESH_SPARK_STATE"
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
@@ -69,17 +69,14 @@ def state_dir() -> Path:
     path = Path(given) if given else Path(tempfile.gettempdir()) / f"pubmesh-spark-{os.getuid()}"
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = path.lstat()
     except OSError as error:
         raise UserError(f"{path}: cannot use it for the warm Spark's state ({error})") from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise UserError(f"{path}: not a directory (the warm Spark keeps its state there)")
-    if info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise UserError(
-            f"{path}: owned by another user or open to others (mode "
-            f"{stat.S_IMODE(info.st_mode):o}); the warm Spark keeps its token there: "
-            f"remove it or set ${ENV_STATE} to a private directory"
-        )
+    refuse_open_directory(
+        path,
+        "the warm Spark keeps its token there",
+        f"remove it or set ${ENV_STATE} to a private directory",
+        mask=0o077,
+    )
     return path
 
 

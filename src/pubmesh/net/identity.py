@@ -42,6 +42,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from pubmesh.errors import UserError
 from pubmesh.net.address import node_id, parse_hostport
 from pubmesh.net.security import write_private
+from pubmesh.private import refuse_open_directory, write_new
 from pubmesh.proto.core import NodeId
 
 CA_CERT = "ca.crt"
@@ -81,12 +82,7 @@ def _refuse_existing(paths: list[Path], force: bool) -> None:
 
 
 def _write_public(path: Path, data: bytes, force: bool) -> None:
-    if path.exists() and not force:
-        raise UserError(f"{path}: exists; pass --force to replace it")
-    try:
-        path.write_bytes(data)
-    except OSError as error:
-        raise UserError(f"{path}: cannot write it ({error.strerror})") from None
+    write_new(path, data, force=force, mode=0o644)
 
 
 def _pem(cert: x509.Certificate) -> bytes:
@@ -101,18 +97,21 @@ def _key_pem(key: ed25519.Ed25519PrivateKey) -> bytes:
     )
 
 
-def _directory(path: Path) -> None:
+def _directory(path: Path, what: str) -> None:
+    """``path`` made (0700) if missing; refused when another user owns it or others can
+    write it: whoever can write there can swap the certificate or plant a key."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
         raise UserError(f"{path}: cannot make the directory ({error.strerror})") from None
+    refuse_open_directory(path, f"it will hold {what}", f"chmod go-w {path}")
 
 
 def init_authority(directory: Path, *, days: int = CA_DAYS, force: bool = False) -> Path:
     """``pubmesh ca init DIR``: a new authority in ``directory``; returns ``ca.crt``'s path."""
     if days < 1:
         raise UserError(f"--days {days}: a certificate must be valid for at least a day")
-    _directory(directory)
+    _directory(directory, "an authority's key")
     _refuse_existing([directory / CA_KEY, directory / CA_CERT], force)
     key = ed25519.Ed25519PrivateKey.generate()
     name = x509.Name(
@@ -231,7 +230,7 @@ def issue(
         )
         .sign(ca_key, None)
     )
-    _directory(out)
+    _directory(out, "a node's key")
     _refuse_existing([out / NODE_KEY, out / NODE_CERT, out / CA_CERT], force)
     write_private(out / NODE_KEY, _key_pem(key), force)
     _write_public(out / NODE_CERT, _pem(cert), force)

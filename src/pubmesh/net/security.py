@@ -63,6 +63,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pubmesh.errors import UserError
 from pubmesh.net.framing import HEADER, LENGTH, MAC_SIZE, PREFIX, VERSION
+from pubmesh.private import write_new
 
 KEY_ENV = "PUBMESH_KEY"
 #: A cluster key's least randomness: 128 bits, 32 hex digits.
@@ -193,22 +194,10 @@ def new_key_text() -> str:
 
 def write_private(path: Path, data: bytes, force: bool) -> None:
     """Write a secret (a cluster key, a private key) to ``path`` readable by its owner only
-    (0600 from creation); an existing file is replaced only with ``force``. UserError names
-    the file and the problem."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if force else os.O_EXCL)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        raise UserError(f"{path}: exists; pass --force to replace it") from None
-    except OSError as error:
-        raise UserError(f"{path}: cannot write it ({error.strerror})") from None
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, data)
-    except OSError as error:
-        raise UserError(f"{path}: cannot write it ({error.strerror})") from None
-    finally:
-        os.close(fd)
+    (0600 from creation); an existing file is replaced only with ``force``, and then by a new
+    file renamed over it, so a link planted at ``path`` is replaced, never written through.
+    UserError names the file and the problem."""
+    write_new(path, data, force=force)
 
 
 def load_key(path: str | Path | None = None, *, env: dict[str, str] | None = None) -> ClusterKey:

@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pubmesh.private import private_dir
 from pubmesh.proto.core import MESSAGE_INFO, Message, NodeId, SnapshotRow
 from pubmesh.trace.writer import TraceWriter
 
@@ -63,7 +64,7 @@ class PartialTrace:
         on_error: Callable[[str], None] | None = None,
     ) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)
         #: called (on the caller's thread, from a row method or :meth:`tick`) with one line the
         #: first time a write fails; later failures are counted, not reported again
         self.on_error = on_error

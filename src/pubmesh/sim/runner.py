@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pubmesh.private import private_dir, write_text
 from pubmesh.scenario.model import Scenario
 from pubmesh.sim.engine import Simulation
 
@@ -108,7 +109,7 @@ def run_scenario(
     the run stops it between two events: the trace up to that time is written, ``run.json``
     says ``stopped`` and how far it got, and :class:`SimulationStopped` is raised."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(run_dir)
     started = time.perf_counter()
     duration = scenario.run.duration
 
@@ -172,7 +173,7 @@ def run_scenario(
         "wall_seconds": round(wall, 3),
         "peak_memory_bytes": peak_memory_bytes(),
     }
-    (run_dir / "run.json").write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    write_text(run_dir / "run.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
     result = RunResult(sim.run_id, run_dir, stats)
     if received:
         raise SimulationStopped(received[0], result)

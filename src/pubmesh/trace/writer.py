@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pubmesh.private import private_dir, private_file
 from pubmesh.trace.schema import SCHEMAS
 
 PART_NAME = "part-00000.parquet"
@@ -83,7 +84,7 @@ class TraceWriter:
         self._counts_flushed_below = -1
         self.rows_written: dict[str, int] = dict.fromkeys(SCHEMAS, 0)
         self._closed = False
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.run_dir)
 
     # ---------------------------------------------------------------- table appenders
     def run(
@@ -270,7 +271,7 @@ class TraceWriter:
         writer = self._writers.get(table)
         if writer is None:
             directory = self.run_dir / table
-            directory.mkdir(parents=True, exist_ok=True)
+            private_dir(directory)
             writer = pq.ParquetWriter(
                 directory / PART_NAME,
                 schema,
@@ -278,6 +279,7 @@ class TraceWriter:
                 write_statistics=True,
                 store_schema=True,
             )
+            private_file(directory / PART_NAME)
             self._writers[table] = writer
         if batch.num_rows or self.rows_written[table] == 0:
             writer.write_batch(batch)

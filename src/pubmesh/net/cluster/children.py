@@ -147,7 +147,8 @@ class Child:
         log_path: Path,
     ) -> Child:
         """Start the process in its own process group and follow its stdout."""
-        with open(log_path, "wb") as log_file:
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a run file
+        with open(log_fd, "wb") as log_file:
             process = await asyncio.create_subprocess_exec(
                 *command,
                 stdin=asyncio.subprocess.PIPE,

@@ -57,6 +57,7 @@ from pubmesh.net.cluster.netns import NetnsLayout, remove_leftovers
 from pubmesh.net.cluster.options import ClusterConfig, config_from_args
 from pubmesh.net.gather import ControllerRecords, RunInfo, gather
 from pubmesh.net.identity import init_authority, issue
+from pubmesh.private import private_dir, write_text
 from pubmesh.scenario.workload import (
     FaultEvent,
     Heal,
@@ -357,13 +358,13 @@ class Cluster:
 
     def _prepare_out(self) -> None:
         out = self.config.out
-        out.mkdir(parents=True, exist_ok=True)
+        private_dir(out)
         for table in TABLES:  # a previous run's tables in the same directory
             if (out / table).is_dir():
                 shutil.rmtree(out / table)
         if self.partial.exists():
             shutil.rmtree(self.partial)
-        self.partial.mkdir(parents=True)
+        private_dir(self.partial)
 
     # ------------------------------------------------------------------ launching
     def _make_namespaces(self) -> None:
@@ -482,7 +483,8 @@ class Cluster:
         self.t0_wall = time.time()
         self.t0_mono = asyncio.get_running_loop().time()
         # for tools and tests that watch a running cluster: every node is up, the run began
-        (self.partial / "started.json").write_text(
+        write_text(
+            self.partial / "started.json",
             json.dumps(
                 {
                     "t0": self.t0_wall,
@@ -491,7 +493,7 @@ class Cluster:
                         for c in self.children
                     },
                 }
-            )
+            ),
         )
 
     # ------------------------------------------------------------------ the timeline
@@ -701,7 +703,7 @@ class Cluster:
         OUT/prometheus.yml and printed (pubmesh.net.metrics)."""
         text = scrape_config(targets)
         path = self.config.out / "prometheus.yml"
-        path.write_text(text)
+        write_text(path, text)
         self._say(
             f"metrics of {len(targets)} nodes; scrape them with: prometheus --config.file {path}"
         )
@@ -802,9 +804,7 @@ class Cluster:
             **self.summary,
             **self._netns_summary(),
         }
-        (self.config.out / "run.json").write_text(
-            json.dumps(stats, indent=2, sort_keys=True) + "\n"
-        )
+        write_text(self.config.out / "run.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
         if not self.config.keep_partial:
             shutil.rmtree(self.partial, ignore_errors=True)
         return stats
