@@ -45,8 +45,14 @@ Metrics (all per node; ``_total`` ones are counters):
 
 Who may read them: anyone who can connect. The endpoint has no authentication, and it tells
 the node's subscribed topics and its traffic: bind it to loopback or to a monitoring network
-(``--metrics 127.0.0.1:9464``). A stranger's connections cost little: at most
-``MAX_CLIENTS`` at once, a request of at most 8 KiB within 5 s, then the connection closes.
+(``--metrics 127.0.0.1:9464``). A stranger's connections cost little and cannot keep a
+scraper or a liveness probe out (issue 58, item 6): a request of at most 8 KiB must arrive
+whole within ``REQUEST_TIMEOUT`` (1 s), its answer be taken within ``ANSWER_TIMEOUT``; at
+most ``MAX_PER_SOURCE`` connections from one address and ``MAX_CLIENTS`` in all, and a new
+connection that finds either full closes the *oldest* there, preferring one that has sent
+nothing, rather than being refused itself (as the node's own door does for unproven
+connections, :mod:`pubmesh.net.transport`). A probe sends its request at once, so silent
+sockets go before it, however many a stranger opens.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -65,11 +72,24 @@ from prometheus_client.openmetrics.exposition import generate_latest as generate
 if TYPE_CHECKING:
     from pubmesh.net.runtime import NodeRuntime
 
-#: connections served at once; more are closed at once
+#: connections served at once, and from one source address (module docstring)
 MAX_CLIENTS = 16
-#: bytes of a request (line and headers), and the seconds it may take to arrive
+MAX_PER_SOURCE = 4
+#: bytes of a request (line and headers), and the seconds it may take to arrive whole
 MAX_REQUEST = 8192
-REQUEST_TIMEOUT = 5.0
+REQUEST_TIMEOUT = 1.0
+#: seconds a client may take to read its answer
+ANSWER_TIMEOUT = 5.0
+
+
+@dataclass(eq=False)
+class _Client:
+    """One connection to the metrics port: its source address, its writer, whether it has
+    sent a byte yet (a silent one is evicted first)."""
+
+    source: str
+    writer: asyncio.StreamWriter
+    heard: bool = False
 
 
 class NodeCollector:
@@ -175,7 +195,8 @@ class MetricsServer:
         self.registry.register(NodeCollector(runtime, extra_drops))
         self.registry.register(ProcessCollector(registry=None))
         self._server: asyncio.Server | None = None
-        self._clients = 0
+        #: open connections, oldest first (a dict for its order)
+        self._clients: dict[_Client, None] = {}
 
     @property
     def address(self) -> str:
@@ -195,27 +216,57 @@ class MetricsServer:
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._clients >= MAX_CLIENTS:
-            writer.close()
-            return
-        self._clients += 1
+        peer = writer.get_extra_info("peername")
+        client = _Client(peer[0] if peer else "?", writer)
+        self._admit(client)
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT):
-                head = await reader.readuntil(b"\r\n\r\n")
-                status, content_type, body = self._answer(head)
-                reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not"
-                          " Allowed", 503: "Service Unavailable"}[status]  # fmt: skip
-                writer.write(
-                    f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
-                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                    + body
-                )
+                head = await self._read_head(reader, client)
+            status, content_type, body = self._answer(head)
+            reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not"
+                      " Allowed", 503: "Service Unavailable"}[status]  # fmt: skip
+            writer.write(
+                f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+            async with asyncio.timeout(ANSWER_TIMEOUT):
                 await writer.drain()
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
-            pass  # a slow, oversized or vanished request: closed without an answer
+        except (TimeoutError, asyncio.IncompleteReadError, ValueError, OSError):
+            pass  # a slow, oversized, evicted or vanished request: closed without an answer
         finally:
-            self._clients -= 1
+            self._clients.pop(client, None)
             writer.close()
+
+    def _admit(self, client: _Client) -> None:
+        """Room for a new connection: the oldest of its source's (past ``MAX_PER_SOURCE``)
+        or of all (past ``MAX_CLIENTS``) is closed, a silent one first (module docstring)."""
+        same = [c for c in self._clients if c.source == client.source]
+        if len(same) >= MAX_PER_SOURCE:
+            self._evict(same)
+        if len(self._clients) >= MAX_CLIENTS:
+            self._evict(list(self._clients))
+        self._clients[client] = None
+
+    def _evict(self, clients: list[_Client]) -> None:
+        victim = next((c for c in clients if not c.heard), clients[0])
+        self._clients.pop(victim, None)
+        victim.writer.close()  # its reader sees the end: its _serve returns
+
+    @staticmethod
+    async def _read_head(reader: asyncio.StreamReader, client: _Client) -> bytes:
+        """The request line and headers, up to the blank line (ValueError past
+        ``MAX_REQUEST`` bytes; IncompleteReadError if the connection ends first)."""
+        head = bytearray()
+        while (end := head.find(b"\r\n\r\n")) < 0:
+            if len(head) > MAX_REQUEST:
+                raise ValueError("request too large")
+            chunk = await reader.read(MAX_REQUEST)
+            if not chunk:
+                raise asyncio.IncompleteReadError(bytes(head), None)
+            client.heard = True
+            head += chunk
+        return bytes(head[: end + 4])
 
     def _answer(self, head: bytes) -> tuple[int, str, bytes]:
         lines = head.decode("latin-1").split("\r\n")
