@@ -13,6 +13,7 @@ it can sign as that publisher without running it).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ from cryptography.hazmat.primitives import serialization
 
 from pubmesh.net.identity import init_authority, issue, load_identity, signing_key
 from pubmesh.net.signing import (
+    DELIVERED_ENTRY_BYTES,
+    DELIVERED_KEPT,
+    SIGNATURE_WINDOW,
     Credential,
     Signed,
     Signer,
@@ -92,34 +96,37 @@ def test_a_signed_copy_passes_and_every_forgery_is_refused_with_its_reason(
 ) -> None:
     publisher: Signer = members["publisher"]
     insider: Signer = members["insider"]
-    credential: Credential = members["credential"]
     pub_id = publisher.new_pub_id()
     genuine = _copies(pub_id, publisher.node, b"genuine")[index]
     signed = Verifier(publisher).signature(genuine)
     assert signed is not None and signed.publisher == publisher.node
     assert bound_pub_id(publisher.node, signed.nonce) == pub_id
 
-    receiver = Verifier(insider)
+    receiver = Verifier(insider, started=0.0)  # a node up before the publication
     # an altered payload under the publisher's signature
     altered = _copies(pub_id, publisher.node, b"altered")[index]
     assert receiver.check(altered, signed) == "bad-signature"
     # no signature at all
     assert receiver.check(genuine, None) == "unsigned"
     # the publisher's certificate missing, or another member's in its place
-    assert receiver.check(genuine, Signed(signed.publisher, signed.nonce, signed.value, None)) == (
-        "unknown-publisher"
-    )
-    wrong = Signed(signed.publisher, signed.nonce, signed.value, members["insider_credential"])
+    t = signed.t_us
+    assert receiver.check(genuine, replace(signed, credential=None)) == "unknown-publisher"
+    wrong = replace(signed, credential=members["insider_credential"])
     assert receiver.check(genuine, wrong) == "unknown-publisher"
     # the insider signs its own copy, validly, under the publisher's id
-    own = Signed(insider.node, signed.nonce, sign(insider._key, altered, insider.node), None)
-    own = Signed(own.publisher, own.nonce, own.value, members["insider_credential"])
+    own = Signed(
+        insider.node,
+        signed.nonce,
+        t,
+        sign(insider._key, altered, insider.node, t),
+        members["insider_credential"],
+    )
     assert receiver.check(altered, own) == "id-not-bound"
     # the insider signs as the publisher: not the publisher's key
-    posing = Signed(
-        publisher.node, signed.nonce, sign(insider._key, altered, publisher.node), credential
-    )
+    posing = replace(signed, value=sign(insider._key, altered, publisher.node, t))
     assert receiver.check(altered, posing) == "bad-signature"
+    # the genuine signature with another time: the time is signed too
+    assert receiver.check(genuine, replace(signed, t_us=t + 1)) == "bad-signature"
     # none of the forgeries took the id: the genuine copy still passes, and is kept to forward
     assert receiver.check(genuine, signed) is None
     assert receiver.signature(genuine) == signed
@@ -127,12 +134,65 @@ def test_a_signed_copy_passes_and_every_forgery_is_refused_with_its_reason(
     assert receiver.check(_copies(pub_id, publisher.node, b"genuine")[index], signed) is None
 
 
+@pytest.mark.parametrize(
+    "index", range(5), ids=["gossip", "skipring", "chord", "clique", "brokertree"]
+)
+def test_a_copy_out_of_its_window_or_its_certificate_period_is_refused(
+    members: dict[str, Any], index: int
+) -> None:
+    """Fresh signatures and certificates checked at every use (issue 58, items 3 and 4): the
+    signed time must be within the window of the receiver's clock and after its start, and
+    the publisher's certificate valid now and when it signed, cached or not."""
+    publisher: Signer = members["publisher"]
+    pub_id = publisher.new_pub_id()
+    copy = _copies(pub_id, publisher.node, b"p")[index]
+    signed = Verifier(publisher).signature(copy)
+    assert signed is not None
+    t = signed.t_us / 1e6
+
+    def check(now: float, started: float = 0.0, credential: Credential | None = None) -> Any:
+        receiver = Verifier(members["insider"], started=started, clock=lambda: now)
+        return receiver.check(copy, replace(signed, credential=credential or signed.credential))
+
+    assert check(t + SIGNATURE_WINDOW - 1) is None
+    assert check(t + SIGNATURE_WINDOW + 1) == "stale"
+    assert check(t - SIGNATURE_WINDOW - 1) == "future"
+    assert check(t + 1, started=t + 0.5) == "stale", "signed before the receiver started"
+    credential = members["credential"]
+    assert check(credential.not_after + 1) == "expired", "the cached certificate ran out"
+    lapsed = replace(credential, not_after=t - 1)  # signed after its certificate ran out
+    assert check(t - 2, credential=lapsed) == "expired"
+    assert check(credential.not_before - 1) == "expired", "not valid yet"
+
+
+def test_a_publication_is_delivered_once_and_the_filter_stays_bounded(
+    members: dict[str, Any],
+) -> None:
+    """Within the window the runtime delivers a publication once (a replay the stack's
+    duplicate filter forgot is caught here); past DELIVERED_KEPT ids in one window the oldest
+    is forgotten and every copy signed no later than it is refused from then on."""
+    publisher: Signer = members["publisher"]
+    now = time.time()
+    receiver = Verifier(members["insider"], started=0.0, clock=lambda: now)
+    pub_id = publisher.new_pub_id()
+    copy = _copies(pub_id, publisher.node, b"p")[0]
+    signed = Verifier(publisher).signature(copy)
+    assert signed is not None and receiver.check(copy, signed) is None
+    assert receiver.first_delivery(pub_id) and not receiver.first_delivery(pub_id)
+    for other in range(1, DELIVERED_KEPT + 1):
+        assert receiver.first_delivery(other)
+    assert receiver.held_bytes() == DELIVERED_KEPT * DELIVERED_ENTRY_BYTES
+    assert receiver.first_delivery(pub_id), "forgotten: the filter is bounded"
+    receiver.kept.clear()  # not a duplicate of a copy it verified: checked in full
+    assert receiver.check(copy, signed) == "stale", "but never delivered again: refused"
+
+
 def test_a_skipring_copy_naming_another_publisher_is_refused(members: dict[str, Any]) -> None:
     publisher: Signer = members["publisher"]
     pub_id = publisher.new_pub_id()
     message = PublishNew(topic="news", pub_id=pub_id, publisher=7, payload=b"x", hops=1)
     signed = Verifier(publisher).signature(message)
-    assert Verifier(members["insider"]).check(message, signed) == "publisher-mismatch"
+    assert Verifier(members["insider"], started=0.0).check(message, signed) == "publisher-mismatch"
 
 
 def test_only_the_publishers_own_publications_are_signed(members: dict[str, Any]) -> None:
@@ -152,7 +212,7 @@ def test_an_insider_cannot_forge_alter_or_suppress_a_publication(tmp_path: Path)
     init_authority(authority)
     subscriber = identity_node(tmp_path, authority, "subscriber")
     member = identity_node(tmp_path, authority, "member", subscriber)
-    publisher, credential = _member(tmp_path, authority, "publisher")
+    publisher, _credential = _member(tmp_path, authority, "publisher")
     insider, insider_credential = _member(tmp_path, authority, "insider")
     try:
         for node in (subscriber, member):
@@ -179,18 +239,16 @@ def test_an_insider_cannot_forge_alter_or_suppress_a_publication(tmp_path: Path)
         own_msg = Gossip(topic="news", pub_id=own_id, round=0, payload=b"insider's own")
         own = Verifier(insider).signature(own_msg)
         assert own is not None
-        taken = Signed(insider.node, own.nonce, sign(insider._key, forged_msg, insider.node), None)
+        t_us = genuine.t_us
+        taken = Signed(
+            insider.node, own.nonce, t_us, sign(insider._key, forged_msg, insider.node, t_us), None
+        )
         unbound = Gossip(topic="news", pub_id=bound_pub_id(publisher.node, b"\0" * 8) ^ 1,
                          round=0, payload=b"forged")  # fmt: skip
-        posing = Signed(
-            publisher.node,
-            genuine.nonce,
-            sign(insider._key, forged_msg, publisher.node),
-            credential,
-        )
-        wrong_cert = Signed(publisher.node, genuine.nonce, genuine.value, insider_credential)
-        reused = Signed(publisher.node, genuine.nonce, genuine.value, credential)
-        taken = Signed(taken.publisher, taken.nonce, taken.value, insider_credential)
+        posing = replace(genuine, value=sign(insider._key, forged_msg, publisher.node, t_us))
+        wrong_cert = replace(genuine, credential=insider_credential)
+        reused = genuine
+        taken = replace(taken, credential=insider_credential)
         before = subscriber.mark()
         with insider_link(tmp_path / "insider", insider.node, subscriber.address) as send:
             send(
@@ -254,8 +312,8 @@ def test_an_insider_cannot_forge_alter_or_suppress_a_publication(tmp_path: Path)
     ("payload", "reason"),
     [
         (b"\x00" * 4, "truncated-frame"),
-        (SIGNATURE.pack(1, b"n" * 8, b"s" * 64, 5000) + b"x" * 5000, "oversized-certificate"),
-        (SIGNATURE.pack(1, b"n" * 8, b"s" * 64, 300) + b"x" * 20, "truncated-frame"),
+        (SIGNATURE.pack(1, b"n" * 8, 0, b"s" * 64, 5000) + b"x" * 5000, "oversized-certificate"),
+        (SIGNATURE.pack(1, b"n" * 8, 0, b"s" * 64, 300) + b"x" * 20, "truncated-frame"),
     ],
     ids=["short-block", "huge-certificate", "certificate-cut-short"],
 )
@@ -296,16 +354,18 @@ def test_a_private_key_reads_back_as_the_one_that_signs(tmp_path: Path) -> None:
     )
     # libsodium signs with it what OpenSSL (the certificate's key) verifies, and back
     message = Gossip(topic="t", pub_id=1, round=0, payload=b"p")
-    value = sign(nacl_key(key), message, identity.node)
-    identity.certificate.public_key().verify(
-        value, b"pubmesh publication\0" + content_digest(message, identity.node)
+    t_us = int(time.time() * 1e6)
+    signed_bytes = (
+        b"pubmesh publication\0" + t_us.to_bytes(8, "big") + content_digest(message, identity.node)
     )
-    other = key.sign(b"pubmesh publication\0" + content_digest(message, identity.node))
+    value = sign(nacl_key(key), message, identity.node, t_us)
+    identity.certificate.public_key().verify(value, signed_bytes)
+    other = key.sign(signed_bytes)
     credential = credential_of(identity.certificate, identity.node)
     assert (
         Verifier(Signer(identity.node, key, credential)).check(
-            message, Signed(identity.node, b"", other, credential)
+            message, Signed(identity.node, b"", t_us, other, credential)
         )
         == "id-not-bound"
     )  # the signature passes; the id 1 is bound to nobody
-    credential.key.verify(b"pubmesh publication\0" + content_digest(message, identity.node), other)
+    credential.key.verify(signed_bytes, other)

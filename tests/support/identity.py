@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 
-from pubmesh.net.identity import issue
+from pubmesh.net.identity import issue, load_identity
 from support.netnode import NodeProcess, node_env, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
@@ -23,11 +24,21 @@ def keyless_env() -> dict[str, str]:
 
 
 def identity_node(
-    tmp_path: Path, authority: Path, name: str, contact: NodeProcess | None = None
+    tmp_path: Path,
+    authority: Path,
+    name: str,
+    contact: NodeProcess | None = None,
+    extra: Sequence[str] = (),
 ) -> NodeProcess:
-    address = f"127.0.0.1:{free_port()}"
-    issue(authority, address, tmp_path / name)
-    args = ["--stack", STACK, "--listen", address, "--identity", str(tmp_path / name)]
+    """A node process with a new identity ``tmp_path/name`` (or the one there already: the
+    same node started again), ``extra`` arguments after the usual ones."""
+    directory = tmp_path / name
+    if (directory / "node.crt").exists():
+        address = load_identity(directory).address
+    else:
+        address = f"127.0.0.1:{free_port()}"
+        issue(authority, address, directory)
+    args = ["--stack", STACK, "--listen", address, "--identity", str(directory), *extra]
     if contact is not None:
         args += ["--contact", contact.address]
     return NodeProcess(args, log=tmp_path / f"{name}.log", env=keyless_env())

@@ -9,10 +9,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from cryptography import x509
+
 from pubmesh.net import security
-from pubmesh.net.codec import encode
-from pubmesh.net.security import TlsSealer
-from pubmesh.net.signing import Signed
+from pubmesh.net.codec import decode, encode
+from pubmesh.net.framing import TAG_CONTROL
+from pubmesh.net.security import TlsOpener, TlsSealer
+from pubmesh.net.signing import Credential, Signed, credential_of
 from pubmesh.net.transport import SIGNATURE, TAG_SIGNED
 from pubmesh.proto.core import Message
 from support.hostile import read_frame
@@ -22,13 +25,26 @@ from support.hostile import read_frame
 InsiderFrame = tuple[Message, Signed | None, bool]
 
 
+Sender = Callable[[list[InsiderFrame | tuple[int, bytes]]], None]
+#: the next message the node sent on the link, with its signature block (None: unsigned)
+Receiver = Callable[[], tuple[Message, Signed | None]]
+
+
 @contextlib.contextmanager
-def insider_link(
-    identity_dir: Path, claimed: int, address: str
-) -> Iterator[Callable[[list[InsiderFrame | tuple[int, bytes]]], None]]:
+def insider_link(identity_dir: Path, claimed: int, address: str) -> Iterator[Sender]:
     """A member's own link to the node at ``address``: TLS with the identity in
     ``identity_dir``, the HELLO naming ``claimed`` (its own id), then data frames built by
     hand, signed or not as each frame says."""
+    with insider_session(identity_dir, claimed, address) as (send, _receive):
+        yield send
+
+
+@contextlib.contextmanager
+def insider_session(
+    identity_dir: Path, claimed: int, address: str
+) -> Iterator[tuple[Sender, Receiver]]:
+    """:func:`insider_link`, and what the node sends back: data frames opened and decoded,
+    a signature block read as the transport reads it (its certificate kept for the link)."""
     host, port = address.rsplit(":", 1)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
@@ -54,11 +70,32 @@ def insider_link(
                     if signed is not None:
                         cert = signed.credential.der if with_cert and signed.credential else b""
                         block = SIGNATURE.pack(
-                            signed.publisher, signed.nonce, signed.value, len(cert)
+                            signed.publisher, signed.nonce, signed.t_us, signed.value, len(cert)
                         )
                         payload = block + cert + payload
                         tag |= TAG_SIGNED
                 out.append(sealer.seal(tag, payload, time.time()))
             tls.sendall(b"".join(out))
 
-        yield send
+        opener = TlsOpener()
+        credentials: dict[int, Credential] = {}
+
+        def receive() -> tuple[Message, Signed | None]:
+            while True:
+                body = read_frame(tls)
+                tag, _t_send, payload = opener.open(len(body).to_bytes(4, "big") + body)
+                if tag == TAG_CONTROL:
+                    continue
+                signed = None
+                if tag & TAG_SIGNED:
+                    publisher, nonce, t_us, value, size = SIGNATURE.unpack_from(payload)
+                    if size:
+                        der = bytes(payload[SIGNATURE.size : SIGNATURE.size + size])
+                        cert = x509.load_der_x509_certificate(der)
+                        credentials[publisher] = credential_of(cert, publisher)
+                    signed = Signed(publisher, nonce, t_us, value, credentials.get(publisher))
+                    payload = payload[SIGNATURE.size + size :]
+                    tag &= ~TAG_SIGNED
+                return decode(tag, payload), signed
+
+        yield send, receive

@@ -147,6 +147,8 @@ class Admission:
         transport, node = runtime.transport, runtime.node
         queued, peer, most = (0, None, 0) if transport is None else transport.queues()
         held = node.held_bytes() if node is not None else 0
+        if runtime.verifier is not None:
+            held += runtime.verifier.held_bytes()
         return queued + held + sum(count() for count in runtime.application_queues), peer, most
 
     def room(self, topic: str, payload: bytes) -> str | None:
@@ -184,6 +186,9 @@ class Admission:
             self.unsigned_dropped += 1
             runtime.net_dropped(dst, message, t, "unsigned")
             return
+        if verifier.stale_to_send(signed):  # a late repair: the receiver would refuse it
+            runtime.net_dropped(dst, message, t, "stale")
+            return
         transport.send(dst, message, t, signed)
 
     def received(self, src: NodeId, message: Message, signed: Signed | None) -> bool:
@@ -205,6 +210,8 @@ class Admission:
 
     def _denied(self, peer: NodeId, message: Message, publisher: NodeId | None, what: str) -> None:
         self.denied[what] += 1
+        if what == "publish":  # an honest relay drops such a copy before sending it on
+            self._charge(peer, "may-not-publish")
         self.runtime.events.rate_limited(
             "net.denied",
             peer,
@@ -219,8 +226,14 @@ class Admission:
             },
         )
 
+    def _charge(self, peer: NodeId, reason: str) -> None:
+        transport = self.runtime.transport
+        if transport is not None:
+            transport.invalid(peer, reason)
+
     def _forged(self, src: NodeId, message: Message, signed: Signed | None, reason: str) -> None:
         self.forged[reason] += 1
+        self._charge(src, reason)
         claimed = signed.publisher if signed is not None else None
         self.runtime.events.rate_limited(
             "net.forged",

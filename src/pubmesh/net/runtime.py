@@ -248,8 +248,10 @@ class NodeRuntime:
         if self.signing:
             assert self.identity is not None
             credential = credential_of(self.identity.certificate, self.node_id)
-            signer = Signer(self.node_id, signing_key(self.identity), credential)
-            self.verifier = Verifier(signer)
+            signer = Signer(self.node_id, signing_key(self.identity), credential, self.wall)
+            self.verifier = Verifier(
+                signer, window=self.config.signature_window, started=self._epoch0
+            )
         ctx = NodeContext(
             node_id=self.node_id,
             rng=node_random(self.seed, self.node_id),
@@ -523,6 +525,12 @@ class NodeRuntime:
         self.dispatch(Receive(self.node_id, message))
 
     def _deliver(self, out: Deliver, now: float) -> None:
+        verifier = self.verifier
+        if verifier is not None and not verifier.first_delivery(out.pub_id):
+            # a replay within the window that the stack's duplicate filter had forgotten
+            # (pubmesh.net.signing, fresh signatures): never delivered twice
+            self.admission.forged["replayed"] += 1
+            return
         self.deliveries += 1
         self.delivered_by_topic[out.topic] += 1
         t = self.wall(now)

@@ -31,14 +31,40 @@ a publication id is a hash of the publisher's id and a nonce (:func:`bound_pub_i
 travels with the signature, and a copy whose id is not its publisher's hash is refused: taking
 another publisher's id would take a 63-bit preimage.
 
+Fresh signatures (issue 58, item 3)
+===================================
+A valid signature says who published, not when: a member could keep a copy and send it again
+once every node's duplicate filter had forgotten its id (90 s for gossip), and it would be
+delivered again, even at its own publisher. So the signature also covers the publisher's wall
+clock when it signed (``t_us``, microseconds since the epoch), and a copy is refused as
+``stale`` when that time is more than ``window`` (:data:`SIGNATURE_WINDOW`, 30 s) in the
+past, or earlier than this node's start (a restarted node's duplicate filter is empty; a copy
+from before it started is one its previous incarnation may have delivered), and as
+``future`` when it is more than ``window`` ahead. Within the window a copy passes on to the
+protocol, whose duplicate filter knows the id, and the runtime delivers a publication to the
+application at most once (:meth:`Verifier.first_delivery`: the ids delivered within the
+window, at most :data:`DELIVERED_KEPT`; should that many be delivered within a window, the
+oldest is forgotten and every copy signed no later than it is refused from then on). Nodes'
+clocks must therefore agree within the window, as Kerberos asks of its clients; a time signed
+by the publisher and a filter as long as the window make a replay detectable forever, whatever
+each stack's duplicate filter keeps, and without state per publisher.
+
+Certificates checked at every use (issue 58, item 4)
+====================================================
+A publisher's certificate is checked against the authority once per connection that brings
+it, and its validity period at *every* copy: a copy is refused as ``expired`` when the
+credential is out of its period now or was out of it when the copy was signed. Expiry and the
+authority's revocation list (:mod:`pubmesh.net.revocation`) reach every copy, cached or not.
+
 What a node does with a copy
 ============================
 :class:`Verifier` checks, in order: the copy is signed; the certificate of the publisher it
-names is known on the connection and valid; the id is bound to that publisher; a ``publisher``
-field, if the message has one, names the same node; the signature is the publisher's over the
-content. A copy identical to one already verified (same id, digest and signature) is not
-checked again, so a publication's duplicates cost a hash, not a signature check. A refused copy
-is counted by reason and traced (``net.forged``, with the claimed publisher), and dropped.
+names is known on the connection, valid now and when signed, and not revoked; the id is bound
+to that publisher; a ``publisher`` field, if the message has one, names the same node; the
+time it carries is within the window; the signature is the publisher's over the content and
+that time. A copy identical to one already verified (same id, digest, time and signature) is
+not checked again, so a publication's duplicates cost a hash, not a signature check. A refused
+copy is counted by reason and traced (``net.forged``, with the claimed publisher), and dropped.
 """
 
 from __future__ import annotations
@@ -47,8 +73,9 @@ import hashlib
 import json
 import secrets
 import struct
+import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +94,12 @@ _ID_DOMAIN = b"pubmesh publication id\x00"
 _SIG_DOMAIN = b"pubmesh publication\x00"
 #: publications whose signatures a node keeps to forward them (its own and verified ones)
 SIGNATURES_KEPT = 16384
+#: seconds a signed publication stays fresh (module docstring), either way of a node's clock
+SIGNATURE_WINDOW = 30.0
+#: publications delivered within the window a node remembers, at most (module docstring)
+DELIVERED_KEPT = 65536
+#: bytes one remembered delivery costs (its dict entry), counted in the memory budget
+DELIVERED_ENTRY_BYTES = 100
 
 
 _CARRIES: dict[type, bool] = {}
@@ -120,13 +153,23 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def sign(key: SigningKey, message: Message, publisher: NodeId) -> bytes:
-    """``publisher``'s signature (with ``key``) of the publication ``message`` carries."""
-    return _signature(key, content_digest(message, publisher))
+def sign(key: SigningKey, message: Message, publisher: NodeId, t_us: int) -> bytes:
+    """``publisher``'s signature (with ``key``) of the publication ``message`` carries, signed
+    at ``t_us`` (microseconds since the epoch)."""
+    return _signature(key, content_digest(message, publisher), t_us)
 
 
-def _signature(key: SigningKey, digest: bytes) -> bytes:
-    return bytes(key.sign(_SIG_DOMAIN + digest).signature)
+def _signed_bytes(digest: bytes, t_us: int) -> bytes:
+    return _SIG_DOMAIN + t_us.to_bytes(8, "big") + digest
+
+
+def _signature(key: SigningKey, digest: bytes, t_us: int) -> bytes:
+    return bytes(key.sign(_signed_bytes(digest, t_us)).signature)
+
+
+def wall_us(wall: float) -> int:
+    """A wall-clock time in whole microseconds, as a signature carries it."""
+    return int(wall * 1_000_000)
 
 
 def nacl_key(key: ed25519.Ed25519PrivateKey) -> SigningKey:
@@ -148,15 +191,20 @@ class Credential:
     publisher: NodeId
     der: bytes
     key: VerifyKey
+    #: the certificate's validity period, seconds since the epoch
+    not_before: float
+    not_after: float
 
 
 @dataclass(frozen=True, slots=True)
 class Signed:
     """A publication's signature as it travels: the publisher, the nonce its id is bound to,
-    the signature, and (once known) the publisher's credential."""
+    the publisher's clock when it signed (microseconds since the epoch), the signature, and
+    (once known) the publisher's credential."""
 
     publisher: NodeId
     nonce: bytes
+    t_us: int
     value: bytes
     credential: Credential | None
 
@@ -164,8 +212,16 @@ class Signed:
 class Signer:
     """This node's side: draws bound publication ids and signs its own publications."""
 
-    def __init__(self, node: NodeId, key: ed25519.Ed25519PrivateKey, credential: Credential):
+    def __init__(
+        self,
+        node: NodeId,
+        key: ed25519.Ed25519PrivateKey,
+        credential: Credential,
+        clock: Callable[[], float] = time.time,
+    ):
         self.node = node
+        #: wall clock, seconds since the epoch: the time a signature carries
+        self.clock = clock
         self._key = nacl_key(key)
         self.credential = credential
         #: own publications not signed yet: pub_id -> nonce
@@ -187,17 +243,38 @@ class Signer:
         if nonce is None:
             return None
         digest = content_digest(message, self.node)
-        return Signed(self.node, nonce, _signature(self._key, digest), self.credential), digest
+        t_us = wall_us(self.clock())
+        value = _signature(self._key, digest, t_us)
+        return Signed(self.node, nonce, t_us, value, self.credential), digest
 
 
 class Verifier:
     """Checks copies (module docstring) and keeps the signatures of publications this node
-    holds, to forward them with."""
+    holds, to forward them with, and the ids it delivered within the window."""
 
-    def __init__(self, signer: Signer) -> None:
+    def __init__(
+        self,
+        signer: Signer,
+        *,
+        window: float = SIGNATURE_WINDOW,
+        started: float | None = None,
+        revoked: Callable[[Credential], bool] | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.signer = signer
+        #: wall clock, seconds since the epoch (the signer's unless given)
+        self.clock = signer.clock if clock is None else clock
+        self.window = window
+        #: copies signed before this (the node's start, wall clock) are stale
+        self.started = self.clock() if started is None else started
+        #: whether the authority's revocation list names a credential (None: no list)
+        self.revoked = revoked
         #: pub_id -> (signature as it travels, content digest)
         self.kept: OrderedDict[int, tuple[Signed, bytes]] = OrderedDict()
+        #: pub_id -> signed time (s) of the publications delivered within the window
+        self._delivered: OrderedDict[int, float] = OrderedDict()
+        #: copies signed no later than this are refused: the newest time forgotten early
+        self._forgotten = 0.0
 
     def signature(self, message: Message) -> Signed | None:
         """The signature to send ``message`` (a payload message) with: this node's own, or the
@@ -227,23 +304,68 @@ class Verifier:
         credential = signed.credential
         if credential is None or credential.publisher != signed.publisher:
             return "unknown-publisher"
+        now = self.clock()
+        t = signed.t_us / 1_000_000
+        if not (credential.not_before <= min(now, t) and max(now, t) < credential.not_after):
+            return "expired"
+        if self.revoked is not None and self.revoked(credential):
+            return "revoked"
         pub_id = message.publication()
         if pub_id is None or bound_pub_id(signed.publisher, signed.nonce) != pub_id:
             return "id-not-bound"
         named = getattr(message, "publisher", None)
         if named is not None and named != signed.publisher:
             return "publisher-mismatch"
+        # out of the window costs no signature check (what a replay flood sends)
+        if t > now + self.window:
+            return "future"
+        if t < max(now - self.window, self.started) or t <= self._forgotten:
+            return "stale"
         digest = content_digest(message, signed.publisher)
         kept = self.kept.get(pub_id)
-        if kept is not None and kept[1] == digest and kept[0].value == signed.value:
-            return None  # a duplicate of a verified copy
-        try:
-            credential.key.verify(_SIG_DOMAIN + digest, signed.value)
-        except (BadSignatureError, ValueError):
-            return "bad-signature"
+        if not (
+            kept is not None
+            and kept[1] == digest
+            and kept[0].value == signed.value
+            and kept[0].t_us == signed.t_us
+        ):
+            try:
+                credential.key.verify(_signed_bytes(digest, signed.t_us), signed.value)
+            except (BadSignatureError, ValueError):
+                return "bad-signature"
         if kept is None:
             self._keep(pub_id, signed, digest)
         return None
+
+    def stale_to_send(self, signed: Signed) -> bool:
+        """Whether a copy signed ``signed`` is too old to send on: the receiver would refuse
+        it as stale (its clock a second ahead of ours at most), and charge us for it."""
+        return signed.t_us / 1_000_000 < self.clock() - self.window + 1.0
+
+    def first_delivery(self, pub_id: int) -> bool:
+        """Whether the publication ``pub_id`` (verified, or this node's own) may be delivered
+        to the application: not delivered within the window already (module docstring)."""
+        if pub_id in self._delivered:
+            return False
+        kept = self.kept.get(pub_id)
+        now = self.clock()
+        signed_at = kept[0].t_us / 1_000_000 if kept is not None else now
+        delivered = self._delivered
+        delivered[pub_id] = signed_at
+        # forget what the window refuses anyway; past the bound, also what it would not yet
+        horizon = now - 2 * self.window
+        while delivered:
+            oldest, at = next(iter(delivered.items()))
+            if at >= horizon and len(delivered) <= DELIVERED_KEPT:
+                break
+            del delivered[oldest]
+            if at >= horizon:
+                self._forgotten = max(self._forgotten, at)
+        return True
+
+    def held_bytes(self) -> int:
+        """Bytes of the delivered ids it remembers (counted in the memory budget)."""
+        return len(self._delivered) * DELIVERED_ENTRY_BYTES
 
 
 def credential_of(cert: x509.Certificate, publisher: NodeId) -> Credential:
@@ -252,4 +374,10 @@ def credential_of(cert: x509.Certificate, publisher: NodeId) -> Credential:
     if not isinstance(key, ed25519.Ed25519PublicKey):
         raise ValueError("not an Ed25519 certificate")
     raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return Credential(publisher, cert.public_bytes(serialization.Encoding.DER), VerifyKey(raw))
+    return Credential(
+        publisher,
+        cert.public_bytes(serialization.Encoding.DER),
+        VerifyKey(raw),
+        cert.not_valid_before_utc.timestamp(),
+        cert.not_valid_after_utc.timestamp(),
+    )

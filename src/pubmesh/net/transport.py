@@ -109,15 +109,16 @@ from pubmesh.net.security import (
     TlsOpener,
     TlsSealer,
 )
-from pubmesh.net.signing import Credential, Signed, credential_of
+from pubmesh.net.signing import SIGNATURE_WINDOW, Credential, Signed, credential_of
 from pubmesh.net.tls import TlsLink
 from pubmesh.proto.core import Message, NodeId
 
 #: a data frame's tag with this bit: a signed publication (framing docstring)
 TAG_SIGNED = 0x8000
-#: a signed frame's block before the message: publisher, nonce, Ed25519 signature, length of
-#: the publisher's certificate that follows (0: sent earlier on this connection)
-SIGNATURE = struct.Struct(">Q8s64sH")
+#: a signed frame's block before the message: publisher, nonce, the publisher's clock when it
+#: signed (microseconds since the epoch), Ed25519 signature, length of the publisher's
+#: certificate that follows (0: sent earlier on this connection)
+SIGNATURE = struct.Struct(">Q8sQ64sH")
 #: publishers' certificates kept per connection and checked per node, at most (a cluster's
 #: identities; beyond it a connection is refused and the node's cache starts over)
 MAX_PUBLISHERS = 65536
@@ -167,6 +168,15 @@ class NetConfig:
     max_handshakes_per_source: int = 16
     #: Period of connection maintenance (dial monitored peers, close idle connections).
     tick: float = 0.5
+    #: Seconds a signed publication stays fresh either way of this node's clock (identity
+    #: mode): older copies are refused as replays (pubmesh.net.signing, fresh signatures).
+    signature_window: float = SIGNATURE_WINDOW
+    #: Identity mode: a peer that sends this many invalid copies or frames (forged, stale,
+    #: denied by the ACL, malformed) within ``invalid_window`` seconds is cut off and refused
+    #: for ``ban_seconds`` (gossipsub v1.1's invalid-message penalty; module docstring).
+    max_invalid: int = 10
+    invalid_window: float = 10.0
+    ban_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -532,6 +542,9 @@ class Connection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         self.peer = peer
+        if self.hub.is_banned(peer):
+            self.reject("banned", "cut off for invalid traffic; refused until its ban ends")
+            return
         if send_key is None or receive_key is None:
             self._sealer, self._opener = TlsSealer(), TlsOpener()
         else:
@@ -576,7 +589,7 @@ class Connection(asyncio.Protocol):
         try:
             tag, t_send, payload = self._opener.open(frame)
         except FrameError as error:
-            self.reject(error.reason, error.detail)
+            self._refuse_frame(error.reason, error.detail)
             return
         now = self.last_heard = self.hub.loop.time()
         if tag == TAG_CONTROL:
@@ -588,23 +601,30 @@ class Connection(asyncio.Protocol):
             try:
                 signed, payload = self._signature(memoryview(payload))
             except FrameError as error:
-                self.reject(error.reason, error.detail)
+                self._refuse_frame(error.reason, error.detail)
                 return
             tag &= ~TAG_SIGNED
         try:
             message = decode(tag, payload)
         except CodecError as error:
-            self.reject(error.reason, error.detail)
+            self._refuse_frame(error.reason, error.detail)
             return
         assert self.peer is not None
         self.hub._received(self.peer, message, t_send, len(frame), signed)
+
+    def _refuse_frame(self, reason: str, detail: str) -> None:
+        """A malformed data frame: the link is closed, and the peer charged an invalid frame
+        (identity mode bans a peer that keeps sending them: Transport.invalid)."""
+        if self.peer is not None:
+            self.hub.invalid(self.peer, reason)
+        self.reject(reason, detail)
 
     def _signature(self, payload: memoryview) -> tuple[Signed, memoryview]:
         """A signed frame's signature block, and the message after it (framing docstring).
         The signature is checked by the runtime; here only the certificate it names."""
         if len(payload) < SIGNATURE.size:
             raise FrameError("truncated-frame", f"signed frame of {len(payload)} bytes")
-        publisher, nonce, value, cert_size = SIGNATURE.unpack_from(payload)
+        publisher, nonce, t_us, value, cert_size = SIGNATURE.unpack_from(payload)
         end = SIGNATURE.size + cert_size
         if cert_size > MAX_CERTIFICATE:
             raise FrameError("oversized-certificate", f"a certificate of {cert_size} bytes")
@@ -622,7 +642,7 @@ class Connection(asyncio.Protocol):
                 bytes(payload[SIGNATURE.size : end]), publisher
             )
         credential = self._certs_received.get(publisher)
-        return Signed(publisher, nonce, value, credential), payload[end:]
+        return Signed(publisher, nonce, t_us, value, credential), payload[end:]
 
     def _control(self, payload: bytes) -> None:
         if payload == _GOODBYE:
@@ -651,7 +671,7 @@ class Connection(asyncio.Protocol):
                 self._certs_sent.add(signed.publisher)
                 der = signed.credential.der
             payload = (
-                SIGNATURE.pack(signed.publisher, signed.nonce, signed.value, len(der))
+                SIGNATURE.pack(signed.publisher, signed.nonce, signed.t_us, signed.value, len(der))
                 + der
                 + payload
             )
@@ -831,6 +851,10 @@ class Transport:
         #: accepted connections still in their handshake, oldest first, and their sources
         self._unproven: dict[Connection, str] = {}
         self._unproven_by_source: Counter[str] = Counter()
+        #: identity mode: each peer's recent invalid copies and frames (loop times), and the
+        #: peers cut off for them: node -> loop time the ban ends (module docstring)
+        self._invalid: dict[NodeId, deque[float]] = {}
+        self.banned: dict[NodeId, float] = {}
         self.server: asyncio.Server | None = None
         self.closed = False
         self.counters: Counter[str] = Counter()
@@ -938,6 +962,9 @@ class Transport:
             # the peer would refuse the frame from its length and drop the link: refused here
             self._drop(dst, message, t_send, "oversized")
             return
+        if self.banned and self.is_banned(dst):
+            self._drop(dst, message, t_send, "banned")
+            return
         peer = self.peers.get(dst)
         if peer is None:
             peer = self.peers[dst] = Peer(dst)
@@ -991,6 +1018,8 @@ class Transport:
             host, port = address_of(peer.id)
         except ValueError:
             host, port, reason = "", 0, "not-an-address"
+        if self.is_banned(peer.id):
+            host, reason = "", "banned"
         if host:
             for attempt in range(config.dial_attempts):
                 if peer.open or self.closed:
@@ -1093,6 +1122,61 @@ class Transport:
             self._credentials.clear()
         self._credentials[key] = credential
         return credential
+
+    # ------------------------------------------------------------------ invalid traffic
+    def invalid(self, peer: NodeId, reason: str) -> None:
+        """``peer`` sent an invalid copy or frame (``reason``). Identity mode: past
+        ``max_invalid`` of them within ``invalid_window`` seconds, the peer is cut off
+        (module docstring); shared-key mode, where any member can claim any id, bans nobody."""
+        if self.identity is None or peer == self.node_id:
+            return
+        config = self.config
+        now = self.loop.time()
+        times = self._invalid.get(peer)
+        if times is None:
+            if len(self._invalid) >= config.max_connections:
+                self._invalid = {
+                    p: t
+                    for p, t in self._invalid.items()
+                    if t and t[-1] > now - config.invalid_window
+                }
+            times = self._invalid[peer] = deque()
+        while times and times[0] <= now - config.invalid_window:
+            times.popleft()
+        times.append(now)
+        if len(times) >= config.max_invalid:
+            del self._invalid[peer]
+            self.ban(
+                peer,
+                f"{len(times)} invalid copies or frames within {config.invalid_window:g} s, "
+                f"the last {reason}; refused for {config.ban_seconds:g} s",
+            )
+
+    def ban(self, peer_id: NodeId, detail: str) -> None:
+        """Cut ``peer_id`` off for ``ban_seconds``: its connections closed, its frames to
+        come refused at the handshake, nothing sent or dialed to it (``banned``)."""
+        self.banned[peer_id] = self.loop.time() + self.config.ban_seconds
+        self.counters["bans"] += 1
+        peer = self.peers.get(peer_id)
+        if peer is not None:
+            for conn in list(peer.open):
+                conn.reject("banned", detail)
+            while peer.pending:
+                item = peer.pending.popleft()
+                self._drop(peer_id, item.message, item.t_send, "banned")
+            peer.pending_bytes = 0
+        for conn in list(self.connections):  # a second link still in its handshake
+            if conn.peer == peer_id and conn.state is not State.CLOSED:
+                conn.reject("banned", detail)
+
+    def is_banned(self, peer_id: NodeId) -> bool:
+        until = self.banned.get(peer_id)
+        if until is None:
+            return False
+        if until <= self.loop.time():
+            del self.banned[peer_id]
+            return False
+        return True
 
     # ------------------------------------------------------------------ unproven connections
     def _admit(self, conn: Connection) -> bool:
@@ -1245,6 +1329,8 @@ class Transport:
             dials_ok=c["dials_ok"],
             dials_failed=c["dials_failed"],
             unreachable=c["unreachable"],
+            bans=c["bans"],
+            banned_now=sum(1 for peer in list(self.banned) if self.is_banned(peer)),
             connections=sum(1 for conn in self.connections if conn.state is State.OPEN),
             peers_connected=tuple(sorted(p.id for p in self.peers.values() if p.open)),
             rejected=dict(sorted(self.rejections.items())),
@@ -1269,6 +1355,9 @@ class TransportStatistics:
     dials_failed: int = 0
     #: sends to peers that could not be reached
     unreachable: int = 0
+    #: peers cut off for invalid traffic (identity mode), in all and still now
+    bans: int = 0
+    banned_now: int = 0
     #: connections open now, and the peers they reach
     connections: int = 0
     peers_connected: tuple[int, ...] = ()
