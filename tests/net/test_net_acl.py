@@ -22,6 +22,7 @@ from pubmesh.errors import UserError
 from pubmesh.net.acl import parse_acl, topic_matches
 from pubmesh.net.identity import init_authority, issue, signing_key
 from pubmesh.net.signing import Signer, Verifier, credential_of
+from pubmesh.proto.gossip.hyparview import ContactRequest
 from pubmesh.proto.gossip.plumtree import Gossip
 from support.identity import STACK, free_port, keyless_env
 from support.insider import insider_link
@@ -180,11 +181,13 @@ def test_every_node_enforces_the_acl_on_what_it_sends_receives_and_is_asked(
         assert len(sent & reader.deliveries()) >= 5, "the reader did not get the secrets"
         time.sleep(1.0)
         assert not sent & cheater.deliveries(), "the cheater received a secret"
-        withheld = sum(
-            n.command({"op": "stats"})["stats"]["denied"].get("subscribe", 0)
-            for n in (reader, writer)
+        # the cheater could not even join the secret topic's swarm: honest nodes refuse the
+        # swarm messages of a member that may neither publish nor subscribe on their topic
+        # (issue 58); before, they let it join and withheld every copy from it instead
+        refused = sum(
+            n.command({"op": "stats"})["stats"]["denied"].get("topic", 0) for n in (reader, writer)
         )
-        assert withheld >= 1, "no honest node ever had a secret to withhold from the cheater"
+        assert refused >= 1, "no honest node refused the cheater's swarm messages for secret"
 
         # the insider may not publish on news: its signed publications are dropped at the
         # first hop, and at the neighbour of a colluding member that relays them
@@ -228,6 +231,15 @@ def test_every_node_enforces_the_acl_on_what_it_sends_receives_and_is_asked(
         got = {r["payload"] for r in reader.records[before:] if r.get("event") == "deliver"}
         assert "direct" not in got and "relayed" not in got, got
         assert reader.command({"op": "stats"})["stats"]["denied"]["publish"] == 2
+        # the contact's directory is ACL-checked (issue 58, item 2): a member asking for the
+        # swarm of a topic it may neither publish nor subscribe on is refused and charged
+        before_topic = reader.command({"op": "stats"})["stats"]["denied"].get("topic", 0)
+        with insider_link(tmp_path / "insider", insider.node, reader.address) as send:
+            send([(ContactRequest(topic="payroll"), None, False)])
+            send([(ContactRequest(topic="news"), None, False)])  # it may subscribe: fine
+            time.sleep(0.5)
+        denied = reader.command({"op": "stats"})["stats"]["denied"]
+        assert denied.get("topic", 0) - before_topic == 1, denied
     finally:
         for node in (cheater, writer, reader):
             node.stop()

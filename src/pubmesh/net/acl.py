@@ -53,6 +53,9 @@ from pubmesh.net.address import format_id, parse_hostport
 from pubmesh.proto.core import NodeId
 
 _KEYS = {"nodes", "publish", "subscribe"}
+#: (what, node, topic) answers kept, at most (then forgotten together): topics are at most
+#: 255 bytes (pubmesh.net.admission), so this stays under about 4 MiB
+ACL_CACHE = 8192
 
 
 def _check_pattern(pattern: str, where: str) -> tuple[str, ...]:
@@ -103,7 +106,7 @@ class Acl:
                 rule.names(address) and any(topic_matches(p, topic) for p in getattr(rule, what))
                 for rule in self.rules
             )
-            if len(self._cache) > 65536:
+            if len(self._cache) > ACL_CACHE:
                 self._cache.clear()
             self._cache[key] = allowed
         return allowed

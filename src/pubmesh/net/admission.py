@@ -38,6 +38,16 @@ if TYPE_CHECKING:
 PUBLICATION_HEADROOM = 64 << 10
 
 
+#: Bytes (UTF-8) a topic may take: a message naming a longer one is a malformed frame (its
+#: sender charged, pubmesh.net.transport), a subscription or publication on one is refused.
+#: Kafka allows 249 characters; a topic is a name, not a payload (issue 58, item 2).
+MAX_TOPIC_BYTES = 255
+
+
+def topic_too_long(topic: str) -> bool:
+    return len(topic) > MAX_TOPIC_BYTES // 4 and len(topic.encode()) > MAX_TOPIC_BYTES
+
+
 class InvalidCommand(UserError, ValueError):
     """A subscription or publication the node refuses as given, whoever asks (the API, the
     shell, the JSON control channel): a filter or attributes on a topic-based stack, an
@@ -72,6 +82,13 @@ class Admission:
         self.refused: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ the application's
+    def check_topic(self, topic: str) -> None:
+        """Raise :class:`InvalidCommand` for a topic over :data:`MAX_TOPIC_BYTES` or empty."""
+        if not topic or topic_too_long(topic):
+            raise InvalidCommand(
+                f"a topic is 1 to {MAX_TOPIC_BYTES} bytes of UTF-8, not {len(topic.encode()):,}"
+            )
+
     def check_filter(self, filter: Mapping[str, Any] | None) -> None:
         """Raise :class:`InvalidCommand` for a filter on a topic-based stack or an invalid
         filter."""
@@ -97,6 +114,7 @@ class Admission:
         """Raise for a publication the node refuses as given: :class:`InvalidCommand` for its
         attributes, a PermissionError where the ACL forbids it, :class:`PublicationTooLarge`
         over :attr:`max_publication` bytes."""
+        self.check_topic(topic)
         self.check_attributes(attributes)
         self.permitted("publish", topic)
         size = len(payload) + len(topic.encode())
@@ -147,6 +165,8 @@ class Admission:
         transport, node = runtime.transport, runtime.node
         queued, peer, most = (0, None, 0) if transport is None else transport.queues()
         held = node.held_bytes() if node is not None else 0
+        if transport is not None:
+            held += transport.held_bytes()
         if runtime.verifier is not None:
             held += runtime.verifier.held_bytes()
         return queued + held + sum(count() for count in runtime.application_queues), peer, most
@@ -190,6 +210,21 @@ class Admission:
             runtime.net_dropped(dst, message, t, "stale")
             return
         transport.send(dst, message, t, signed)
+
+    def may_name(self, src: NodeId, message: Message) -> bool:
+        """Whether ``src`` may send ``message`` (not a publication's copy) about the topic it
+        names: with an ACL, only a node that may publish or subscribe on a topic has any
+        business asking for its swarm or joining it (the gossip contact's directory, issue 58
+        item 2). Refused messages are counted (``denied``: ``topic``) and charged."""
+        acl = self.acl
+        topic = getattr(message, "topic", None)
+        if acl is None or not isinstance(topic, str):
+            return True
+        if acl.may_subscribe(src, topic) or acl.may_publish(src, topic):
+            return True
+        self.denied["topic"] += 1
+        self._charge(src, "may-not-name-topic")
+        return False
 
     def received(self, src: NodeId, message: Message, signed: Signed | None) -> bool:
         """Whether a copy of a publication received from ``src`` may go on to the protocol:

@@ -332,6 +332,7 @@ class NodeRuntime:
     def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> None:
         """Subscribe to ``topic``; a PermissionError if the ACL does not let this node, an
         :class:`InvalidCommand` for a filter on a topic-based stack or an invalid filter."""
+        self.admission.check_topic(topic)
         self.admission.check_filter(filter)
         self.admission.permitted("subscribe", topic)
         if topic not in self.subscribed:
@@ -575,11 +576,10 @@ class NodeRuntime:
         """A message from ``src``: ``node.receive``, the wrapper-free route of ``dispatch``.
         With signed publications, a copy of a publication is verified first; a forgery goes
         no further (pubmesh.net.signing)."""
-        if (
-            self.verifier is not None
-            and carries_payload(message)
-            and not self.admission.received(src, message, signed)
-        ):
+        if self.verifier is not None and carries_payload(message):
+            if not self.admission.received(src, message, signed):
+                return
+        elif self.acl is not None and not self.admission.may_name(src, message):
             return
         if self.trace is not None and self.trace_messages:
             self.trace.message(t_send, self.wall(), src, self.node_id, message, size)

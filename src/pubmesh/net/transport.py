@@ -88,6 +88,7 @@ from cryptography import x509
 
 from pubmesh.net import security
 from pubmesh.net.address import address_of, format_id
+from pubmesh.net.admission import topic_too_long
 from pubmesh.net.codec import CodecError, decode, encode
 from pubmesh.net.framing import (
     CONTROL_GOODBYE,
@@ -291,7 +292,9 @@ class Connection(asyncio.Protocol):
         #: signed publications: the publishers whose certificates this connection has carried,
         #: each way (signing docstring)
         self._certs_sent: set[NodeId] = set()
-        self._certs_received: dict[NodeId, Credential | None] = {}
+        #: the publishers' credentials this connection brought (valid ones only: a refused
+        #: certificate is charged to the peer, not kept), counted in Transport.cert_entries
+        self._certs_received: dict[NodeId, Credential] = {}
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._flush_scheduled = False
@@ -392,6 +395,8 @@ class Connection(asyncio.Protocol):
             )
         was = self.state
         self.state = State.CLOSED
+        self.hub.cert_entries -= len(self._certs_received)
+        self._certs_received.clear()
         if self._timer is not None:
             self._timer.cancel()
         if was is State.HANDSHAKE:
@@ -609,6 +614,10 @@ class Connection(asyncio.Protocol):
         except CodecError as error:
             self._refuse_frame(error.reason, error.detail)
             return
+        topic = getattr(message, "topic", None)
+        if topic.__class__ is str and topic_too_long(topic):
+            self._refuse_frame("topic-too-long", f"a topic of {len(topic.encode()):,} bytes")
+            return
         assert self.peer is not None
         self.hub._received(self.peer, message, t_send, len(frame), signed)
 
@@ -631,16 +640,18 @@ class Connection(asyncio.Protocol):
         if len(payload) < end:
             raise FrameError("truncated-frame", f"certificate of {cert_size} bytes cut short")
         if cert_size:
-            if (
-                publisher not in self._certs_received
-                and len(self._certs_received) >= MAX_PUBLISHERS
-            ):
-                raise FrameError(
-                    "too-many-publishers", f"over {MAX_PUBLISHERS} publishers' certificates"
-                )
-            self._certs_received[publisher] = self.hub.credential(
-                bytes(payload[SIGNATURE.size : end]), publisher
-            )
+            credential = self.hub.credential(bytes(payload[SIGNATURE.size : end]), publisher)
+            known = self._certs_received
+            if credential is None:
+                if self.peer is not None:
+                    self.hub.invalid(self.peer, "bad-certificate")
+            elif publisher not in known:
+                if len(known) >= MAX_PUBLISHERS:
+                    raise FrameError(
+                        "too-many-publishers", f"over {MAX_PUBLISHERS} publishers' certificates"
+                    )
+                known[publisher] = credential
+                self.hub.cert_entries += 1
         credential = self._certs_received.get(publisher)
         return Signed(publisher, nonce, t_us, value, credential), payload[end:]
 
@@ -855,6 +866,8 @@ class Transport:
         #: peers cut off for them: node -> loop time the ban ends (module docstring)
         self._invalid: dict[NodeId, deque[float]] = {}
         self.banned: dict[NodeId, float] = {}
+        #: entries of every connection's publisher credentials (held_bytes)
+        self.cert_entries = 0
         self.server: asyncio.Server | None = None
         self.closed = False
         self.counters: Counter[str] = Counter()
@@ -1302,6 +1315,17 @@ class Transport:
             conn.reported_slow = True
             self.counters["slow_peers"] += 1
             self.owner.net_slow(conn.peer, backlog, behind)
+
+    def held_bytes(self) -> int:
+        """What the transport keeps beside its queues, counted in the memory budget: the
+        credentials found valid (a certificate each) and every connection's map of them, and
+        the peers charged or banned for invalid traffic."""
+        return (
+            len(self._credentials) * (MAX_CERTIFICATE // 4 + 300)
+            + self.cert_entries * 100
+            + len(self._invalid) * (200 + 40 * self.config.max_invalid)
+            + len(self.banned) * 100
+        )
 
     def queues(self) -> tuple[int, NodeId | None, int]:
         """In one walk: the bytes waiting in every peer's queue (connections' and dials'

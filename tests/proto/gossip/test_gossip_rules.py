@@ -469,6 +469,27 @@ def test_directory_names_only_joined_members_and_the_founder() -> None:
     assert d.lookup(T, 10, NONE) == 11  # never names the requester itself
 
 
+def test_the_directory_is_bounded_whatever_members_ask() -> None:
+    """Issue 58, item 2: a node holds a place in at most per_node topics (its least recent
+    place given up), the directory keeps max_topics (least recently touched first out), an
+    idle topic expires, and held_bytes follows what is kept."""
+    d = SwarmDirectory(2, random.Random(0), max_topics=5, per_node=3, topic_expiry=100.0)
+    empty = d.held_bytes()
+    for i in range(10):  # one member asks for ten topics: it keeps a place in three
+        d.lookup(f"t{i}", 66, NONE, now=float(i))
+    assert sorted(d.touched) == ["t7", "t8", "t9"] and list(d.holders[66]) == ["t7", "t8", "t9"]
+    assert d.places == 3 and set(d.members) == set(d.asked) == {"t7", "t8", "t9"}
+    held = d.held_bytes()
+    assert held > empty
+    for node in (1, 2, 3):  # honest founders of three more topics: the oldest topic goes
+        d.lookup(f"h{node}", node, NONE, now=20.0)
+    assert len(d.touched) == 5 and "t7" not in d.touched and "t7" not in d.holders[66]
+    assert sum(len(h) for h in d.holders.values()) == d.places == 5
+    d.record("h1", 4, now=150.0)  # 100 s after the others were touched: they expire
+    assert list(d.touched) == ["h1"] and set(d.holders) == {1, 4} and d.places == 2
+    assert d.held_bytes() < held
+
+
 def test_newcomers_are_named_a_joined_member_not_each_other() -> None:
     """The island the model's liveness check found: newcomers 4 and 5 asking while a joined
     member is alive must be named that member, never each other, even after a dead member

@@ -87,6 +87,7 @@ node of 30,000 whose only link was one-sided missed a broadcast.
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -108,6 +109,10 @@ from pubmesh.proto.core import (
 from pubmesh.proto.gossip.params import GossipParams
 
 NONE = -1  # "no node" in integer-typed message fields
+#: SwarmDirectory's bounds when none are given (GossipParams' defaults)
+DIRECTORY_TOPICS = 4096
+DIRECTORY_PER_NODE = 256
+DIRECTORY_EXPIRY = 600.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,16 +364,31 @@ class SwarmDirectory:
     member's last announced active view (cut to ``view_size`` ids, so a member's report cannot
     grow it) with its time; a view older than ``expiry`` seconds is forgotten (its member
     crashed or left). A swarm that grows past ``watch`` members is no longer watched
-    (``unwatched``): a partial map would show a connected swarm as split."""
+    (``unwatched``): a partial map would show a connected swarm as split.
+
+    **Bounded whatever members send** (issue 58, item 2). A topic's state is bounded by the
+    reservoirs and the watch; the number of topics by three rules, since any member may ask
+    for any topic: at most ``max_topics`` topics (the one touched least recently goes), a topic
+    no one asked about or announced in for ``topic_expiry`` seconds goes, and a node holds a
+    place in at most ``per_node`` topics (its place in the one it touched least recently is
+    given up for a new one). Honest swarms announce every few shuffles and stay; one member
+    asking for topics without end holds ``per_node`` of them. :meth:`held_bytes` is an upper
+    bound of what it keeps, counted in the node's memory budget."""
 
     __slots__ = (
         "asked",
         "expiry",
+        "holders",
+        "max_topics",
         "members",
+        "per_node",
+        "places",
         "rng",
         "seen",
         "seen_asked",
         "size",
+        "topic_expiry",
+        "touched",
         "unwatched",
         "view_size",
         "views",
@@ -382,9 +402,22 @@ class SwarmDirectory:
         watch: int = 0,
         expiry: float = 0.0,
         view_size: int = 0,
+        *,
+        max_topics: int = DIRECTORY_TOPICS,
+        per_node: int = DIRECTORY_PER_NODE,
+        topic_expiry: float = DIRECTORY_EXPIRY,
     ) -> None:
         self.size = size
         self.rng = rng
+        self.max_topics = max_topics
+        self.per_node = per_node
+        self.topic_expiry = topic_expiry
+        #: topic -> when it was last asked about or announced in, least recent first
+        self.touched: OrderedDict[str, float] = OrderedDict()
+        #: node -> the topics it holds a place in (a reservoir or the watch), least recent
+        #: first; ``places``: how many such places in all
+        self.holders: dict[NodeId, OrderedDict[str, None]] = {}
+        self.places = 0
         self.members: dict[str, list[NodeId]] = {}
         self.asked: dict[str, list[NodeId]] = {}
         self.seen: dict[str, int] = {}
@@ -396,17 +429,111 @@ class SwarmDirectory:
         self.views: dict[str, dict[NodeId, tuple[float, tuple[NodeId, ...]]]] = {}
         self.unwatched: set[str] = set()
 
+    # ------------------------------------------------------------------ bounds
+    def touch(self, topic: str, now: float) -> None:
+        """``topic`` asked about or announced in at ``now``: kept as recent; topics idle past
+        ``topic_expiry`` go, and the least recent one when a new topic finds ``max_topics``."""
+        touched = self.touched
+        if topic in touched:
+            touched.move_to_end(topic)
+        elif len(touched) >= self.max_topics:
+            self._drop_topic(next(iter(touched)))
+        touched[topic] = now
+        while touched:
+            oldest, at = next(iter(touched.items()))
+            if now - at <= self.topic_expiry:
+                break
+            self._drop_topic(oldest)
+
+    def _hold(self, topic: str, node: NodeId) -> None:
+        """``node`` has a place in ``topic``: past ``per_node`` topics it gives up its place in
+        the one it touched least recently."""
+        held = self.holders.get(node)
+        if held is None:
+            held = self.holders[node] = OrderedDict()
+        if topic in held:
+            held.move_to_end(topic)
+            return
+        held[topic] = None
+        self.places += 1
+        if len(held) > self.per_node:
+            self._forget(next(iter(held)), node)
+
+    def _forget(self, topic: str, node: NodeId) -> None:
+        """``node``'s place in ``topic`` given up; a topic left with nobody goes."""
+        for reservoir in (self.members.get(topic), self.asked.get(topic)):
+            if reservoir is not None and node in reservoir:
+                reservoir.remove(node)
+        views = self.views.get(topic)
+        if views is not None:
+            views.pop(node, None)
+        self._release(topic, node)
+        if not self.members.get(topic) and not self.asked.get(topic) and not views:
+            self._drop_topic(topic)
+
+    def _release(self, topic: str, node: NodeId) -> None:
+        """``node`` may no longer be in ``topic``: its place there is counted no more unless
+        a reservoir or the watch still holds it."""
+        if (
+            node in self.members.get(topic, ())
+            or node in self.asked.get(topic, ())
+            or node in self.views.get(topic, {})
+        ):
+            return
+        held = self.holders.get(node)
+        if held is not None and topic in held:
+            del held[topic]
+            self.places -= 1
+            if not held:
+                del self.holders[node]
+
+    def _drop_topic(self, topic: str) -> None:
+        nodes = {
+            *self.members.pop(topic, ()),
+            *self.asked.pop(topic, ()),
+            *self.views.pop(topic, {}),
+        }
+        self.seen.pop(topic, None)
+        self.seen_asked.pop(topic, None)
+        self.unwatched.discard(topic)
+        self.touched.pop(topic, None)
+        for node in sorted(nodes):
+            self._release(topic, node)
+
+    def fill(self, topic: str, members: list[NodeId], asked: list[NodeId], seen: int) -> None:
+        """A warm start's reservoirs for ``topic`` (pubmesh.proto.gossip.warm), as algorithm
+        R leaves them once ``seen`` members have asked and announced."""
+        self.touch(topic, 0.0)
+        self.members[topic] = members
+        self.asked[topic] = asked
+        self.seen[topic] = seen
+        self.seen_asked[topic] = seen
+        for node in (*members, *asked):
+            self._hold(topic, node)
+
+    def held_bytes(self) -> int:
+        """An upper bound of the bytes it keeps: per topic its name, two reservoirs and a
+        watched map; per place a holder's entry."""
+        per_topic = 400 + 16 * 2 * self.size + self.watch * (120 + 8 * self.view_size)
+        return len(self.touched) * per_topic + self.places * 80 + len(self.holders) * 200
+
+    # ------------------------------------------------------------------ the watch
     def report(self, topic: str, member: NodeId, active: tuple[NodeId, ...], now: float) -> None:
         """``member`` announced ``active`` at ``now`` (component watch; see Bridge)."""
         if not self.watch or topic in self.unwatched:
             return
+        self.touch(topic, now)
         views = self.views.setdefault(topic, {})
         views[member] = (now, active[: self.view_size])
+        self._hold(topic, member)
         for node in [m for m, (at, _) in views.items() if now - at > self.expiry]:
             del views[node]
+            self._release(topic, node)
         if len(views) > self.watch:
             self.unwatched.add(topic)
             del self.views[topic]
+            for node in sorted(views):
+                self._release(topic, node)
 
     def answer(
         self,
@@ -473,22 +600,26 @@ class SwarmDirectory:
         views[member] = (at, (*active, chosen))
         return chosen
 
-    def lookup(self, topic: str, requester: NodeId, dead: NodeId, extra: NodeId = NONE) -> int:
+    def lookup(
+        self, topic: str, requester: NodeId, dead: NodeId, extra: NodeId = NONE, now: float = 0.0
+    ) -> int:
         """A node for ``requester`` to join (NONE if there is none: the requester founds the
         swarm and is recorded as a member); records the requester as having asked. ``extra``
         is the contact itself when it is a joined member."""
+        self.touch(topic, now)
         members = self.members.setdefault(topic, [])
         asked = self.asked.setdefault(topic, [])
         for known in (members, asked):
             if dead in known:
                 known.remove(dead)
+        self._release(topic, dead)
         candidates = self._joined(members, requester, extra)
         if not candidates:
             candidates = [m for m in asked if m != requester]
         member = candidates[self.rng.randrange(len(candidates))] if candidates else NONE
         self._sample(asked, self.seen_asked, topic, requester)
         if member == NONE:
-            self.record(topic, requester)
+            self.record(topic, requester, now)
         return member
 
     def sample(self, topic: str, requester: NodeId, extra: NodeId = NONE) -> int:
@@ -505,8 +636,9 @@ class SwarmDirectory:
             candidates.append(extra)
         return candidates
 
-    def record(self, topic: str, node: NodeId) -> None:
+    def record(self, topic: str, node: NodeId, now: float = 0.0) -> None:
         """``node`` is a joined member of ``topic``'s swarm."""
+        self.touch(topic, now)
         self._sample(self.members.setdefault(topic, []), self.seen, topic, node)
 
     def _sample(
@@ -514,15 +646,19 @@ class SwarmDirectory:
     ) -> None:
         """One step of algorithm R: ``node`` is the n-th distinct arrival."""
         if node in reservoir:
+            self._hold(topic, node)
             return
         count = seen.get(topic, 0) + 1
         seen[topic] = count
         if len(reservoir) < self.size:
             reservoir.append(node)
+            self._hold(topic, node)
         else:
             slot = self.rng.randrange(count)
             if slot < len(reservoir):
-                reservoir[slot] = node
+                replaced, reservoir[slot] = reservoir[slot], node
+                self._release(topic, replaced)
+                self._hold(topic, node)
 
 
 class HyParView:
@@ -637,7 +773,8 @@ class HyParView:
     def _ask_contact(self, dead: NodeId, out: list[MembershipOutput]) -> None:
         self.join_generation += 1
         if self.contact == self.me and self.directory is not None:
-            self._on_contact_reply(self.directory.lookup(self.topic, self.me, dead), out)
+            member = self.directory.lookup(self.topic, self.me, dead, now=self.clock)
+            self._on_contact_reply(member, out)
             return
         if self.contact == NONE or self.contact == self.me:
             # no one to ask: this node starts (or restarts) the swarm

@@ -197,7 +197,14 @@ class GossipNode(StackNode):
             expiry = (2 * p.announce_every + 1) * p.shuffle_interval
             watch = p.component_watch if p.announce_every else 0
             self._directory = SwarmDirectory(
-                p.directory_size, self.rng, watch, expiry, view_size=p.active_size
+                p.directory_size,
+                self.rng,
+                watch,
+                expiry,
+                view_size=p.active_size,
+                max_topics=p.directory_topics,
+                per_node=p.directory_per_node,
+                topic_expiry=p.directory_expiry,
             )
         return self._directory
 
@@ -318,14 +325,14 @@ class GossipNode(StackNode):
         # the contact names itself too when it is a joined member
         me = self.node_id if swarm is not None and swarm.membership.joined else NONE
         if type(msg) is ContactRequest:
-            member = self.directory.lookup(topic, src, msg.dead, extra=me)
+            member = self.directory.lookup(topic, src, msg.dead, extra=me, now=now)
             out.append(Send(src, ContactReply(topic=topic, member=member)))
             return
         # SwarmJoined
         if self.contact == self.node_id:
             assert type(msg) is SwarmJoined
             directory = self.directory
-            directory.record(topic, src)
+            directory.record(topic, src, now)
             answer = directory.answer(
                 topic, src, msg.active, now, periodic=msg.periodic, room=msg.room, extra=me
             )
@@ -480,7 +487,10 @@ class GossipNode(StackNode):
         return sorted(t for t, s in self.swarms.items() if s.delivering)
 
     def held_bytes(self) -> int:
-        return sum(swarm.broadcast.held_bytes() for swarm in self.swarms.values())
+        held = sum(swarm.broadcast.held_bytes() for swarm in self.swarms.values())
+        if self._directory is not None:
+            held += self._directory.held_bytes()
+        return held
 
     def statistics(self) -> NodeStatistics:
         received: dict[str, int] = {}

@@ -83,6 +83,12 @@ class GossipParams:
     temp_ttl: float = 2.0
     #: members the contact node remembers per topic (a uniform sample)
     directory_size: int = 8
+    #: topics the contact's directory keeps at most (the least recently used goes) ...
+    directory_topics: int = 4096
+    #: ... topics one node may hold a place in (its least recent place is given up) ...
+    directory_per_node: int = 256
+    #: ... and seconds a topic nobody asks about or announces in is kept (SwarmDirectory)
+    directory_expiry: float = 600.0
     #: seconds before a swarm join that got no answer is retried
     join_timeout: float = 5.0
     #: a joined member re-announces itself to the contact every this many shuffles (0: only
@@ -150,6 +156,8 @@ class GossipParams:
             raise ValueError(f"component_watch must be ≥ 0, got {self.component_watch}")
         if self.directory_size < 1:
             raise ValueError("directory_size must be ≥ 1")
+        if self.directory_topics < 1 or self.directory_per_node < 1:
+            raise ValueError("directory_topics and directory_per_node must be ≥ 1")
 
     @property
     def active_size(self) -> int:

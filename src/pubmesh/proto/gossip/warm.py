@@ -266,7 +266,4 @@ def _fill_directory(
     leaves them once every member has asked and reported its join."""
     directory = node.directory
     size = min(directory.size, len(members))
-    directory.members[topic] = rng.sample(members, size)
-    directory.asked[topic] = rng.sample(members, size)
-    directory.seen[topic] = len(members)
-    directory.seen_asked[topic] = len(members)
+    directory.fill(topic, rng.sample(members, size), rng.sample(members, size), len(members))
