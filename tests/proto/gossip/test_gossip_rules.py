@@ -171,28 +171,72 @@ def test_join_eviction_victim_is_random() -> None:
 
 
 # ============================================================================ ForwardJoin
-def test_forward_join_ttl_zero_adds_and_accepts() -> None:
+def test_forward_join_ttl_zero_invites_and_adds_only_when_the_node_asks() -> None:
+    """The walk's end invites the named node (ForwardJoinAccept); it enters the active view
+    when its Neighbor request arrives over a connection it made: an id nobody answers for
+    takes no place and evicts nobody (issue 58, item 1)."""
     h = hv()
     h.active = [2, 3, 4]
     out = h.handle(Receive(2, ForwardJoin(topic=T, new_node=9, ttl=0)), 0.0)
-    assert 9 in h.active
+    assert 9 not in h.active and 9 in h.invited
     assert [s.dst for s in sends(out, ForwardJoinAccept)] == [9]
     assert not sends(out, ForwardJoin)
+    out = h.handle(Receive(9, Neighbor(topic=T, high_priority=False)), 1.0)
+    assert 9 in h.active and [s.message for s in sends(out, NeighborReply)] == [
+        NeighborReply(topic=T, accepted=True)
+    ]
 
 
-def test_forward_join_with_one_active_member_adds_and_accepts() -> None:
+def test_ids_a_member_names_evict_nobody_and_failed_ones_are_not_tried_again() -> None:
+    """The eclipse of issue 58: an active member names silent ids in ttl-0 ForwardJoins. A
+    full view invites one per shuffle period from that member (the rest are dropped, not put
+    in the passive view) and keeps every honest neighbour; an invited id whose dial failed is
+    ignored for failed_memory; a ForwardJoin from a node outside the active view is ignored."""
+    h = hv(active_view=3)
+    h.active = [2, 3, 4]
+    invited = []
+    for i, fake in enumerate(range(100, 140)):
+        out = h.handle(Receive(2, ForwardJoin(topic=T, new_node=fake, ttl=0)), i * 0.05)
+        invited += [s.dst for s in sends(out, ForwardJoinAccept)]
+    assert h.active == [2, 3, 4] and invited == [100] and h.passive == []
+    h.handle(PeerDown(100), 2.0)  # its dial failed
+    out = h.handle(Receive(3, ForwardJoin(topic=T, new_node=100, ttl=0)), 20.0)
+    assert not out and 100 not in h.passive, "a failed id is not invited again"
+    out = h.handle(Receive(3, ForwardJoin(topic=T, new_node=100, ttl=0)), 63.0)
+    assert [s.dst for s in sends(out, ForwardJoinAccept)] == [100], "after failed_memory"
+    assert not h.handle(Receive(77, ForwardJoin(topic=T, new_node=101, ttl=0)), 64.0)
+    # unsolicited accepts and replies take no place either
+    assert not [o for o in h.handle(Receive(66, ForwardJoinAccept(topic=T)), 65.0)]
+    out = h.handle(Receive(66, NeighborReply(topic=T, accepted=True)), 65.0)
+    assert 66 not in h.active and [s.dst for s in sends(out, DisconnectRequest)] == [66]
+    # with room in the view, active_size invitations per shuffle period from one member
+    h = hv(active_view=3)
+    h.active = [2]
+    invited = []
+    for i, fake in enumerate(range(100, 180)):  # 20 a second for 4 s
+        out = h.handle(Receive(2, ForwardJoin(topic=T, new_node=fake, ttl=0)), i * 0.05)
+        invited += [s.dst for s in sends(out, ForwardJoinAccept)]
+    assert invited == [100, 167] and h.active == [2], "one per 10/3 s"
+
+
+def test_forward_join_with_one_active_member_invites() -> None:
     h = hv()
     h.active = [2]
     out = h.handle(Receive(2, ForwardJoin(topic=T, new_node=9, ttl=5)), 0.0)
-    assert h.active == [2, 9]
+    assert h.active == [2] and 9 in h.invited
     assert [s.dst for s in sends(out, ForwardJoinAccept)] == [9]
 
 
-def test_forward_join_accept_adds_the_sender() -> None:
+def test_an_invitation_during_our_join_is_taken_with_a_neighbor_request() -> None:
     h = hv()
-    h.active = [2]
-    out = h.handle(Receive(7, ForwardJoinAccept(topic=T)), 0.0)
+    h.contact = 0
+    h.handle(Receive(0, ContactReply(topic=T, member=2)), 0.0)  # joins through 2
+    out = h.handle(Receive(7, ForwardJoinAccept(topic=T)), 1.0)
+    assert [s.dst for s in sends(out, Neighbor)] == [7] and 7 not in h.active
+    out = h.handle(Receive(7, NeighborReply(topic=T, accepted=True)), 1.1)
     assert h.active == [2, 7] and NeighborUp(7) in out
+    # long after the join, an invitation is nobody's to take
+    assert not sends(h.handle(Receive(8, ForwardJoinAccept(topic=T)), 60.0), Neighbor)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -455,8 +499,23 @@ def test_shuffle_merge_skips_self_and_active_members() -> None:
     h = hv(me=1, passive_view=5)
     h.active = [2]
     h.passive = [4]
+    h.last_shuffle = (1, 2)  # the shuffle it answers
     h.handle(Receive(2, ShuffleReply(topic=T, nodes=(1, 2, 4, 9))), 0.0)
     assert sorted(h.passive) == [4, 9]
+
+
+def test_what_one_shuffle_brings_into_the_passive_view_is_sampled_and_answered_once() -> None:
+    """Issue 58, item 1: a Shuffle naming 200 ids brings at most as many as an honest one
+    carries (1 + shuffle_ka + shuffle_kp); a ShuffleReply is merged once per shuffle sent."""
+    h = hv(me=1, shuffle_ttl=1)
+    h.active = [2]
+    h.handle(Receive(2, Shuffle(topic=T, origin=2, nodes=tuple(range(100, 300)), ttl=1)), 0.0)
+    most = 1 + h.p.shuffle_ka + h.p.shuffle_kp
+    assert len(h.passive) == most and set(h.passive) <= set(range(100, 300))
+    h = hv(me=1)
+    h.active = [2]
+    assert h.handle(Receive(2, ShuffleReply(topic=T, nodes=(7, 8))), 0.0) == []
+    assert h.passive == [], "a reply to no shuffle of ours"
 
 
 # ============================================================================ directory
@@ -1175,43 +1234,36 @@ def test_accepted_neighbor_reply_after_unsubscribe_is_refused() -> None:
     ]
 
 
-def test_forward_join_accept_crossing_a_disconnect_keeps_links_symmetric() -> None:
+def test_forward_join_invitations_crossing_a_disconnect_keep_links_symmetric() -> None:
     """Two random walks end at each other's node: at b (7) for new node 2 and at a (2) for
-    new node 7; both accept. b then evicts a (DISCONNECT) while a's accept to b is still in
-    flight; links are FIFO per direction, but the two directions cross."""
+    new node 7; each invites the other, and each takes the other's invitation with a Neighbor
+    request. b then evicts a (DISCONNECT, for a high-priority request of 9) while messages are
+    still in flight; links are FIFO per direction, but the two directions cross."""
     a = hv(me=2, active_view=2)
     b = hv(me=7, active_view=1)
-    a.active = [4]
-    a.passive = [8]
-    a.pending_neighbor = 8  # a waits for a Neighbor answer from 8
+    a.active, b.active = [4], [6]
+    for node in (a, b):  # both still take invitations (their own joins are recent)
+        node.invited_until, node.invites_left = 100.0, 2
 
     def to(out: list[MembershipOutput], dst: int) -> list[Message]:
         return [o.message for o in out if isinstance(o, Send) and o.dst == dst]
 
     b_to_a = to(b.handle(Receive(6, ForwardJoin(topic=T, new_node=2, ttl=0)), 0.0), 2)
     a_to_b = to(a.handle(Receive(4, ForwardJoin(topic=T, new_node=7, ttl=0)), 0.0), 7)
-    assert b.active == [2] and a.active == [4, 7]
-    a_to_b += to(a.handle(Receive(7, b_to_a.pop(0)), 0.0), 7)  # b's accept: a already has b
-    b_to_a += to(
-        b.handle(Receive(9, Neighbor(topic=T, high_priority=True)), 0.0), 2
-    )  # full: evicts a
-    assert b.active == [9]
-    a_to_b += to(a.handle(Receive(7, b_to_a.pop(0)), 0.0), 7)  # DISCONNECT: a drops b
-    assert 7 not in a.active
-    b_to_a += to(
-        b.handle(Receive(2, a_to_b.pop(0)), 0.0), 2
-    )  # a's accept, sent before the DISCONNECT
-    a_to_b += to(
-        a.handle(Receive(8, NeighborReply(topic=T, accepted=True)), 0.0), 7
-    )  # a fills its view
-    # quiesce: deliver what is still in flight, FIFO per direction
-    for _ in range(10):
+    assert b.active == [6] and a.active == [4], "an invited node is not in the view yet"
+    a_to_b += to(a.handle(Receive(7, b_to_a.pop(0)), 0.0), 7)  # b's invitation: a asks b
+    b_to_a += to(b.handle(Receive(2, a_to_b.pop(0)), 0.0), 2)  # a's invitation: b asks a
+    b_to_a += to(b.handle(Receive(2, a_to_b.pop(0)), 0.0), 2)  # a's request: b invited a
+    assert b.active == [2]
+    b_to_a += to(b.handle(Receive(9, Neighbor(topic=T, high_priority=True)), 0.0), 2)
+    assert b.active == [9]  # full: a evicted, its DISCONNECT in flight behind the reply
+    for _ in range(20):  # quiesce: deliver what is still in flight, FIFO per direction
         if not a_to_b and not b_to_a:
             break
-        if a_to_b:
-            b_to_a += to(b.handle(Receive(2, a_to_b.pop(0)), 0.0), 2)
         if b_to_a:
             a_to_b += to(a.handle(Receive(7, b_to_a.pop(0)), 0.0), 7)
+        if a_to_b:
+            b_to_a += to(b.handle(Receive(2, a_to_b.pop(0)), 0.0), 2)
     assert not b_to_a and not a_to_b
     assert (2 in b.active) == (7 in a.active), f"b {b.active} a {a.active}"
 

@@ -77,6 +77,14 @@ Six rules pubmesh adds, because the paper leaves them to the implementation:
   ``component_watch`` members is not watched (the contact keeps a few ids per member only for
   small swarms; a large one rarely has every member full and cut off at once).
 
+What a member can bring into a view (issue 58; docs/protocols/gossip.md §2.9, after Brahms,
+Basalt and gossipsub v1.1): the paper trusts every id a message names. Here a walk's end
+*invites* the named node (ForwardJoinAccept) and adds it only when it asks (Neighbor) over a
+connection it made, so an id nobody answers for evicts no one; a walk travels active links;
+one member's walks end in a bounded number of invitations per shuffle period; a NeighborReply
+is taken only when asked for and a ShuffleReply once per shuffle; one message brings at most
+an honest shuffle's number of ids; and an id that failed is ignored for ``failed_memory``.
+
 Non-FIFO delivery (the simulator's per-message latency) can reorder a DISCONNECT and an accept
 on one link, leaving a link one-sided. Two lazy repairs answer traffic over such a link with
 DISCONNECT: a Shuffle from a node outside the active view (every shuffle hop uses an active
@@ -666,12 +674,18 @@ class HyParView:
 
     __slots__ = (
         "active",
+        "asked",
         "clock",
         "contact",
         "counters",
         "directory",
+        "failed",
+        "invited",
+        "invited_until",
+        "invites_left",
         "join_generation",
         "joined",
+        "last_invite",
         "last_shuffle",
         "me",
         "p",
@@ -713,6 +727,20 @@ class HyParView:
         self.counters: dict[str, int] = {}
         #: the time of the event being handled (the contact's own announce is timed by it)
         self.clock = 0.0
+        # insider resilience (module docstring, "What a member can bring into a view"):
+        #: nodes a ttl-0 ForwardJoin named, invited and not yet heard from: id -> deadline
+        self.invited: dict[NodeId, float] = {}
+        #: nodes this node sent a Neighbor request to, not answered yet (only their replies
+        #: are taken)
+        self.asked: dict[NodeId, None] = {}
+        #: nodes that failed (a dial, an invitation unanswered): id -> until when ignored
+        self.failed: dict[NodeId, float] = {}
+        #: a joining node takes invitations (ForwardJoinAccept) until then, this many more
+        self.invited_until = 0.0
+        self.invites_left = 0
+        #: per active member: when a ttl-0 ForwardJoin it forwarded last invited a node that
+        #: would evict one of ours
+        self.last_invite: dict[NodeId, float] = {}
 
     # ------------------------------------------------------------------ the one entry point
     def handle(self, event: MembershipInput, now: float) -> list[MembershipOutput]:
@@ -790,6 +818,10 @@ class HyParView:
             return
         self._add_active(member, out)
         out.append(Send(member, Join(topic=self.topic)))
+        # the members its ForwardJoin walks end at will invite it: it takes as many
+        # invitations as it has room for, while the walks can still be under way
+        self.invited_until = self.clock + 2 * self.p.join_timeout
+        self.invites_left = self.p.active_size
         self.pending_join = member
         out.append(SetTimer(self.p.join_timeout, JoinTimeout(self.join_generation)))
 
@@ -838,7 +870,7 @@ class HyParView:
         self._add_passive(member)
         if len(self.active) < self.p.active_size and self.pending_neighbor == NONE:
             self.pending_neighbor = member
-            out.append(Send(member, Neighbor(topic=self.topic, high_priority=True)))
+            self._ask_neighbor(member, True, out)
 
     def _on_bridge(self, member: NodeId, out: list[MembershipOutput]) -> None:
         """Bridge: the contact's component watch saw ``member`` in another component of the
@@ -856,7 +888,7 @@ class HyParView:
         # even with a refill request out: that one goes to our own component (the passive view
         # is what shuffles brought), is low priority, and the full members there refuse it
         self.pending_neighbor = member
-        out.append(Send(member, Neighbor(topic=self.topic, high_priority=True)))
+        self._ask_neighbor(member, True, out)
 
     # ------------------------------------------------------------------ messages
     def _receive(self, src: NodeId, msg: Message, out: list[MembershipOutput]) -> None:
@@ -876,7 +908,7 @@ class HyParView:
             case ForwardJoin(new_node=new_node, ttl=ttl):
                 self._on_forward_join(src, new_node, ttl, out)
             case ForwardJoinAccept():
-                self._add_active(src, out)
+                self._on_invitation(src, out)
             case Neighbor(high_priority=high):
                 self._on_neighbor(src, high, out)
             case NeighborReply(accepted=accepted):
@@ -910,8 +942,11 @@ class HyParView:
                     out.append(Send(src, DisconnectRequest(topic=self.topic)))
                 self._on_shuffle(src, origin, nodes, ttl, out)
             case ShuffleReply(nodes=nodes):
-                # the origin merges the reply, evicting first what it sent
-                self._merge_passive(nodes, self.last_shuffle)
+                # the origin merges the reply (one per shuffle it sent), evicting first what
+                # it sent
+                if self.last_shuffle:
+                    self._merge_passive(self._sampled(nodes), self.last_shuffle)
+                    self.last_shuffle = ()
             case SwarmSample(member=member, bridge=bridge):
                 self._on_answer(member, bridge, out)
 
@@ -933,28 +968,84 @@ class HyParView:
         """ForwardJoin(n, ttl) at p from s: if ttl = 0 or |active(p)| = 1, add n to the active
         view; otherwise, if ttl = PRWL add n to the passive view, and forward
         ForwardJoin(n, ttl−1) to a random active member other than s."""
-        if new == self.me:
-            return
+        if new == self.me or src not in self.active or self._failed(new):
+            return  # a walk travels active links; a node that failed is not tried again yet
         candidates = [p for p in self.active if p != src and p != new]
         if ttl <= 0 or len(self.active) <= 1 or not candidates:
-            if new not in self.active:
-                self._add_active(new, out)
-                out.append(Send(new, ForwardJoinAccept(topic=self.topic)))
+            if new not in self.active and new not in self.invited:
+                self._invite(src, new, out)
             return
         if ttl == self.p.prwl:
             self._add_passive(new)
         target = candidates[self.rng.randrange(len(candidates))]
         out.append(Send(target, ForwardJoin(topic=self.topic, new_node=new, ttl=ttl - 1)))
 
+    def _invite(self, src: NodeId, new: NodeId, out: list[MembershipOutput]) -> None:
+        """ForwardJoin's end, as pubmesh runs it: the paper adds ``new`` to the active view at
+        once. Here ``new`` is invited (ForwardJoinAccept) and enters only when its Neighbor
+        request comes, over a connection it made: an id nobody answers for evicts no one. And
+        one active member's walks end in an invitation (a connection to an address it names)
+        at most once per shuffle period when the view is full (the invitation may evict), else
+        ``active_size`` times per period; the others are dropped (the joiner has other walks)."""
+        now = self.clock
+        full = len(self.active) >= self.p.active_size
+        gap = self.p.shuffle_interval / (1 if full else self.p.active_size)
+        if now - self.last_invite.get(src, -1e18) < gap:
+            return  # not into the passive view either: a flood of names would fill it
+        self.last_invite[src] = now
+        if len(self.invited) >= 2 * self.p.active_size:
+            self.invited.pop(next(iter(self.invited)))
+        self.invited[new] = now + self.p.join_timeout
+        out.append(Send(new, ForwardJoinAccept(topic=self.topic)))
+
+    def _on_invitation(self, src: NodeId, out: list[MembershipOutput]) -> None:
+        """A ForwardJoinAccept: taken only while this node's own join may still draw them (the
+        paper's n adds p at once); the link is asked for with a Neighbor request, which ``src``
+        accepts because it invited us."""
+        if src in self.active or self.clock > self.invited_until or self.invites_left <= 0:
+            return
+        self.invites_left -= 1
+        self._ask_neighbor(src, not self.active, out)
+
+    def _ask_neighbor(self, peer: NodeId, high: bool, out: list[MembershipOutput]) -> None:
+        if len(self.asked) >= 4 * self.p.active_size:
+            self.asked.pop(next(iter(self.asked)))
+        self.asked[peer] = None
+        out.append(Send(peer, Neighbor(topic=self.topic, high_priority=high)))
+
+    def _failed(self, peer: NodeId) -> bool:
+        until = self.failed.get(peer)
+        if until is None:
+            return False
+        if until <= self.clock:
+            del self.failed[peer]
+            return False
+        return True
+
+    def _fail(self, peer: NodeId) -> None:
+        """``peer`` could not be reached: not invited, asked or merged for a while."""
+        if peer not in self.failed and len(self.failed) >= 2 * self.p.passive_view + 8:
+            self.failed.pop(next(iter(self.failed)))
+        self.failed[peer] = self.clock + self.p.failed_memory
+
     def _on_neighbor(self, src: NodeId, high: bool, out: list[MembershipOutput]) -> None:
         """A high-priority request is always accepted (dropping a random member if full); a
-        low one only if there is room."""
-        accept = high or len(self.active) < self.p.active_size or src in self.active
+        low one only if there is room, or if we invited its sender."""
+        deadline = self.invited.pop(src, None)
+        invited = deadline is not None and deadline >= self.clock
+        accept = high or invited or len(self.active) < self.p.active_size or src in self.active
         if accept:
             self._add_active(src, out)
         out.append(Send(src, NeighborReply(topic=self.topic, accepted=accept)))
 
     def _on_neighbor_reply(self, src: NodeId, accepted: bool, out: list[MembershipOutput]) -> None:
+        if src not in self.asked and src != self.pending_neighbor:
+            # we asked nothing of it: an accept would let any member take a place in our
+            # view, evicting an honest neighbour each time; tell it to drop us
+            if accepted and src not in self.active:
+                out.append(Send(src, DisconnectRequest(topic=self.topic)))
+            return
+        self.asked.pop(src, None)
         if self.pending_neighbor == src:
             self.pending_neighbor = NONE
         if accepted:
@@ -983,15 +1074,28 @@ class HyParView:
             return
         if origin == self.me:
             return
+        nodes = self._sampled(nodes)
         reply = tuple(self.rng.sample(self.passive, min(len(nodes), len(self.passive))))
         out.append(Send(origin, ShuffleReply(topic=self.topic, nodes=reply)))
         self._merge_passive(nodes, reply)
+
+    def _sampled(self, nodes: tuple[NodeId, ...]) -> tuple[NodeId, ...]:
+        """What one message may bring into the passive view: as many ids as an honest shuffle
+        carries (the origin, ``shuffle_ka`` active and ``shuffle_kp`` passive members), a
+        random sample of them if it names more (issue 58, item 1)."""
+        most = 1 + self.p.shuffle_ka + self.p.shuffle_kp
+        if len(nodes) <= most:
+            return nodes
+        return tuple(self.rng.sample(nodes, most))
 
     # ------------------------------------------------------------------ failures and timers
     def _peer_down(self, peer: NodeId, out: list[MembershipOutput]) -> None:
         """The failure detector reports ``peer`` unreachable."""
         if peer in self.passive:
             self.passive.remove(peer)
+        self.asked.pop(peer, None)
+        if self.invited.pop(peer, None) is not None or self.pending_neighbor == peer:
+            self._fail(peer)  # an id named to us that nobody answers for
         retry = False
         if self.pending_neighbor == peer:
             # the passive node we asked is down: try another one
@@ -1066,7 +1170,7 @@ class HyParView:
             return
         peer = candidates[self.rng.randrange(len(candidates))]
         self.pending_neighbor = peer
-        out.append(Send(peer, Neighbor(topic=self.topic, high_priority=not self.active)))
+        self._ask_neighbor(peer, not self.active, out)
 
     # ------------------------------------------------------------------ views
     def _tried(self, peer: NodeId) -> None:
@@ -1089,12 +1193,13 @@ class HyParView:
         self, peer: NodeId, out: list[MembershipOutput], *, to_passive: bool
     ) -> None:
         self.active.remove(peer)
+        self.last_invite.pop(peer, None)
         out.append(NeighborDown(peer))
         if to_passive:
             self._add_passive(peer)
 
     def _add_passive(self, peer: NodeId, evict_first: Iterable[NodeId] = ()) -> None:
-        if peer == self.me or peer in self.active or peer in self.passive:
+        if peer == self.me or peer in self.active or peer in self.passive or self._failed(peer):
             return
         if self.p.passive_view == 0:
             return

@@ -91,6 +91,9 @@ class GossipParams:
     directory_expiry: float = 600.0
     #: seconds before a swarm join that got no answer is retried
     join_timeout: float = 5.0
+    #: seconds a node that could not be reached (a dial failed, an invitation went
+    #: unanswered) is not invited, asked or taken into the passive view again
+    failed_memory: float = 60.0
     #: a joined member re-announces itself to the contact every this many shuffles (0: only
     #: when its join completes); see the Announce rule in pubmesh.proto.gossip.hyparview
     announce_every: int = 3
@@ -123,6 +126,7 @@ class GossipParams:
             "ihave_timeout1",
             "ihave_timeout2",
             "join_timeout",
+            "failed_memory",
             "payload_retention",
             "evict_slack",
             "beacon_interval",
