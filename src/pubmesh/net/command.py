@@ -34,6 +34,9 @@ examples:
   pubmesh ca init ca/                            # ca/ca.crt, ca/ca.key (keep ca.key private)
   pubmesh ca issue ca/ 127.0.0.1:7000 ids/n7000  # ids/n7000/node.crt, node.key, ca.crt
   pubmesh ca issue ca/ 127.0.0.1:7001 ids/n7001 --days 30
+  pubmesh ca revoke ca/ 127.0.0.1:7001           # ca/revoked.list: every node refuses it
+                                                 # once one node reads the list:
+  pubmesh node --identity ids/n7000 --revocations ca/revoked.list ...
 """
 
 
@@ -87,6 +90,16 @@ def register(subparsers: Any) -> None:
     issue.add_argument("--days", type=int, default=365, help="validity (default 365)")
     issue.add_argument("--force", action="store_true", help="replace an identity in OUTDIR")
     issue.set_defaults(func=_cmd_ca_issue)
+    revoke = _action(
+        ca,
+        "revoke",
+        "revoke every certificate issued for HOST:PORT: DIR/revoked.list, signed; load it into "
+        "any node (pubmesh node --revocations FILE) and it reaches the whole cluster",
+        CA_HELP,
+    )
+    revoke.add_argument("dir", type=Path, metavar="DIR", help="the authority's directory")
+    revoke.add_argument("address", metavar="HOST:PORT", help="the node to put out")
+    revoke.set_defaults(func=_cmd_ca_revoke)
 
 
 def _action(actions: Any, name: str, summary: str, text: str) -> argparse.ArgumentParser:
@@ -117,6 +130,20 @@ def _cmd_ca_issue(args: argparse.Namespace) -> int:
     made = issue(args.dir, args.address, args.out, days=args.days, force=args.force)
     until = made.certificate.not_valid_after_utc
     print(f"an identity for {made.address} in {args.out}, valid until {until:%Y-%m-%d} UTC")
+    return 0
+
+
+def _cmd_ca_revoke(args: argparse.Namespace) -> int:
+    from pubmesh.net.address import parse_hostport
+    from pubmesh.net.revocation import LIST_FILE, revoke
+
+    host, port = parse_hostport(args.address, what="HOST:PORT")
+    revoked, new = revoke(args.dir, f"{host}:{port}")
+    print(
+        f"{host}:{port}: {new} certificate(s) revoked; {args.dir / LIST_FILE} lists "
+        f"{len(revoked.entries)}; load it into any node (--revocations FILE) and every "
+        f"connected node gets it"
+    )
     return 0
 
 

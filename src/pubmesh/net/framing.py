@@ -54,6 +54,8 @@ CONTROL_GOODBYE_ACK = 2
 """Answer to a goodbye: the answerer has stopped sending too; the initiator may close."""
 CONTROL_PING = 3
 """No-op keepalive: keeps a connection from counting as idle; carries nothing."""
+CONTROL_REVOKED = 4
+"""The authority's revocation list follows, as signed (pubmesh.net.revocation)."""
 
 
 class FrameTooLarge(Exception):

@@ -149,7 +149,7 @@ def init_authority(directory: Path, *, days: int = CA_DAYS, force: bool = False)
     return directory / CA_CERT
 
 
-def _load_authority(directory: Path) -> tuple[x509.Certificate, ed25519.Ed25519PrivateKey]:
+def load_authority(directory: Path) -> tuple[x509.Certificate, ed25519.Ed25519PrivateKey]:
     cert = _read_cert(directory / CA_CERT, "the authority's certificate")
     path = directory / CA_KEY
     key = _read_key(path, "make an authority: pubmesh ca init DIR")
@@ -163,7 +163,7 @@ def _load_authority(directory: Path) -> tuple[x509.Certificate, ed25519.Ed25519P
 def check_authority(directory: Path) -> None:
     """``directory`` holds an authority that can issue (its certificate and its key, matching
     and unexpired); else a UserError naming the file and the problem."""
-    cert, _key = _load_authority(directory)
+    cert, _key = load_authority(directory)
     if cert.not_valid_after_utc <= _now():
         raise UserError(f"{directory / CA_CERT}: the authority's certificate has expired")
 
@@ -195,7 +195,7 @@ def issue(
     if days < 1:
         raise UserError(f"--days {days}: a certificate must be valid for at least a day")
     host, port = parse_hostport(address, what="HOST:PORT")
-    ca_cert, ca_key = _load_authority(authority_dir)
+    ca_cert, ca_key = load_authority(authority_dir)
     now = _now()
     if ca_cert.not_valid_after_utc <= now:
         raise UserError(f"{authority_dir / CA_CERT}: the authority's certificate has expired")
@@ -235,6 +235,9 @@ def issue(
     write_private(out / NODE_KEY, _key_pem(key), force)
     _write_public(out / NODE_CERT, _pem(cert), force)
     _write_public(out / CA_CERT, _pem(ca_cert), force)
+    from pubmesh.net.revocation import record_issued  # the record ca revoke reads
+
+    record_issued(authority_dir, cert, f"{host}:{port}")
     return load_identity(out)
 
 

@@ -185,6 +185,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "this node sends, receives and is asked to do",
     )
     parser.add_argument(
+        "--revocations",
+        metavar="FILE",
+        help="identity mode: the authority's revocation list (pubmesh ca revoke writes it), "
+        "read again whenever it changes and sent on to every node this one is connected to: "
+        "load it into one node and the cluster refuses the revoked members",
+    )
+    parser.add_argument(
         "--unsigned",
         action="store_true",
         help="identity mode: neither sign publications nor check their signatures (for "
@@ -295,6 +302,8 @@ class NodeOptions:
     identity: Identity | None = None
     sign: bool = True
     acl: Acl | None = None
+    #: identity mode: the authority's revocation list file, followed as it changes
+    revocations: Path | None = None
     subscribe: list[str] = field(default_factory=list)
     json_mode: bool = False
     stats_interval: float = 0.0
@@ -347,6 +356,12 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
     if args.acl and (not args.identity or args.unsigned):
         raise UserError("--acl: permissions rest on signed publications (--identity, signed)")
     identity = load_identity(args.identity) if args.identity else None
+    if args.revocations:
+        if identity is None:
+            raise UserError("--revocations: a revocation list needs identity mode (--identity)")
+        from pubmesh.net.revocation import load as load_revocations
+
+        load_revocations(Path(args.revocations), identity.authority)  # refused now, not later
     if identity is not None:
         listen = bound_listen(identity, listen, "--listen")
     key = None if identity is not None else load_key(args.key)
@@ -379,6 +394,7 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
         identity=identity,
         sign=not args.unsigned,
         acl=acl,
+        revocations=Path(args.revocations) if args.revocations else None,
         role=args.role,
         params=params,
         seed=args.seed,
@@ -503,6 +519,7 @@ class NodeProcess:
             identity=options.identity,
             sign=options.sign,
             acl=options.acl,
+            revocations=options.revocations,
             listen=options.listen,
             contacts=options.contacts,
             role=options.role,

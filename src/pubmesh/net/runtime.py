@@ -154,6 +154,7 @@ class NodeRuntime:
         identity: Identity | None = None,
         sign: bool = True,
         acl: Acl | None = None,
+        revocations: Path | str | None = None,
         listen: tuple[str, int] = ("127.0.0.1", 0),
         contacts: Sequence[NodeId] = (),
         role: str = "peer",
@@ -175,6 +176,13 @@ class NodeRuntime:
         if acl is not None and not self.signing:
             raise ValueError("an ACL needs identity mode with signed publications")
         self.acl = acl
+        #: the authority's revocation list, read again whenever the file changes
+        #: (pubmesh.net.revocation); its (mtime, size) when last read
+        if revocations is not None and identity is None:
+            raise ValueError("a revocation list needs identity mode")
+        self.revocations_file = Path(revocations) if revocations is not None else None
+        self._revocations_seen: tuple[float, int] | None = None
+        self._revocations_checked = 0.0
         if identity is not None:
             listen = bound_listen(identity, listen, "listen")
         self.listen_address = listen
@@ -249,9 +257,14 @@ class NodeRuntime:
             assert self.identity is not None
             credential = credential_of(self.identity.certificate, self.node_id)
             signer = Signer(self.node_id, signing_key(self.identity), credential, self.wall)
+            transport = self.transport
             self.verifier = Verifier(
-                signer, window=self.config.signature_window, started=self._epoch0
+                signer,
+                window=self.config.signature_window,
+                started=self._epoch0,
+                revoked=lambda credential: transport.revoked_serial(credential.serial),
             )
+        self._read_revocations()
         ctx = NodeContext(
             node_id=self.node_id,
             rng=node_random(self.seed, self.node_id),
@@ -556,10 +569,45 @@ class NodeRuntime:
                 transport.release(peer)
         self._release.clear()
 
+    def _read_revocations(self) -> None:
+        """(Re)read ``--revocations FILE`` if it changed since the last read; a newer list is
+        taken and sent on to every peer (Transport.adopt_revocations). A file that cannot be
+        read or does not verify keeps the list we have, said once per change."""
+        path, transport = self.revocations_file, self.transport
+        if path is None or transport is None:
+            return
+        try:
+            info = path.stat()
+        except OSError:
+            return
+        seen = (info.st_mtime, info.st_size)
+        if seen == self._revocations_seen:
+            return
+        self._revocations_seen = seen
+        try:
+            blob = path.read_bytes()
+        except OSError as error:
+            self.events.event("net.revocations", {"file": str(path), "error": str(error)})
+            return
+        if transport.adopt_revocations(blob, None):
+            revocations = transport.revocations
+            assert revocations is not None
+            self.events.event(
+                "net.revocations",
+                {
+                    "file": str(path),
+                    "issued": revocations.issued,
+                    "revoked": len(revocations.serials),
+                },
+            )
+
     def _housekeep(self) -> None:
         if self.closed:
             return
         assert self._loop is not None
+        if self.revocations_file is not None and self.now() - self._revocations_checked >= 1.0:
+            self._revocations_checked = self.now()
+            self._read_revocations()
         if self.trace is not None:
             now = self.now()
             if self.snapshot_interval > 0 and now >= self._next_snapshot:

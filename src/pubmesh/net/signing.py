@@ -194,6 +194,8 @@ class Credential:
     #: the certificate's validity period, seconds since the epoch
     not_before: float
     not_after: float
+    #: its serial number (what the authority's revocation list names)
+    serial: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,4 +382,5 @@ def credential_of(cert: x509.Certificate, publisher: NodeId) -> Credential:
         VerifyKey(raw),
         cert.not_valid_before_utc.timestamp(),
         cert.not_valid_after_utc.timestamp(),
+        cert.serial_number,
     )

@@ -94,6 +94,7 @@ from pubmesh.net.framing import (
     CONTROL_GOODBYE,
     CONTROL_GOODBYE_ACK,
     CONTROL_PING,
+    CONTROL_REVOKED,
     DEFAULT_MAX_FRAME,
     OVERHEAD,
     TAG_CONTROL,
@@ -101,6 +102,8 @@ from pubmesh.net.framing import (
     FrameTooLarge,
 )
 from pubmesh.net.identity import Identity, check_certificate, tls_contexts
+from pubmesh.net.revocation import RevocationList
+from pubmesh.net.revocation import parse as parse_revocations
 from pubmesh.net.security import (
     AuthError,
     ClusterKey,
@@ -252,6 +255,7 @@ class State(enum.Enum):
 _GOODBYE = bytes([CONTROL_GOODBYE])
 _GOODBYE_ACK = bytes([CONTROL_GOODBYE_ACK])
 _PING = bytes([CONTROL_PING])
+_REVOKED = bytes([CONTROL_REVOKED])
 
 
 class Connection(asyncio.Protocol):
@@ -439,7 +443,7 @@ class Connection(asyncio.Protocol):
             assert hub.identity is not None and self.expected is not None
             problem = check_certificate(
                 self.peer_cert, hub.identity.authority, format_id(self.expected)
-            )
+            ) or hub.revoked_problem(self.peer_cert)
             if problem is not None:
                 self._refuse_certificate(problem)
                 return
@@ -468,7 +472,9 @@ class Connection(asyncio.Protocol):
             return
         dialer, _nonce = security.parse_hello(body)
         self.claimed = dialer
-        problem = check_certificate(self.peer_cert, hub.identity.authority, format_id(dialer))
+        problem = check_certificate(
+            self.peer_cert, hub.identity.authority, format_id(dialer)
+        ) or hub.revoked_problem(self.peer_cert)
         if problem is not None:
             self._refuse_certificate(problem)
             return
@@ -666,6 +672,8 @@ class Connection(asyncio.Protocol):
             self._close_now()
         elif payload == _PING:
             pass  # last_heard is already updated
+        elif payload[:1] == _REVOKED:
+            self.hub.adopt_revocations(payload[1:], self.peer)
         else:
             self.reject("unknown-type", f"control frame {payload[:8].hex()}")
 
@@ -868,6 +876,8 @@ class Transport:
         self.banned: dict[NodeId, float] = {}
         #: entries of every connection's publisher credentials (held_bytes)
         self.cert_entries = 0
+        #: the authority's revocation list, the newest this node has seen (identity mode)
+        self.revocations: RevocationList | None = None
         self.server: asyncio.Server | None = None
         self.closed = False
         self.counters: Counter[str] = Counter()
@@ -1075,6 +1085,8 @@ class Transport:
         if peer is None:
             peer = self.peers[conn.peer] = Peer(conn.peer)
         peer.open.append(conn)
+        if self.revocations is not None:  # the list goes out on every link (module docstring)
+            conn.send_frame(TAG_CONTROL, _REVOKED + self.revocations.blob, 0.0)
         while peer.pending:
             item = peer.pending.popleft()
             sent = conn.send_frame(item.tag, item.payload, item.t_send, item.signed)
@@ -1135,6 +1147,46 @@ class Transport:
             self._credentials.clear()
         self._credentials[key] = credential
         return credential
+
+    # ------------------------------------------------------------------ revocation
+    def adopt_revocations(self, blob: bytes, source: NodeId | None) -> bool:
+        """Take the revocation list ``blob`` (from the peer ``source``, or None: this node's
+        own file) if the cluster's authority signed it and it is newer than ours; then close
+        the links of the nodes it revokes and send it on to every other peer
+        (pubmesh.net.revocation). A list that does not verify is charged to its sender."""
+        if self.identity is None:
+            return False
+        try:
+            revocations = parse_revocations(blob, self.identity.authority)
+        except ValueError as error:
+            if source is not None:
+                self.invalid(source, "bad-revocation-list")
+            self.owner.net_rejected(source, "", "bad-revocation-list", str(error))
+            return False
+        current = self.revocations
+        if current is not None and revocations.issued <= current.issued:
+            return False
+        self.revocations = revocations
+        self.counters["revocation_lists"] += 1
+        for conn in list(self.connections):
+            if conn.peer_cert is not None and revocations.revokes(conn.peer_cert):
+                conn.reject("revoked", "its certificate is on the authority's revocation list")
+        for conn in list(self.connections):
+            if conn.state is State.OPEN and conn.peer != source:
+                conn.send_frame(TAG_CONTROL, _REVOKED + revocations.blob, 0.0)
+        self._flush_dirty()
+        return True
+
+    def revoked_problem(self, cert: x509.Certificate) -> str | None:
+        """Why a peer's certificate is refused by the revocation list, or None."""
+        revocations = self.revocations
+        if revocations is not None and revocations.revokes(cert):
+            return "is revoked by the cluster's authority"
+        return None
+
+    def revoked_serial(self, serial: int) -> bool:
+        revocations = self.revocations
+        return revocations is not None and serial in revocations.serials
 
     # ------------------------------------------------------------------ invalid traffic
     def invalid(self, peer: NodeId, reason: str) -> None:
