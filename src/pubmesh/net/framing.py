@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import struct
 
-#: 3: payloads encrypted (AES-256-GCM) and the four-frame handshake (2: keyed BLAKE2b MACs,
-#: 1: HMAC-SHA256); handshakes of other versions fail
-VERSION = 3
+#: 4: a signed publication's block carries the publisher's signing time, and a control frame
+#: carries the authority's revocation list (issue 58); 3: payloads encrypted (AES-256-GCM)
+#: and the four-frame handshake (2: keyed BLAKE2b MACs, 1: HMAC-SHA256); handshakes of other
+#: versions fail, so a node of another version is refused in one line, not misread
+VERSION = 4
 LENGTH = struct.Struct(">I")
 #: version, tag, sequence number, send time
 HEADER = struct.Struct(">BHQd")
