@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_insiders import Insider  # noqa: E402
+from bench_insiders import Insider, report  # noqa: E402
 
 from pubmesh.net.identity import init_authority, issue  # noqa: E402
 from pubmesh.net.runtime import NodeRuntime  # noqa: E402
@@ -136,17 +136,9 @@ def main() -> int:
     cpu = time.process_time()
     with tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(run(args, Path(tmp)))
-    print(
-        f"{result['honest']} honest nodes, {result['insiders']} insiders; "
-        f"goal: share ≤ {2 * args.fraction:.2f}, reliability ≥ 0.99"
-    )
-    print(f"{'t s':>6} {'mean share':>11} {'p99 share':>10}")
-    for t, mean, p99 in result["shares"]:
-        print(f"{t:>6.0f} {mean:>11.3f} {p99:>10.3f}")
-    print(
-        f"honest publications {result['publications']}, reliability at honest nodes "
-        f"{result['reliability']:.4f}; CPU {time.process_time() - cpu:.1f} s"
-    )
+    print(f"{result['honest']} honest nodes, {result['insiders']} insiders")
+    report(result["shares"], args.fraction, result["publications"], result["reliability"])
+    print(f"CPU {time.process_time() - cpu:.1f} s")
     return 0
 
 
