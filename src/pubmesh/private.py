@@ -82,6 +82,16 @@ def write_new(path: Path, data: bytes, *, force: bool, mode: int = FILE_MODE) ->
         raise UserError(f"{path}: cannot write it ({error.strerror})") from None
 
 
+def append_line(path: Path, line: str) -> None:
+    """``line`` appended to the file ``path`` (made ``0600`` if missing, never through a
+    symbolic link). OSError on failure (callers name the file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
+    try:
+        _write_all(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
 def write_text(path: Path, text: str) -> None:
     """A run's own file (``run.json``, a configuration it prints): ``0600``, replaced whole."""
     replace_file(path, text.encode())

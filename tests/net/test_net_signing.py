@@ -148,7 +148,7 @@ def test_a_copy_out_of_its_window_or_its_certificate_period_is_refused(
     copy = _copies(pub_id, publisher.node, b"p")[index]
     signed = Verifier(publisher).signature(copy)
     assert signed is not None
-    t = signed.t_us / 1e6
+    t = signed.at
 
     def check(now: float, started: float = 0.0, credential: Credential | None = None) -> Any:
         receiver = Verifier(members["insider"], started=started, clock=lambda: now)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from pubmesh.errors import UserError
-from pubmesh.private import replace_file
+from pubmesh.private import append_line, replace_file
 
 #: what the authority's signature covers, before the JSON
 DOMAIN = b"pubmesh revocation list\x00"
@@ -126,13 +125,8 @@ def record_issued(directory: Path, cert: x509.Certificate, address: str) -> None
             "not_after": cert.not_valid_after_utc.isoformat(),
         }
     )
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
     try:
-        fd = os.open(directory / ISSUED_LOG, flags, 0o600)
-        try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+        append_line(directory / ISSUED_LOG, line)
     except OSError as error:
         raise UserError(
             f"{directory / ISSUED_LOG}: cannot record the certificate ({error})"

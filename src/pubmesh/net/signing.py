@@ -210,6 +210,11 @@ class Signed:
     value: bytes
     credential: Credential | None
 
+    @property
+    def at(self) -> float:
+        """When the publisher signed, in seconds since the epoch."""
+        return self.t_us / 1_000_000
+
 
 class Signer:
     """This node's side: draws bound publication ids and signs its own publications."""
@@ -307,7 +312,7 @@ class Verifier:
         if credential is None or credential.publisher != signed.publisher:
             return "unknown-publisher"
         now = self.clock()
-        t = signed.t_us / 1_000_000
+        t = signed.at
         if not (credential.not_before <= min(now, t) and max(now, t) < credential.not_after):
             return "expired"
         if self.revoked is not None and self.revoked(credential):
@@ -342,7 +347,7 @@ class Verifier:
     def stale_to_send(self, signed: Signed) -> bool:
         """Whether a copy signed ``signed`` is too old to send on: the receiver would refuse
         it as stale (its clock a second ahead of ours at most), and charge us for it."""
-        return signed.t_us / 1_000_000 < self.clock() - self.window + 1.0
+        return signed.at < self.clock() - self.window + 1.0
 
     def first_delivery(self, pub_id: int) -> bool:
         """Whether the publication ``pub_id`` (verified, or this node's own) may be delivered
@@ -351,7 +356,7 @@ class Verifier:
             return False
         kept = self.kept.get(pub_id)
         now = self.clock()
-        signed_at = kept[0].t_us / 1_000_000 if kept is not None else now
+        signed_at = kept[0].at if kept is not None else now
         delivered = self._delivered
         delivered[pub_id] = signed_at
         # forget what the window refuses anyway; past the bound, also what it would not yet

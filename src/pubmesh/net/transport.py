@@ -1171,16 +1171,14 @@ class Transport:
         for conn in list(self.connections):
             if conn.peer_cert is not None and revocations.revokes(conn.peer_cert):
                 conn.reject("revoked", "its certificate is on the authority's revocation list")
-        for conn in list(self.connections):
-            if conn.state is State.OPEN and conn.peer != source:
+            elif conn.state is State.OPEN and conn.peer != source:
                 conn.send_frame(TAG_CONTROL, _REVOKED + revocations.blob, 0.0)
         self._flush_dirty()
         return True
 
     def revoked_problem(self, cert: x509.Certificate) -> str | None:
         """Why a peer's certificate is refused by the revocation list, or None."""
-        revocations = self.revocations
-        if revocations is not None and revocations.revokes(cert):
+        if self.revoked_serial(cert.serial_number):
             return "is revoked by the cluster's authority"
         return None
 
@@ -1224,13 +1222,11 @@ class Transport:
         self.counters["bans"] += 1
         peer = self.peers.get(peer_id)
         if peer is not None:
-            for conn in list(peer.open):
-                conn.reject("banned", detail)
             while peer.pending:
                 item = peer.pending.popleft()
                 self._drop(peer_id, item.message, item.t_send, "banned")
             peer.pending_bytes = 0
-        for conn in list(self.connections):  # a second link still in its handshake
+        for conn in list(self.connections):  # its open links, and one still in a handshake
             if conn.peer == peer_id and conn.state is not State.CLOSED:
                 conn.reject("banned", detail)
 

@@ -118,9 +118,9 @@ from pubmesh.proto.gossip.params import GossipParams
 
 NONE = -1  # "no node" in integer-typed message fields
 #: SwarmDirectory's bounds when none are given (GossipParams' defaults)
-DIRECTORY_TOPICS = 4096
-DIRECTORY_PER_NODE = 256
-DIRECTORY_EXPIRY = 600.0
+DIRECTORY_TOPICS = GossipParams.directory_topics
+DIRECTORY_PER_NODE = GossipParams.directory_per_node
+DIRECTORY_EXPIRY = GossipParams.directory_expiry
 
 
 # --------------------------------------------------------------------------------------------
