@@ -250,9 +250,15 @@ def test_identity_mode_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path)
     init_authority(tmp_path / "ca")
     issue(tmp_path / "ca", "127.0.0.1:7000", tmp_path / "n")
     node = ["node", "--stack", STACK]
+    mine = [*node, "--listen", "127.0.0.1:7000", "--identity", str(tmp_path / "n")]
+    planted = tmp_path / "planted.list"  # a revocation list nobody's authority signed
+    planted.write_bytes(b"\0" * 64 + b'{"v": 1, "issued": 1, "revoked": []}')
     cases = [
         ([*node, "--listen", "127.0.0.1:7001", "--identity", str(tmp_path / "n")], "names"),
         ([*node, "--listen", "127.0.0.1:0", "--identity", str(tmp_path / "none")], "none"),
+        ([*mine, "--revocations", str(planted)], "not signed by this cluster's authority"),
+        ([*mine, "--revocations", str(tmp_path / "absent.list")], "cannot read the revocation"),
+        ([*node, "--listen", "127.0.0.1:0", "--revocations", str(planted)], "identity mode"),
     ]
     for args, needle in cases:
         done = subprocess.run(

@@ -60,6 +60,12 @@ def test_a_list_is_taken_only_from_the_authority_and_only_when_newer(tmp_path: P
     # a certificate issued for the address afterwards is not on it
     again = issue(tmp_path / "ca", "127.0.0.1:7001", tmp_path / "m2")
     assert not first.revokes(again.certificate)
+    # a torn or planted record is named with its line, and the list is left as it was
+    with (tmp_path / "ca" / "issued.jsonl").open("a") as record:
+        record.write('{"serial": "12", "address": \n')
+    done = _ca("revoke", str(tmp_path / "ca"), "127.0.0.1:7001")
+    assert done.returncode == 2 and "issued.jsonl: line 3:" in done.stderr, done.stderr
+    assert parse((tmp_path / "ca" / LIST_FILE).read_bytes(), authority) == first
 
 
 def test_one_node_reads_the_list_and_the_whole_cluster_puts_the_member_out(
