@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,9 @@ def _junk(signer: Signer, credential: Credential, count: int) -> list[tuple[Goss
 def test_a_sender_of_junk_is_cut_off_and_honest_latency_holds(tmp_path: Path) -> None:
     authority = tmp_path / "ca"
     init_authority(authority)
-    subscriber = identity_node(tmp_path, authority, "subscriber")
+    subscriber = identity_node(
+        tmp_path, authority, "subscriber", extra=["--metrics", "127.0.0.1:0"]
+    )
     publisher = identity_node(tmp_path, authority, "publisher", subscriber)
     identity = issue(authority, f"127.0.0.1:{free_port()}", tmp_path / "insider")
     credential = credential_of(identity.certificate, identity.node)
@@ -111,6 +114,11 @@ def test_a_sender_of_junk_is_cut_off_and_honest_latency_holds(tmp_path: Path) ->
         stats = subscriber.command({"op": "stats"})["stats"]
         assert stats["forged"]["bad-signature"] == checked, "a banned member was heard"
         assert stats["transport"]["rejected"]["banned"] >= 2, stats["transport"]
+        # and an operator sees it in the metrics an alert would be written on
+        ready = subscriber.wait_event(lambda r: r.get("event") == "ready", 1, "ready")
+        with urllib.request.urlopen(f"http://{ready['metrics']}/metrics", timeout=5) as answer:
+            scraped = answer.read().decode()
+        assert "pubmesh_bans_total 1.0" in scraped and "pubmesh_banned_peers 1.0" in scraped
 
         q, f = statistics.median(quiet), statistics.median(loaded)
         assert f <= 2 * q, (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ def test_one_node_reads_the_list_and_the_whole_cluster_puts_the_member_out(
     listed = ["--revocations", str(authority / LIST_FILE)]
     first = identity_node(tmp_path, authority, "first", extra=listed)
     second = identity_node(tmp_path, authority, "second", first)
-    third = identity_node(tmp_path, authority, "third", first)
+    third = identity_node(tmp_path, authority, "third", first, ["--metrics", "127.0.0.1:0"])
     member = identity_node(tmp_path, authority, "member", first)
     relay = issue(authority, f"127.0.0.1:{free_port()}", tmp_path / "relay")
     honest = [first, second, third]
@@ -108,6 +109,12 @@ def test_one_node_reads_the_list_and_the_whole_cluster_puts_the_member_out(
             assert node is not first or events, "the first node did not read the list"
             assert node is first or not events, "only the first node reads a file"
             assert stats["transport"]["connections"] >= 1
+
+        # a node that got the list over the cluster shows its size to an operator (two
+        # certificates: the old one and the member's)
+        ready = third.wait_event(lambda r: r.get("event") == "ready", 1, "ready")
+        with urllib.request.urlopen(f"http://{ready['metrics']}/metrics", timeout=5) as answer:
+            assert "pubmesh_revoked_certificates 2.0" in answer.read().decode()
 
         # its publications are refused everywhere, its own and those a member relays
         mark = {id(n): n.mark() for n in honest}

@@ -36,6 +36,11 @@ Metrics (all per node; ``_total`` ones are counters):
 ``pubmesh_publications_refused_total``     publications refused for want of room (flow
                                            control: pubmesh.net.runtime.Receipt)
 ``pubmesh_slow_peers_total``               peers found slow (queue over half full 2 s)
+``pubmesh_bans_total``                     members cut off for sending junk (identity
+                                           mode: forged, malformed or replayed copies)
+``pubmesh_banned_peers``                   members refused now for that
+``pubmesh_revoked_certificates``           certificates on the revocation list the node
+                                           holds (absent without one)
 ``pubmesh_memory_used_bytes``              bytes in the node's queues (peers' and the
                                            application's) ...
 ``pubmesh_memory_budget_bytes``            ... and the budget they are held to
@@ -129,9 +134,9 @@ class NodeCollector:
             "pubmesh_forged", "Signed copies refused, by reason.", "reason", stats.forged
         )
         yield _labelled("pubmesh_denied", "Copies the ACL dropped.", "action", stats.denied)
-        peers = GaugeMetricFamily("pubmesh_peers", "Peers with an open connection.")
-        peers.add_metric([], len(transport.peers_connected))
-        yield peers
+        yield _gauge(
+            "pubmesh_peers", "Peers with an open connection.", len(transport.peers_connected)
+        )
         yield _counter(
             "pubmesh_peer_failures", "Peers declared down to the stack.", stats.peer_down_notices
         )
@@ -153,14 +158,26 @@ class NodeCollector:
             sum(stats.refused.values()),
         )  # fmt: skip
         yield _counter("pubmesh_slow_peers", "Peers found slow.", transport.slow_peers)
+        yield _counter("pubmesh_bans", "Members cut off for sending junk.", transport.bans)
+        yield _gauge("pubmesh_banned_peers", "Members refused now for junk.", transport.banned_now)
+        revocations = runtime.transport.revocations if runtime.transport is not None else None
+        if revocations is not None:
+            yield _gauge(
+                "pubmesh_revoked_certificates", "Certificates on the revocation list held.",
+                len(revocations.serials),
+            )  # fmt: skip
         if stats.memory is not None:
             for name, value, what in (
                 ("used", stats.memory.used, "Bytes in the node's queues."),
                 ("budget", stats.memory.budget, "The bytes its queues may hold."),
             ):
-                gauge = GaugeMetricFamily(f"pubmesh_memory_{name}_bytes", what)
-                gauge.add_metric([], value)
-                yield gauge
+                yield _gauge(f"pubmesh_memory_{name}_bytes", what, value)
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, documentation)
+    gauge.add_metric([], value)
+    return gauge
 
 
 def _counter(name: str, documentation: str, value: float) -> CounterMetricFamily:
