@@ -4,8 +4,9 @@ node runtimes in identity mode (TLS 1.3, signed publications) on loopback.
 Every node is a :class:`pubmesh.net.runtime.NodeRuntime` of its own, with its own listening
 socket, certificate and TLS links; they share one asyncio loop in this process (a cluster of
 processes would measure the same rules at a higher cost in start-up, not different views).
-A tenth of them run the bench's ``Insider`` (black holes for payloads, poisoned shuffles,
-every invitation taken, forced high-priority links at honest nodes every second). After the
+A tenth of them run the ``Insider`` of :mod:`pubmesh.sim.insiders` (black holes for
+payloads, poisoned shuffles, every invitation taken, forced high-priority links at honest
+nodes every second). After the
 swarm settles, honest nodes publish twice a second for ``--seconds``; every ten seconds the
 honest nodes' share of insiders in their HyParView active views is read, and at the end the
 honest publications' reliability at honest nodes (publications made in the last 5 s left
@@ -22,7 +23,6 @@ import asyncio
 import dataclasses
 import random
 import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -31,14 +31,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench_insiders import Insider, report  # noqa: E402
 
 from pubmesh.net.identity import init_authority, issue  # noqa: E402
 from pubmesh.net.runtime import NodeRuntime  # noqa: E402
 from pubmesh.proto.core import Deliver, NodeContext  # noqa: E402
 from pubmesh.proto.gossip.node import GossipNode  # noqa: E402
+from pubmesh.sim.insiders import Insider, Probe, report, summarize  # noqa: E402
 from pubmesh.stacks.base import get_stack  # noqa: E402
 
 
@@ -48,12 +46,13 @@ def _port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _share(runtime: NodeRuntime, insiders: frozenset[int]) -> float | None:
+def _view(runtime: NodeRuntime, insiders: frozenset[int]) -> tuple[int, int] | None:
+    """(insiders in the node's active view, its size), None without one."""
     node = runtime.node
     if not isinstance(node, GossipNode) or "news" not in node.swarms:
         return None
     active = node.swarms["news"].membership.active
-    return sum(a in insiders for a in active) / len(active) if active else None
+    return (sum(a in insiders for a in active), len(active)) if active else None
 
 
 async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -65,12 +64,12 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     ids = [identity.node for identity in identities]
     contact = ids[0]
     insiders = frozenset(rng.sample(ids[1:], int(args.nodes * args.fraction)))
-    Insider.colluders = insiders
-    Insider.honest = tuple(n for n in ids[1:] if n not in insiders)
+    honest_ids = tuple(n for n in ids[1:] if n not in insiders)
+    adversary = type("Insider", (Insider,), {"colluders": insiders, "honest": honest_ids})
     gossip = get_stack("gossip")
 
     def create(ctx: NodeContext) -> Any:
-        return Insider(ctx)
+        return adversary(ctx)
 
     evil = dataclasses.replace(gossip, create=create)
     runtimes: dict[int, NodeRuntime] = {}
@@ -96,16 +95,16 @@ async def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         await asyncio.sleep(0.05)
     honest = [n for n in ids if n not in insiders]
     await asyncio.sleep(args.settle)
-    shares: list[tuple[float, float, float]] = []
+    shares: list[Probe] = []
     published: list[int] = []
     started = time.monotonic()
     next_probe = 0.0
     while (elapsed := time.monotonic() - started) < args.seconds:
         if elapsed >= next_probe:
-            values = sorted(v for n in honest if (v := _share(runtimes[n], insiders)) is not None)
-            if values:
-                p99 = values[min(len(values) - 1, int(0.99 * len(values)))]
-                shares.append((elapsed, statistics.fmean(values), p99))
+            views = [v for n in honest if (v := _view(runtimes[n], insiders)) is not None]
+            if views:
+                p = len(insiders) / (len(ids) - 1)
+                shares.append(summarize(elapsed, views, p, args.fraction))
             next_probe += 10.0
         if elapsed <= args.seconds - 5:
             publisher = runtimes[rng.choice(honest)]

@@ -28,6 +28,8 @@ BENCHES = [
     "bench_gossip_trees.py",
     "bench_swarms.py",
     "bench_upkeep.py",
+    "bench_insiders.py",
+    "bench_insiders_net.py",
 ]
 
 

@@ -373,6 +373,27 @@ def test_neighbor_high_priority_always_accepted_evicting_a_member(seed: int) -> 
     assert sends(out, NeighborReply)[0].message.accepted  # type: ignore[attr-defined]
 
 
+def test_forced_evictions_are_paid_from_a_bucket_whoever_asks() -> None:
+    """A coalition's high-priority Neighbors evict at most forced_evictions (3) members in a burst
+    and one per shuffle period (10 s) after it (issue 58): a request beyond is refused and
+    nobody is evicted for it. The paper's rule evicted a member for every one of them."""
+    h = hv(active_view=2)
+    h.active = [2, 3]
+    replies = []
+    for t, src in ((0.0, 7), (0.1, 8), (0.2, 9), (0.3, 10), (9.0, 11), (10.3, 12), (10.4, 13)):
+        out = h.handle(Receive(src, Neighbor(topic=T, high_priority=True)), t)
+        replies.append(sends(out, NeighborReply)[0].message.accepted)  # type: ignore[attr-defined]
+        assert len(sends(out, DisconnectRequest)) == replies[-1], (src, out)
+    assert replies == [True, True, True, False, False, True, False]
+    assert 12 in h.active and len(h.active) == 2 and not {10, 11, 13} & set(h.active)
+    # low-priority requests with room and invited nodes take no token; the bucket refills
+    h.active = [12]
+    assert NeighborUp(21) in h.handle(Receive(21, Neighbor(topic=T, high_priority=False)), 11.5)
+    h.active = [12, 21]
+    out = h.handle(Receive(22, Neighbor(topic=T, high_priority=True)), 50.0)
+    assert 22 in h.active and len(sends(out, DisconnectRequest)) == 1
+
+
 def test_neighbor_reply_accept_adds_the_peer() -> None:
     h = hv()
     h.active = [2]

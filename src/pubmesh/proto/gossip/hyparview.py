@@ -24,8 +24,9 @@ The rules (each handler below quotes the one it implements):
 * Disconnect(q): q leaves the active view and goes to the passive view.
 * Failure of an active member (§4.3): remove it, then send Neighbor(priority) to a random
   passive node: high priority if the active view is now empty, else low. High priority is
-  always accepted (dropping a random member if full); low only if there is room; a rejection
-  makes the requester try another passive node.
+  always accepted (dropping a random member if full; here only while a bucket of forced
+  evictions allows, see below); low only if there is room; a rejection makes the requester
+  try another passive node.
 * Shuffle (§4.4), every ``shuffle_interval``: p sends Shuffle(p, list, ttl) on a random walk,
   list = p plus ka active and kp passive members. Where ttl reaches 0 or the active view has
   one member, the receiver answers ShuffleReply with as many of its passive nodes, and both
@@ -83,7 +84,12 @@ Basalt and gossipsub v1.1): the paper trusts every id a message names. Here a wa
 connection it made, so an id nobody answers for evicts no one; a walk travels active links;
 one member's walks end in a bounded number of invitations per shuffle period; a NeighborReply
 is taken only when asked for and a ShuffleReply once per shuffle; one message brings at most
-an honest shuffle's number of ids; and an id that failed is ignored for ``failed_memory``.
+an honest shuffle's number of ids; an id that failed is ignored for ``failed_memory``; and the
+high-priority Neighbor requests the paper accepts by evicting a random member evict at most
+``forced_evictions`` (3) members in a burst and one per shuffle period after it, whoever sends
+them: a coalition's forced links could otherwise replace a node's neighbours as fast as it sends
+(with a tenth of 1,000 nodes colluding, the share of honest views with more than twice the
+insiders' share went from 1.2x that of uniformly random views to 1.0x).
 
 Non-FIFO delivery (the simulator's per-message latency) can reorder a DISCONNECT and an accept
 on one link, leaving a link one-sided. Two lazy repairs answer traffic over such a link with
@@ -94,6 +100,7 @@ node of 30,000 whose only link was one-sided missed a broadcast.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -679,6 +686,7 @@ class HyParView:
         "contact",
         "counters",
         "directory",
+        "evict_after",
         "failed",
         "invited",
         "invited_until",
@@ -741,6 +749,9 @@ class HyParView:
         #: per active member: when a ttl-0 ForwardJoin it forwarded last invited a node that
         #: would evict one of ours
         self.last_invite: dict[NodeId, float] = {}
+        #: forced evictions are paid from a bucket: the time up to which its tokens are spent
+        #: (_may_evict)
+        self.evict_after = -math.inf
 
     # ------------------------------------------------------------------ the one entry point
     def handle(self, event: MembershipInput, now: float) -> list[MembershipOutput]:
@@ -952,7 +963,9 @@ class HyParView:
 
     def _on_join(self, new: NodeId, out: list[MembershipOutput]) -> None:
         """Join(n) at c: c adds n to its active view and sends ForwardJoin(n, ARWL) to every
-        other active member; c confirms with JoinReply."""
+        other active member; c confirms with JoinReply. (Not paid from the bucket of forced
+        evictions: newcomers that a full contact turned away, left to the walks' invitations,
+        split a 1,000-node swarm at its start.)"""
         self._add_active(new, out)
         for peer in list(self.active):
             if peer != new:
@@ -1029,14 +1042,31 @@ class HyParView:
         self.failed[peer] = self.clock + self.p.failed_memory
 
     def _on_neighbor(self, src: NodeId, high: bool, out: list[MembershipOutput]) -> None:
-        """A high-priority request is always accepted (dropping a random member if full); a
-        low one only if there is room, or if we invited its sender."""
+        """A request is accepted if there is room or we invited its sender; the paper accepts
+        a high-priority one always (dropping a random member if full), here only while the
+        bucket of forced evictions allows (``_may_evict``)."""
         deadline = self.invited.pop(src, None)
         invited = deadline is not None and deadline >= self.clock
-        accept = high or invited or len(self.active) < self.p.active_size or src in self.active
+        room = len(self.active) < self.p.active_size or src in self.active
+        accept = room or invited or (high and self._may_evict())
         if accept:
             self._add_active(src, out)
         out.append(Send(src, NeighborReply(topic=self.topic, accepted=accept)))
+
+    def _may_evict(self) -> bool:
+        """Whether a request the rules accept by evicting a member (a high-priority Neighbor)
+        may evict one now: a token bucket of ``forced_evictions`` (0: no bucket), one more
+        every shuffle period. The paper accepts every such request; a coalition of members sending
+        them would then replace a node's honest neighbours as fast as it likes (issue 58)."""
+        burst = self.p.forced_evictions
+        if burst == 0:
+            return True
+        period = self.p.shuffle_interval
+        self.evict_after = max(self.evict_after, self.clock - burst * period)
+        if self.evict_after + period > self.clock:
+            return False
+        self.evict_after += period
+        return True
 
     def _on_neighbor_reply(self, src: NodeId, accepted: bool, out: list[MembershipOutput]) -> None:
         if src not in self.asked and src != self.pending_neighbor:

@@ -94,6 +94,10 @@ class GossipParams:
     #: seconds a node that could not be reached (a dial failed, an invitation went
     #: unanswered) is not invited, asked or taken into the passive view again
     failed_memory: float = 60.0
+    #: high-priority Neighbor requests that may each evict a member in a burst, one more every
+    #: shuffle_interval, whoever asks (0: every one evicts, the paper's rule); see "What a
+    #: member can bring into a view" in pubmesh.proto.gossip.hyparview
+    forced_evictions: int = 3
     #: a joined member re-announces itself to the contact every this many shuffles (0: only
     #: when its join completes); see the Announce rule in pubmesh.proto.gossip.hyparview
     announce_every: int = 3
@@ -119,6 +123,8 @@ class GossipParams:
             raise ValueError(f"passive_view must be ≥ 0, got {self.passive_view}")
         if self.arwl < 0 or not 0 <= self.prwl <= self.arwl:
             raise ValueError(f"need 0 ≤ prwl ≤ arwl, got prwl={self.prwl} arwl={self.arwl}")
+        if self.forced_evictions < 0:
+            raise ValueError(f"forced_evictions must be ≥ 0, got {self.forced_evictions}")
         if self.shuffle_ttl < 0 or self.shuffle_ka < 0 or self.shuffle_kp < 0:
             raise ValueError("shuffle_ttl, shuffle_ka and shuffle_kp must be ≥ 0")
         for name in (
