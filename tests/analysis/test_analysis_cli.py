@@ -398,3 +398,39 @@ def test_the_jvm_logs_are_kept_to_the_newest_few_in_a_private_directory(
     assert len(list(logs.glob("spark-*.log"))) == spark.KEPT_LOGS - 1, (
         "an open directory is left alone"
     )
+
+
+def test_a_chromium_that_never_answers_costs_a_deadline_not_a_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kaleido has no deadline for starting the browser: a Chromium that never answered once
+    hung a --static report until the test suite's timeout. The drawing runs in a child
+    process of its own session, killed with the browser it started at the deadline, tried
+    once more, then one error; nothing it started is left running."""
+    import plotly.graph_objects as go
+
+    from pubmesh.analysis import draw
+
+    hung = tmp_path / "chromium"
+    marker = tmp_path / "started"
+    hung.write_text(f"#!/bin/sh\necho $$ >> {marker}\nexec sleep 600\n")
+    hung.chmod(0o755)
+    monkeypatch.setattr(draw, "DEADLINE", 4.0)
+    figure = go.Figure(go.Scatter(x=[1, 2], y=[3, 4])).to_json()
+    started = time.monotonic()
+    with pytest.raises(draw.DrawError, match="Chromium did not finish within 4 s"):
+        draw.draw([figure], [tmp_path / "a.png"], 100, 1, str(hung))
+    assert time.monotonic() - started < 4.0 * draw.ATTEMPTS + 10
+    pids = [int(p) for p in marker.read_text().split()]
+    assert len(pids) == draw.ATTEMPTS, "each attempt started the browser"
+    assert not [pid for pid in pids if _running(pid)], "a browser was left running"
+    assert not (tmp_path / "a.png").exists()
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped yet does not)."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat_line.rsplit(")", 1)[1].split()[0] != "Z"

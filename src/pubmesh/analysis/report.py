@@ -319,21 +319,20 @@ def chromium_path() -> str:
 
 
 def render_static(charts: Sequence[Chart], directory: Path) -> dict[str, bytes]:
-    """Every chart as PNG bytes, rendered in one Chromium session and written to
-    ``directory/<element id>.png``."""
+    """Every chart as PNG bytes, rendered in one Chromium session (a child process with a
+    deadline: :mod:`pubmesh.analysis.draw`) and written to ``directory/<element id>.png``."""
     if not charts:
         return {}
-    import plotly.io as pio
+    from pubmesh.analysis.draw import DrawError, draw
 
-    os.environ["BROWSER_PATH"] = chromium_path()  # what Kaleido's browser finder reads
+    browser = chromium_path()
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{chart.element_id}.png" for chart in charts]
-    figures = [chart.figure for chart in charts]
+    figures = [chart.figure.to_json() for chart in charts]
     try:
-        pio.write_images(figures, paths, format="png", width=STATIC_WIDTH, scale=STATIC_SCALE)
-    except Exception as error:  # Kaleido or Chromium failed: one line, not a traceback
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UserError(f"--static: Chromium could not draw the charts ({first})") from None
+        draw(figures, paths, STATIC_WIDTH, STATIC_SCALE, browser)
+    except DrawError as error:  # Kaleido or Chromium failed: one line, not a traceback
+        raise UserError(f"--static: Chromium could not draw the charts ({error})") from None
     return {chart.element_id: path.read_bytes() for chart, path in zip(charts, paths, strict=True)}
 
 
