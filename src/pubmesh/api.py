@@ -166,10 +166,15 @@ class Node:
         queue_size: int = 10_000,
         metrics: str | tuple[str, int] | None = None,
         congestion: Congestion | str = Congestion.BLOCK,
+        data_dir: str | Path | None = None,
     ) -> None:
         """``metrics="HOST:PORT"`` serves /metrics (OpenMetrics) and /healthz there while the
         node runs (:mod:`pubmesh.net.metrics`; port 0: any free one, see :attr:`metrics`).
-        ``congestion``: what :meth:`publish` does without room, unless it is told otherwise."""
+        ``congestion``: what :meth:`publish` does without room, unless it is told otherwise.
+        ``data_dir``: what the node remembers across restarts (:mod:`pubmesh.net.store`): its
+        address, contacts, subscriptions (joined again at start; deliveries reach the
+        application once it calls :meth:`subscribe` again) and the ids it delivered, never
+        delivered twice."""
         self.congestion = _congestion(congestion)
         try:
             spec = get_stack(stack)
@@ -201,6 +206,7 @@ class Node:
             seed=seed,
             config=config,
             trace_dir=trace_dir,
+            data_dir=data_dir,
         )
         self._subscriptions: dict[str, list[Subscription]] = {}
         self.runtime.delivery_callbacks.append(self._on_delivery)

@@ -16,13 +16,13 @@ segment sealed before stays; and once there is room again, new segments are writ
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import time
 from pathlib import Path
 
 import pytest
 
+from support.disk import fill
 from support.netnode import NodeProcess, publish_until_delivered, real_stacks
 
 STACK = "gossip" if "gossip" in real_stacks() else real_stacks()[0]
@@ -42,20 +42,6 @@ def _wait(predicate: object, timeout: float, what: str) -> None:
     while not predicate():  # type: ignore[operator]
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
-
-
-def _fill(path: Path) -> int:
-    """Write ``path`` until the filesystem is full; the bytes written."""
-    written = 0
-    chunk = b"\0" * (64 * 1024)
-    with open(path, "wb", buffering=0) as filler:
-        while True:
-            try:
-                written += filler.write(chunk)
-            except OSError as error:
-                assert error.errno == errno.ENOSPC, error
-                break
-    return written
 
 
 def _publish(publisher: NodeProcess, count: int) -> set[int]:
@@ -104,7 +90,7 @@ def test_a_full_disk_under_the_trace_loses_rows_not_deliveries(tmp_path: Path) -
         kept = _segments(trace)
 
         mark = node.mark()
-        filled = _fill(inside / "filler")
+        filled = fill(inside / "filler")
         assert filled < 4 << 20
         during = _publish(contact, 60)
         _wait(lambda: during <= node.deliveries(), 20, "deliveries on a full disk")

@@ -228,6 +228,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="seed of the node's random stream")
     parser.add_argument("--trace-dir", metavar="DIR", help="write this node's partial trace here")
     parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="remember the node's address, contacts, subscriptions and recent deliveries in"
+        " DIR/node.db (made if missing; only you may write DIR): started again on DIR, the"
+        " node comes back as itself (--listen HOST:0 takes its old port), rejoins without"
+        " --contact, resubscribes, and delivers nothing twice; `pubmesh data inspect DIR`"
+        " shows what DIR holds",
+    )
+    parser.add_argument(
         "--metrics",
         metavar="HOST:PORT",
         help="serve live metrics for Prometheus at http://HOST:PORT/metrics (OpenMetrics) and "
@@ -315,6 +324,7 @@ class NodeOptions:
     leave_linger: float = 2.0
     #: ``--net``: the transport's limits and timings
     config: NetConfig = field(default_factory=NetConfig)
+    data_dir: Path | None = None
 
 
 def resolve_stack(name: str) -> StackSpec:
@@ -412,7 +422,19 @@ def options_from_args(args: argparse.Namespace) -> NodeOptions:
         control=bool(args.control),
         leave_linger=args.leave_linger,
         config=config,
+        data_dir=_data_dir(args.data_dir),
     )
+
+
+def _data_dir(text: str | None) -> Path | None:
+    """``--data-dir``, opened once now so a directory or file it must refuse is one line
+    before any socket opens (pubmesh.net.store)."""
+    if text is None:
+        return None
+    from pubmesh.net.store import open_store
+
+    open_store(text).close()
+    return Path(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -529,6 +551,7 @@ class NodeProcess:
             trace_messages=options.trace_messages,
             snapshot_interval=options.snapshot_interval,
             config=options.config,
+            data_dir=options.data_dir,
         )
         # what stdout holds for its reader counts in the node's memory budget
         self.runtime.application_queues.append(lambda: self.lines.pending)

@@ -56,6 +56,7 @@ from pubmesh.net.identity import Identity, bound_listen, signing_key
 from pubmesh.net.runtime_stats import RuntimeStatistics, collect
 from pubmesh.net.security import ClusterKey
 from pubmesh.net.signing import Signed, Signer, Verifier, carries_payload, credential_of
+from pubmesh.net.store import Remembered, Store
 from pubmesh.net.transport import NetConfig, Transport
 from pubmesh.proto.core import (
     Command,
@@ -165,8 +166,19 @@ class NodeRuntime:
         trace_messages: bool = True,
         snapshot_interval: float = 0.0,
         segment_seconds: float = 5.0,
+        data_dir: Path | str | None = None,
     ) -> None:
         self.spec = stack if isinstance(stack, StackSpec) else get_stack(stack)
+        #: what the node remembers across restarts (pubmesh.net.store), opened in start()
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self.store: Store | None = None
+        #: ids delivered in the node's last life (within the store's window): not again
+        self._delivered_before: set[int] = set()
+        #: deliveries waiting for their record's commit, and whether one is scheduled
+        self._held: list[tuple[Deliver, float]] = []
+        self._commit_scheduled = False
+        self._store_problem: str | None = None
+        self.duplicates_across_lives = 0
         self.key = key
         self.identity = identity
         #: identity mode signs its publications and verifies every copy (pubmesh.net.signing)
@@ -249,10 +261,14 @@ class NodeRuntime:
             return
         loop = self._loop = asyncio.get_running_loop()
         self._mono0, self._epoch0 = _clock_pair(loop)
+        memory = self._open_store()
         self.transport = Transport(self.key, self, self.config, identity=self.identity)
         host, port = self.listen_address
         await self.transport.listen(host, port)
         self.node_id = self.transport.node_id
+        if self.store is not None:
+            self.store.set_address(format_id(self.node_id))
+            self.store.set_contacts(self.contacts)
         if self.signing:
             assert self.identity is not None
             credential = credential_of(self.identity.certificate, self.node_id)
@@ -291,12 +307,36 @@ class NodeRuntime:
         self.transport.report_sent = self.trace is not None and self.trace_messages
         self.started = True
         self._housekeeping = loop.call_later(0.5, self._housekeep)
+        if memory is not None:
+            for topic, filter_ in sorted(memory.subscriptions.items()):
+                try:
+                    self.subscribe(topic, filter_)
+                except (PermissionError, InvalidCommand) as error:
+                    self.events.event("net.store", {"resubscribe": topic, "error": str(error)})
         if boot:
             try:
                 self.boot()
             except InvalidCommand:
                 await self.close()
                 raise
+
+    def _open_store(self) -> Remembered | None:
+        """Open the data directory (UserError for one it must refuse) and take what it
+        remembers: the port a ``HOST:0`` listen had, the contacts when none are given, the
+        ids delivered in the last life; the subscriptions are taken once the node is up."""
+        if self.data_dir is None:
+            return None
+        self.store = Store(self.data_dir, clock=self.wall)
+        memory = self.store.remembered()
+        host, port = self.listen_address
+        if port == 0 and memory.address is not None:
+            old_host, old_port = memory.address.rsplit(":", 1)
+            if old_host == host:
+                self.listen_address = (host, int(old_port))
+        if not self.contacts and memory.contacts:
+            self.contacts = memory.contacts
+        self._delivered_before = memory.delivered
+        return memory
 
     def boot(self, contacts: Sequence[NodeId] | None = None) -> None:
         """Hand the protocol its Start command (once); :class:`InvalidCommand` if the stack
@@ -334,6 +374,9 @@ class NodeRuntime:
             self._housekeeping.cancel()
         assert self.transport is not None
         await self.transport.close(graceful=True, timeout=0.5)
+        if self.store is not None:
+            self._commit()
+            self.store.close()
         if self.trace is not None:
             end = self.wall()
             for topic, (t_start, filter_) in sorted(self.subscribed.items()):
@@ -350,12 +393,18 @@ class NodeRuntime:
         self.admission.permitted("subscribe", topic)
         if topic not in self.subscribed:
             self.subscribed[topic] = (self.wall(), filter)
+        if self.store is not None:
+            self.store.subscribed(topic, filter)
+            self._schedule_commit()
         self.dispatch(Subscribe(topic, filter))
 
     def unsubscribe(self, topic: str) -> None:
         started = self.subscribed.pop(topic, None)
         if started is not None and self.trace is not None:
             self.trace.subscription(topic, started[0], self.wall(), started[1])
+        if self.store is not None:
+            self.store.unsubscribed(topic)
+            self._schedule_commit()
         self.dispatch(Unsubscribe(topic))
 
     def publish(
@@ -545,9 +594,47 @@ class NodeRuntime:
             # (pubmesh.net.signing, fresh signatures): never delivered twice
             self.admission.forged["replayed"] += 1
             return
+        t = self.wall(now)
+        store = self.store
+        if store is not None:
+            if out.pub_id in self._delivered_before:
+                # delivered in the node's last life: its record outlived the stack's filter
+                self.duplicates_across_lives += 1
+                return
+            # handed over once its record is committed (the next loop turn, one transaction
+            # for every delivery of the turn): killed at any moment, the node either has the
+            # record or never delivered it
+            store.delivered(out.pub_id, t)
+            self._held.append((out, t))
+            self._schedule_commit()
+            return
+        self._hand_over(out, t)
+
+    def _commit(self) -> None:
+        """The store's group commit, then the deliveries it held. A failed write (a full
+        disk) is said once and the deliveries go on: the node serves from memory."""
+        self._commit_scheduled = False
+        store = self.store
+        if store is None:
+            return
+        if not store.commit() and store.problem != self._store_problem:
+            self.events.event(
+                "net.store",
+                {"file": str(store.path), "error": store.problem, "failures": store.failures},
+            )
+        self._store_problem = store.problem
+        held, self._held = self._held, []
+        for out, t in held:
+            self._hand_over(out, t)
+
+    def _schedule_commit(self) -> None:
+        if self.store is not None and not self._commit_scheduled and self._loop is not None:
+            self._commit_scheduled = True
+            self._loop.call_soon(self._commit)
+
+    def _hand_over(self, out: Deliver, t: float) -> None:
         self.deliveries += 1
         self.delivered_by_topic[out.topic] += 1
-        t = self.wall(now)
         if self.trace is not None:
             self.trace.delivery(out.pub_id, t, out.hops)
         if self.delivery_callbacks:

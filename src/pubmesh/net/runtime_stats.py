@@ -49,6 +49,22 @@ def collect(runtime: NodeRuntime) -> RuntimeStatistics:
         protocol=protocol,
         protocol_error=error,
         trace=_trace_statistics(runtime),
+        duplicates_across_lives=runtime.duplicates_across_lives,
+        store=_store_statistics(runtime),
+    )
+
+
+def _store_statistics(runtime: NodeRuntime) -> StoreStatistics | None:
+    store = runtime.store
+    if store is None:
+        return None
+    return StoreStatistics(
+        directory=str(store.directory),
+        commits=store.commits,
+        failures=store.failures,
+        pending=store.pending,
+        dropped=store.dropped,
+        problem=store.problem,
     )
 
 
@@ -94,6 +110,20 @@ class MemoryStatistics:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreStatistics:
+    """The node's data directory (pubmesh.net.store): group commits made and failed (a full
+    disk: the node serves from memory), writes waiting, delivery records given up while they
+    waited too long, and the last failure's error."""
+
+    directory: str
+    commits: int
+    failures: int
+    pending: int
+    dropped: int
+    problem: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimeStatistics:
     """A node process's counters, one frozen shape (trio's ``RunStatistics``): what the node
     shell's ``stats``, the control protocol's ``bye`` line and :meth:`pubmesh.Node.statistics`
@@ -128,6 +158,10 @@ class RuntimeStatistics:
     subscription_queues: Mapping[str, QueueStatistics] = field(default_factory=dict)
     #: the node's trace, when it keeps one
     trace: TraceStatistics | None = None
+    #: copies of publications delivered in the node's last life, not delivered again
+    duplicates_across_lives: int = 0
+    #: the node's data directory (--data-dir), when it has one
+    store: StoreStatistics | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-able copy, for the control protocol and logs."""
@@ -155,4 +189,6 @@ class RuntimeStatistics:
                 for topic, q in sorted(self.subscription_queues.items())
             },
             "trace": None if self.trace is None else asdict(self.trace),
+            "duplicates_across_lives": self.duplicates_across_lives,
+            "store": None if self.store is None else asdict(self.store),
         }

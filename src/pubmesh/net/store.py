@@ -1,0 +1,265 @@
+"""What a node remembers across restarts: its data directory (issue 59, item 2).
+
+``pubmesh node --data-dir DIR`` (``pubmesh.Node(data_dir=...)``) keeps in ``DIR/node.db``:
+
+* the node's **address** (a node started again on the directory with ``--listen HOST:0``
+  takes the port it had, so it comes back as the same node id);
+* the **contacts** it joined through (started again without ``--contact``, it rejoins
+  through them);
+* its **subscriptions**, with their filters (started again, it subscribes to them again
+  before any command);
+* the **publications it delivered** in the last ``DELIVERED_SECONDS``, by id: a copy of one
+  of them that reaches the node in its next life is not delivered again (the stack's own
+  duplicate filter starts empty at every start).
+
+The database is SQLite through the standard library (``sqlite3``), in write-ahead-log mode
+with ``synchronous = NORMAL``: a transaction is on disk once the log is, and a crash at any
+moment leaves the last committed state. Writes are batched (group commit): the runtime
+commits once per turn of its event loop, for every write of that turn, and hands a delivery
+to the application only after its record is committed (docs/data-dir.md).
+
+Bad disks and bad files (issue 59, item 5):
+
+* a directory another user owns or others can write is refused (a planted database is a way
+  in: a subscription list, contacts or delivered ids a stranger chose);
+* a file that is not SQLite, or is a SQLite database of something else (its
+  ``application_id`` is not pubmesh's), or of a newer layout, or damaged, refuses the start
+  with one line naming it and what to do;
+* a write that fails (a full disk, an I/O error) does not stop the node: it keeps serving from
+  memory, says so once as a ``net.store`` event, counts the failure, and tries again at the
+  next commit (at most ``PENDING_KEPT`` writes wait; past that, the oldest delivery records
+  are given up and counted).
+
+``pubmesh data inspect DIR`` prints what a directory holds (:func:`describe`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pubmesh.errors import UserError
+from pubmesh.private import private_dir, private_file, refuse_open_directory
+
+#: the database file in a data directory
+DB_FILE = "node.db"
+#: SQLite's application_id of a pubmesh data directory ("pmsh"), and the layout's version
+APPLICATION_ID = 0x706D7368
+SCHEMA_VERSION = 1
+#: seconds of delivered ids kept: a copy older than this is stale to every stack's own
+#: duplicate filter too (gossip keeps ids 90 s; identity mode refuses copies signed before
+#: the node started)
+DELIVERED_SECONDS = 600.0
+#: at most this many delivered ids are kept (the oldest go first)
+DELIVERED_KEPT = 1 << 20
+#: writes kept waiting while the disk refuses them; past this, the oldest delivery records go
+#: (counted in ``Store.dropped``): a node on a full disk for hours holds bounded memory
+PENDING_KEPT = 1 << 16
+
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE contacts (node INTEGER PRIMARY KEY);
+CREATE TABLE subscriptions (topic TEXT PRIMARY KEY, filter TEXT);
+CREATE TABLE delivered (pub_id INTEGER PRIMARY KEY, t REAL NOT NULL);
+CREATE INDEX delivered_t ON delivered (t);
+"""
+TABLES = {"meta", "contacts", "subscriptions", "delivered"}
+DELIVERED_SQL = "INSERT OR REPLACE INTO delivered VALUES (?, ?)"
+
+
+@dataclass
+class Remembered:
+    """What a data directory held when the node started."""
+
+    address: str | None = None
+    contacts: tuple[int, ...] = ()
+    subscriptions: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    delivered: set[int] = field(default_factory=set)
+
+
+class Store:
+    """A node's data directory, open (module docstring). Every write is queued and made at the
+    next :meth:`commit`; a failed commit keeps the queue and is counted."""
+
+    def __init__(self, directory: Path, clock: Callable[[], float] = time.time) -> None:
+        self.directory = directory
+        self.path = directory / DB_FILE
+        self.clock = clock
+        self._db = _open(directory)
+        self._pending: list[tuple[str, tuple[Any, ...]]] = []
+        #: commits that failed (a full disk ...), and the last error
+        self.failures = 0
+        self.problem: str | None = None
+        #: delivery records given up while the disk refused writes (PENDING_KEPT)
+        self.dropped = 0
+        self.commits = 0
+
+    # ------------------------------------------------------------------ reading
+    def remembered(self) -> Remembered:
+        db = self._db
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        since = self.clock() - DELIVERED_SECONDS
+        return Remembered(
+            address=meta.get("address"),
+            contacts=tuple(n for (n,) in db.execute("SELECT node FROM contacts ORDER BY node")),
+            subscriptions={
+                topic: json.loads(text) if text is not None else None
+                for topic, text in db.execute("SELECT topic, filter FROM subscriptions")
+            },
+            delivered={
+                pub_id
+                for (pub_id,) in db.execute("SELECT pub_id FROM delivered WHERE t >= ?", (since,))
+            },
+        )
+
+    # ------------------------------------------------------------------ writing (queued)
+    def set_address(self, address: str) -> None:
+        self._queue("INSERT OR REPLACE INTO meta VALUES ('address', ?)", (address,))
+
+    def set_contacts(self, contacts: Iterable[int]) -> None:
+        self._queue("DELETE FROM contacts", ())
+        for node in contacts:
+            self._queue("INSERT OR IGNORE INTO contacts VALUES (?)", (node,))
+
+    def subscribed(self, topic: str, filter: Mapping[str, Any] | None) -> None:
+        text = json.dumps(dict(filter), sort_keys=True) if filter is not None else None
+        self._queue("INSERT OR REPLACE INTO subscriptions VALUES (?, ?)", (topic, text))
+
+    def unsubscribed(self, topic: str) -> None:
+        self._queue("DELETE FROM subscriptions WHERE topic = ?", (topic,))
+
+    def delivered(self, pub_id: int, t: float) -> None:
+        self._queue(DELIVERED_SQL, (_signed64(pub_id), t))
+        if len(self._pending) > PENDING_KEPT:
+            kept = [w for w in self._pending if w[0] != DELIVERED_SQL]
+            records = [w for w in self._pending if w[0] == DELIVERED_SQL]
+            cut = len(self._pending) - PENDING_KEPT
+            self.dropped += cut
+            self._pending = kept + records[cut:]
+
+    def _queue(self, sql: str, args: tuple[Any, ...]) -> None:
+        self._pending.append((sql, args))
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def commit(self) -> bool:
+        """Write what is queued in one transaction (and forget delivered ids past their time);
+        False, counted and kept for the next try, if the disk refused it."""
+        if not self._pending:
+            return True
+        pending, self._pending = self._pending, []
+        try:
+            with self._db:
+                for sql, args in pending:
+                    self._db.execute(sql, args)
+                self._db.execute(
+                    "DELETE FROM delivered WHERE t < ?", (self.clock() - DELIVERED_SECONDS,)
+                )
+        except sqlite3.Error as error:
+            self._pending = pending + self._pending
+            self.failures += 1
+            self.problem = str(error)
+            return False
+        self.commits += 1
+        self.problem = None
+        return True
+
+    def close(self) -> None:
+        self.commit()
+        self._db.close()
+
+
+def _signed64(value: int) -> int:
+    """A 64-bit id as SQLite's signed integer (ids use all 64 bits)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _open(directory: Path) -> sqlite3.Connection:
+    """The directory's database, made if missing; UserError naming the file otherwise."""
+    if not directory.exists():
+        private_dir(directory)
+    refuse_open_directory(
+        directory,
+        "a node's data directory",
+        "a file planted there would be taken as the node's memory; use a directory of your "
+        "own that only you can write (chmod 700)",
+    )
+    path = directory / DB_FILE
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise UserError(f"{path}: not a regular file; remove it or use another --data-dir")
+    fresh = not path.exists()
+    remedy = "move it away to start with an empty memory, or use another --data-dir"
+    try:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        db.isolation_level = "DEFERRED"
+        if fresh:
+            private_file(path)
+        (application,) = db.execute("PRAGMA application_id").fetchone()
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
+        if not tables - {"delivered_t"} and application == 0:
+            with db:
+                db.executescript(SCHEMA)
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        elif application != APPLICATION_ID:
+            db.close()
+            raise UserError(f"{path}: a SQLite database of something else, not pubmesh's; {remedy}")
+        elif version > SCHEMA_VERSION:
+            db.close()
+            raise UserError(
+                f"{path}: written by a newer pubmesh (layout {version}, this one reads "
+                f"{SCHEMA_VERSION}); upgrade pubmesh or {remedy}"
+            )
+        elif not tables >= TABLES:
+            db.close()
+            raise UserError(f"{path}: pubmesh's but missing tables; {remedy}")
+        (check,) = db.execute("PRAGMA quick_check").fetchone()
+        if check != "ok":
+            db.close()
+            raise UserError(f"{path}: damaged ({check}); {remedy}")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as error:
+        raise UserError(f"{path}: not a pubmesh data file ({error}); {remedy}") from None
+    return db
+
+
+def open_store(directory: Path | str) -> Store:
+    """:class:`Store` on ``directory``; UserError for a directory or file it must refuse."""
+    return Store(Path(directory))
+
+
+def describe(directory: Path) -> str:
+    """``pubmesh data inspect DIR``: what the directory holds, as a few lines of text."""
+    from pubmesh.net.address import format_id
+
+    path = directory / DB_FILE
+    if not path.exists():
+        raise UserError(f"{directory}: no {DB_FILE} here (not a node's data directory)")
+    store = Store(directory)
+    try:
+        memory = store.remembered()
+        (total,) = store._db.execute("SELECT count(*) FROM delivered").fetchone()
+    finally:
+        store._db.close()
+    lines = [
+        f"data directory {directory} ({path.stat().st_size:,} bytes in {DB_FILE})",
+        f"address        {memory.address or '(none yet)'}",
+        "contacts       " + (", ".join(format_id(n) for n in memory.contacts) or "(none)"),
+        f"subscriptions  {len(memory.subscriptions)}",
+    ]
+    for topic, filter_ in sorted(memory.subscriptions.items()):
+        lines.append(f"  {topic}" + (f"  filter {json.dumps(filter_)}" if filter_ else ""))
+    lines.append(
+        f"delivered ids  {total:,} ({len(memory.delivered):,} within the last "
+        f"{DELIVERED_SECONDS:.0f} s: not delivered again)"
+    )
+    return "\n".join(lines)

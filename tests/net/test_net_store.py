@@ -1,0 +1,197 @@
+"""A node's data directory (issue 59, items 2 and 5), with real node processes.
+
+Before ``--data-dir`` a node started again came back empty: another port (so another node
+id), no contacts, no subscriptions, and a duplicate filter that had forgotten every
+publication it delivered. Now a node killed with SIGKILL and started again on its directory
+is the same node, rejoins without ``--contact``, subscribes again, and does not deliver a copy
+of a publication it delivered in its last life (sent to it again by hand over the cluster
+key, as a peer's late retransmission would). And a directory or file the node must not trust
+is refused in one line: a corrupt file, another program's SQLite database, a directory others
+can write.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pubmesh.net.codec import encode
+from pubmesh.net.store import DB_FILE
+from pubmesh.proto.gossip.plumtree import Gossip
+from support.disk import fill
+from support.hostile import KEY, handshake
+from support.netnode import NodeProcess, node_env, publish_until_delivered
+
+pytestmark = pytest.mark.xdist_group("net_store")
+
+
+def _node(tmp_path: Path, name: str, *extra: str) -> NodeProcess:
+    return NodeProcess(
+        ["--stack", "gossip", "--listen", "127.0.0.1:0", *extra], log=tmp_path / f"{name}.log"
+    )
+
+
+def _send_copy(node: NodeProcess, pub_id: int, payload: bytes) -> None:
+    """A Gossip copy of ``pub_id`` on "news", sent to ``node`` over a link of our own."""
+    host, port = node.address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sealer = handshake(sock, KEY, 0x7F000001_0000 + 999)
+        tag, body = encode(Gossip(topic="news", pub_id=pub_id, round=1, payload=payload))
+        sock.sendall(sealer.seal(tag, body, time.time()))
+        time.sleep(0.5)
+
+
+def test_a_node_killed_and_started_again_on_its_directory_is_itself_again(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    contact = _node(tmp_path, "contact", "--subscribe", "news")
+    member = _node(
+        tmp_path, "member", "--contact", contact.address, "--data-dir", str(data),
+        "--subscribe", "news",
+    )  # fmt: skip
+    again = None
+    try:
+        probes = publish_until_delivered(contact, [member], "news", 20)
+        delivered = sorted(probes & member.deliveries())
+        first = (member.node_id, member.address)
+        time.sleep(0.2)  # no commit is waited for: SIGKILL at any moment
+        member.stop(signal.SIGKILL)
+
+        # no --contact, no --subscribe, any port: the directory says all three
+        again = _node(tmp_path, "again", "--data-dir", str(data))
+        assert (again.node_id, again.address) == first
+        stats = again.command({"op": "stats"})["stats"]
+        assert stats["subscriptions"] == ["news"], stats
+        publish_until_delivered(contact, [again], "news", 20, "it did not rejoin")
+
+        # a copy of what it delivered in its last life is not delivered again; a new one is
+        mark = again.mark()
+        _send_copy(again, delivered[0], b"p")
+        _send_copy(again, delivered[0] ^ 1, b"new")
+        got = [r["pub_id"] for r in again.records[mark:] if r.get("event") == "deliver"]
+        assert delivered[0] ^ 1 in got, "the hand-made link delivers nothing at all"
+        assert delivered[0] not in got, "a publication was delivered in two lives"
+        assert again.command({"op": "stats"})["stats"]["duplicates_across_lives"] == 1
+
+        done = subprocess.run(
+            [sys.executable, "-m", "pubmesh", "data", "inspect", str(data)],
+            capture_output=True, text=True, timeout=60, env=node_env(),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"address        {first[1]}" in done.stdout
+        assert contact.address in done.stdout and "\n  news" in done.stdout
+    finally:
+        for node in (again, member, contact):
+            if node is not None:
+                node.stop()
+
+
+def _refused(tmp_path: Path, data: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "pubmesh", "node", "--stack", "gossip", "--listen",
+         "127.0.0.1:0", "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=60, env=node_env(), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def test_a_directory_or_file_the_node_must_not_trust_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    # a file that is not SQLite at all
+    junk = tmp_path / "junk"
+    junk.mkdir(mode=0o700)
+    (junk / DB_FILE).write_bytes(b"not a database, " * 512)
+    line = _refused(tmp_path, junk)
+    assert f"{junk / DB_FILE}: not a pubmesh data file" in line and "move it away" in line
+
+    # another program's SQLite database
+    foreign = tmp_path / "foreign"
+    foreign.mkdir(mode=0o700)
+    with sqlite3.connect(foreign / DB_FILE) as db:
+        db.execute("CREATE TABLE accounts (name TEXT, balance REAL)")
+    line = _refused(tmp_path, foreign)
+    assert "a SQLite database of something else, not pubmesh's" in line
+    with sqlite3.connect(foreign / DB_FILE) as db:  # left as it was
+        assert db.execute("SELECT name FROM sqlite_master").fetchall() == [("accounts",)]
+
+    # ours, but damaged: a page overwritten in the middle of the file
+    damaged = tmp_path / "damaged"
+    member = _node(tmp_path, "member", "--data-dir", str(damaged), "--subscribe", "news")
+    member.stop()
+    raw = bytearray((damaged / DB_FILE).read_bytes())
+    raw[4096:8192] = b"\xa5" * 4096
+    (damaged / DB_FILE).write_bytes(bytes(raw))
+    line = _refused(tmp_path, damaged)
+    assert str(damaged / DB_FILE) in line and "move it away" in line
+
+    # a directory others can write: a database planted there would be the node's memory
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o777)
+    line = _refused(tmp_path, open_dir)
+    assert "writable by others" in line and "chmod 700" in line
+    assert not (open_dir / DB_FILE).exists()
+
+
+def test_a_full_disk_under_the_data_directory_loses_no_delivery(tmp_path: Path) -> None:
+    """The directory on a 2 MiB tmpfs of the node's own (a private mount namespace, as
+    test_net_diskfull.py does for traces), filled through /proc/PID/root: every publication is
+    still delivered, the failure is said once and counted, and once there is room the writes
+    that waited are made."""
+    assert os.geteuid() == 0, "a private mount namespace needs root"
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    contact = _node(tmp_path, "contact", "--subscribe", "news")
+    private_fs = [
+        "unshare", "--mount", "--propagation", "private", "sh", "-c",
+        'mount -t tmpfs -o size=2m,mode=0700 pubmesh-full "$0" && exec "$@"', str(mount),
+    ]  # fmt: skip
+    node = NodeProcess(
+        ["--stack", "gossip", "--listen", "127.0.0.1:0", "--contact", contact.address,
+         "--data-dir", str(mount / "data"), "--subscribe", "news"],
+        log=tmp_path / "node.log", prefix=private_fs,
+    )  # fmt: skip
+    inside = Path(f"/proc/{node.proc.pid}/root") / str(mount).lstrip("/")
+    try:
+        publish_until_delivered(contact, [node], "news", 20)
+        mark = node.mark()
+        fill(inside / "filler")
+        sent = {
+            contact.command({"op": "publish", "topic": "news", "payload": "x" * 200})["pub_id"]
+            for _ in range(60)
+        }
+        deadline = time.monotonic() + 20
+        while not sent <= node.deliveries():
+            assert time.monotonic() < deadline, "deliveries were lost to a full disk"
+            time.sleep(0.1)
+        said = [
+            r for r in node.records[mark:] if r.get("event") == "net" and r["kind"] == "net.store"
+        ]
+        assert len(said) == 1, said
+        store = node.command({"op": "stats"})["stats"]["store"]
+        assert store["failures"] >= 1 and store["pending"] > 0, store
+        assert "full" in store["problem"], store
+
+        (inside / "filler").unlink()
+        contact.command({"op": "publish", "topic": "news", "payload": "room again"})
+        deadline = time.monotonic() + 10
+        while (store := node.command({"op": "stats"})["stats"]["store"])["pending"]:
+            assert time.monotonic() < deadline, f"the writes that waited were not made: {store}"
+            time.sleep(0.2)
+        assert store["problem"] is None, store
+    finally:
+        node.stop()
+        contact.stop()
