@@ -116,6 +116,8 @@ MODES = {
     "shared-key": [],  # AES-256-GCM frames under a shared key
     "identity": ["--identity"],  # TLS 1.3 links + Ed25519-signed publications, checked
     "identity-unsigned": ["--identity", "--unsigned"],  # TLS only: the signatures' share
+    # shared-key with every node's data directory (issue 59: the price of durability)
+    "shared-key-durable": ["--data-dir", "{out}/data"],
 }
 #: issue 42, item 7: the secure default (identity mode) against Redis's peak
 IDENTITY_GOAL_RATIO = 0.35
@@ -164,7 +166,7 @@ def run_pubmesh(rate: float, seconds: float, workdir: Path, mode: str) -> Figure
         "--duration",
         str(3.0 + seconds + 4.0),
         *[arg for setting in GOSSIP_SETTINGS for arg in ("--set", setting)],
-        *MODES[mode],
+        *[arg.format(out=out.parent) for arg in MODES[mode]],
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     if result.returncode != 0:

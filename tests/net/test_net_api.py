@@ -196,3 +196,21 @@ def test_the_content_example_delivers_only_what_each_filter_matches(
         ]
     ), result.stdout
     assert "bob: 2 deliveries" in result.stdout and "carol: 3 deliveries" in result.stdout
+
+
+def test_a_node_with_a_data_directory_comes_back_as_itself(tmp_path: Path) -> None:
+    """``Node(data_dir=...)``: closed and made again on the directory, the node has its
+    address and its subscriptions back (pubmesh.net.store; the processes' test, with SIGKILL,
+    is tests/net/test_net_store.py)."""
+
+    async def main() -> None:
+        data = tmp_path / "data"
+        async with Node(STACK, key=KEY_TEXT, role=ROLE, data_dir=data) as first:
+            await first.subscribe("news")
+            address = first.address
+        async with Node(STACK, key=KEY_TEXT, role=ROLE, data_dir=data) as again:
+            assert again.address == address
+            assert "news" in again.runtime.subscribed
+            assert again.statistics().store is not None
+
+    asyncio.run(asyncio.wait_for(main(), 60))

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import sys
 from collections import defaultdict
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pubmesh.analysis.job import analyze
+from pubmesh.net.store import describe
 from pubmesh.proto.core import MESSAGE_INFO
 from pubmesh.stacks.base import get_stack
 from pubmesh.trace.schema import SCHEMAS
@@ -253,7 +255,10 @@ def test_twelve_processes_deliver_every_publication_as_the_simulator_does(
         run_scenario(scenario, tmp_path / "sim")
         info = run_cluster(
             net,
-            *(["--identity"] if links == "identity" else []),
+            # identity mode signs; the shared-key runs keep every node's data directory, so
+            # deliveries wait for their records' commits (pubmesh.net.store) and must still be
+            # exactly the simulator's
+            *(["--identity"] if links == "identity" else ["--data-dir", str(tmp_path / "data")]),
             "--stack",
             stack,
             "--nodes",
@@ -265,6 +270,12 @@ def test_twelve_processes_deliver_every_publication_as_the_simulator_does(
         )
     check_private(tmp_path / "sim")
     check_trace_v1(net, 12)
+    if links != "identity":
+        for index in range(12):
+            directory = tmp_path / "data" / f"node-{index}"
+            assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+            assert stat.S_IMODE((directory / "node.db").stat().st_mode) == 0o600, directory
+            assert "address        127.0.0.1:" in describe(directory)
     assert info["publications"] == 40
     assert info["links"] == links
     # publication ids differ where publications are signed (identity mode: the id is the

@@ -416,6 +416,8 @@ class Cluster:
             command.append("--no-message-trace")
         if self.config.metrics:
             command += ["--metrics", f"{host}:0"]
+        if self.config.data_dir is not None:
+            command += ["--data-dir", str(self.config.data_dir / f"node-{index}")]
         for setting in self.config.param_args:
             command += ["--set", setting]
         for setting in self.config.net_args:
