@@ -7,7 +7,11 @@ a core and honest latency went from 1 to 119 ms; the link was never cut.
 
 Honest latency is measured from the publisher's clock in the payload to the subscriber's
 delivery line (one machine, one clock), 100 publications at 50/s, quiet and then while the
-insider floods; the medians must stay within 2x.
+insider floods; the medians must stay within 2x. The two honest nodes run at a raised
+priority (``nice -n -10``): the test measures what the junk costs them, not what the suite's
+other workers take from them (at the default priority, medians of 2.5 and 6 ms were seen in a
+full suite on two cores, with the flood cut after 0.13 s, so that nearly all of the second
+window came after it).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from support.netnode import NodeProcess, publish_until_delivered
 pytestmark = pytest.mark.xdist_group("net_junk")
 
 CONFIG = NetConfig()
+#: the honest nodes run before the suite's other work (module docstring; the tests run as root)
+FIRST = ("nice", "-n", "-10")
 
 
 def _latencies(publisher: NodeProcess, subscriber: NodeProcess, count: int = 100) -> list[float]:
@@ -68,9 +74,9 @@ def test_a_sender_of_junk_is_cut_off_and_honest_latency_holds(tmp_path: Path) ->
     authority = tmp_path / "ca"
     init_authority(authority)
     subscriber = identity_node(
-        tmp_path, authority, "subscriber", extra=["--metrics", "127.0.0.1:0"]
+        tmp_path, authority, "subscriber", extra=["--metrics", "127.0.0.1:0"], prefix=FIRST
     )
-    publisher = identity_node(tmp_path, authority, "publisher", subscriber)
+    publisher = identity_node(tmp_path, authority, "publisher", subscriber, prefix=FIRST)
     identity = issue(authority, f"127.0.0.1:{free_port()}", tmp_path / "insider")
     credential = credential_of(identity.certificate, identity.node)
     insider = Signer(identity.node, signing_key(load_identity(tmp_path / "insider")), credential)

@@ -29,9 +29,11 @@ def identity_node(
     name: str,
     contact: NodeProcess | None = None,
     extra: Sequence[str] = (),
+    prefix: Sequence[str] = (),
 ) -> NodeProcess:
     """A node process with a new identity ``tmp_path/name`` (or the one there already: the
-    same node started again), ``extra`` arguments after the usual ones."""
+    same node started again), ``extra`` arguments after the usual ones, run by ``prefix``
+    (NodeProcess)."""
     directory = tmp_path / name
     if (directory / "node.crt").exists():
         address = load_identity(directory).address
@@ -41,4 +43,4 @@ def identity_node(
     args = ["--stack", STACK, "--listen", address, "--identity", str(directory), *extra]
     if contact is not None:
         args += ["--contact", contact.address]
-    return NodeProcess(args, log=tmp_path / f"{name}.log", env=keyless_env())
+    return NodeProcess(args, log=tmp_path / f"{name}.log", env=keyless_env(), prefix=prefix)
