@@ -112,6 +112,8 @@ def percentile(values: list[float], q: float) -> float:
 # pubmesh
 # --------------------------------------------------------------------------------------------
 #: pubmesh's link modes (issue 42, item 7): the flags of ``pubmesh cluster`` for each
+#: issue 59, item 2: deliveries per second with every node's data directory, against without
+DURABLE_GOAL_RATIO = 0.8
 MODES = {
     "shared-key": [],  # AES-256-GCM frames under a shared key
     "identity": ["--identity"],  # TLS 1.3 links + Ed25519-signed publications, checked
@@ -457,6 +459,7 @@ def main() -> int:
     )
     verdict = goal_lines(ratio, half, half_seconds)
     verdict += mode_lines(rows, modes, peaks[1], peak_of(rows, REDIS_TLS))
+    verdict += durability_lines(rows, modes)
     for line in verdict:
         console.print(line)
     loads = (load_before, os.getloadavg()[0])
@@ -517,6 +520,20 @@ def mode_lines(
             f"{beside_tls}{verdict}"
         )
     return lines
+
+
+def durability_lines(rows: list[Figures], modes: list[str]) -> list[str]:
+    """Issue 59, item 2: the price of durability, every node with a data directory against
+    none, same run: peak deliveries per second, goal >= 0.8x."""
+    if not {"shared-key", "shared-key-durable"} <= set(modes):
+        return []
+    plain, durable = (peak_of(rows, f"pubmesh {m}") for m in ("shared-key", "shared-key-durable"))
+    ratio = durable / plain if plain else float("nan")
+    verdict = "met" if ratio >= DURABLE_GOAL_RATIO else "NOT met"
+    return [
+        f"goal: with --data-dir, peak {durable:,.0f} deliveries/s = {ratio:.2f}x without "
+        f"({plain:,.0f}) (goal >= {DURABLE_GOAL_RATIO:g}x: {verdict})"
+    ]
 
 
 def peak_of(rows: list[Figures], system: str) -> float:
