@@ -375,14 +375,17 @@ class NodeRuntime:
         assert self.transport is not None
         await self.transport.close(graceful=True, timeout=0.5)
         if self.store is not None:
-            self._commit()
-            self.store.close()
+            self._commit()  # the deliveries it held reach the application and the trace
         if self.trace is not None:
             end = self.wall()
             for topic, (t_start, filter_) in sorted(self.subscribed.items()):
                 self.trace.subscription(topic, t_start, None, filter_)
             self.trace.node_event(end, "stop", self.role)
             self.trace.close()
+        if self.store is not None:
+            # last: closing folds the write-ahead log into the database, which can take a
+            # while on a loaded disk; a node stopped during it has its trace already
+            self.store.close()
 
     # ------------------------------------------------------------------ commands
     def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> None:
