@@ -35,7 +35,9 @@ Bad disks and bad files (issue 59, item 5):
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -57,6 +59,8 @@ SCHEMA_VERSION = 1
 DELIVERED_SECONDS = 600.0
 #: at most this many delivered ids are kept (the oldest go first)
 DELIVERED_KEPT = 1 << 20
+#: seconds between forgetting delivered ids past DELIVERED_SECONDS (a commit's extra work)
+PRUNE_INTERVAL = 10.0
 #: writes kept waiting while the disk refuses them; past this, the oldest delivery records go
 #: (counted in ``Store.dropped``): a node on a full disk for hours holds bounded memory
 PENDING_KEPT = 1 << 16
@@ -97,6 +101,8 @@ class Store:
         self.problem: str | None = None
         #: delivery records given up while the disk refused writes (PENDING_KEPT)
         self.dropped = 0
+        #: when a commit next forgets delivered ids past their time
+        self._next_prune = 0.0
         self.commits = 0
 
     # ------------------------------------------------------------------ reading
@@ -155,18 +161,23 @@ class Store:
         if not self._pending:
             return True
         pending, self._pending = self._pending, []
+        now = self.clock()
         try:
             with self._db:
-                for sql, args in pending:
-                    self._db.execute(sql, args)
-                self._db.execute(
-                    "DELETE FROM delivered WHERE t < ?", (self.clock() - DELIVERED_SECONDS,)
-                )
+                # runs of one statement go as one executemany (a turn's deliveries are one)
+                for sql, run in itertools.groupby(pending, key=operator.itemgetter(0)):
+                    self._db.executemany(sql, [args for _sql, args in run])
+                if now >= self._next_prune:
+                    self._db.execute(
+                        "DELETE FROM delivered WHERE t < ?", (now - DELIVERED_SECONDS,)
+                    )
         except sqlite3.Error as error:
             self._pending = pending + self._pending
             self.failures += 1
             self.problem = str(error)
             return False
+        if now >= self._next_prune:
+            self._next_prune = now + PRUNE_INTERVAL
         self.commits += 1
         self.problem = None
         return True
