@@ -30,6 +30,7 @@ BENCHES = [
     "bench_upkeep.py",
     "bench_insiders.py",
     "bench_insiders_net.py",
+    "bench_store.py",
 ]
 
 
