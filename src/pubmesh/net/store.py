@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pubmesh.durable import DELIVERED_SECONDS
 from pubmesh.errors import UserError
 from pubmesh.private import private_dir, private_file, refuse_open_directory
 
@@ -53,10 +54,6 @@ DB_FILE = "node.db"
 #: SQLite's application_id of a pubmesh data directory ("pmsh"), and the layout's version
 APPLICATION_ID = 0x706D7368
 SCHEMA_VERSION = 1
-#: seconds of delivered ids kept: a copy older than this is stale to every stack's own
-#: duplicate filter too (gossip keeps ids 90 s; identity mode refuses copies signed before
-#: the node started)
-DELIVERED_SECONDS = 600.0
 #: at most this many delivered ids are kept (the oldest go first)
 DELIVERED_KEPT = 1 << 20
 #: seconds between forgetting delivered ids past DELIVERED_SECONDS (a commit's extra work)

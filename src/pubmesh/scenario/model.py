@@ -61,7 +61,9 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
     ``nodes = [ids]``, which may name any node; a leave runs the stack's leave protocol; with ``role
     = "broker"`` (any role of the stack, "peer" for workload nodes) the fraction is of the live
     nodes of that role, infrastructure included), ``recover`` (``fraction`` of crashed nodes or
-    ``nodes``; they restart with fresh state and resubscribe). Named nodes that the fault cannot act
+    ``nodes``; they restart with fresh state and resubscribe; with ``durable = true`` they come
+    back with what ``pubmesh node --data-dir`` keeps: the ids they delivered in the last 10
+    minutes, none of which is delivered again). Named nodes that the fault cannot act
     on at that time (not started, already down, already left) are skipped, and the trace lists the
     nodes it did act on. ``partition`` (``fraction`` of live nodes split off, or ``parts = k``
     random sets, or ``groups = [[ids], ...]``), ``heal``, ``churn`` (``rate`` events per second
@@ -257,6 +259,10 @@ class Fault:
     #: or an infrastructure role of the stack, such as brokertree's "broker") instead of the
     #: workload nodes other than the contacts
     role: str = ""
+    #: with recover: the node comes back with what its data directory would hold
+    #: (pubmesh.durable: the ids it delivered in the last DELIVERED_SECONDS, never delivered
+    #: again), not fresh
+    durable: bool = False
 
 
 @dataclass(frozen=True)
@@ -736,6 +742,11 @@ def _check_values(
                 f"{key}",
                 f"a {f.kind} fault needs exactly one of fraction or nodes",
             )
+        need(
+            not f.durable or f.kind == "recover",
+            f"{key} durable",
+            f"only a recover fault brings a node back with its data directory, not a {f.kind}",
+        )
         if f.role:
             roles = {"peer", *dict(infrastructure).values()}
             need(

@@ -216,6 +216,8 @@ class FaultEvent:
     kind: Literal["crash", "leave", "recover"]
     nodes: tuple[int, ...]
     index: int = 0
+    #: a recover that brings the nodes back with their data directories (Fault.durable)
+    durable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -720,7 +722,7 @@ class _Planner:
             self.events.append(FaultEvent(t, fault.kind, tuple(victims), index))
         elif fault.kind == "recover":
             back = sorted(n for n in set(self.pick(fault, self.crashed)) if n in self.crashed)
-            self.events.append(FaultEvent(t, "recover", tuple(back), index))
+            self.events.append(FaultEvent(t, "recover", tuple(back), index, fault.durable))
             for node in back:
                 self.start(t, node, None)
         elif fault.kind == "partition":

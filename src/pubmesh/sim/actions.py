@@ -100,9 +100,12 @@ class ScenarioActions:
             elif event.kind == "leave":
                 sim.leave(event.nodes)
             else:
-                sim.recover(event.nodes)
+                sim.recover(event.nodes, durable=event.durable)
             if writer:
-                writer.fault(sim.now, event.kind, {"nodes": list(event.nodes)})
+                detail: dict[str, Any] = {"nodes": list(event.nodes)}
+                if event.durable:
+                    detail["durable"] = True
+                writer.fault(sim.now, event.kind, detail)
         elif isinstance(event, Partition):
             sim._partition = {
                 node: group for group, members in enumerate(event.groups) for node in members

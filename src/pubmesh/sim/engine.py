@@ -55,6 +55,7 @@ from heapq import heappush
 from pathlib import Path
 from typing import Any
 
+from pubmesh.durable import DeliveredMemory
 from pubmesh.proto.core import (
     MESSAGE_INFO,
     Command,
@@ -161,6 +162,13 @@ class Simulation:
         self.crashed: set[NodeId] = set()
         self.left: set[NodeId] = set()
         self.incarnation: dict[NodeId, int] = {}
+        #: with a durable recover in the scenario, every node's delivered ids, and for a node
+        #: recovered durably the ids of its last life it does not deliver again
+        #: (pubmesh.durable); copies of those refused so far
+        self._durable = any(f.durable for f in scenario.faults)
+        self._delivered: dict[NodeId, DeliveredMemory] = {}
+        self._before: dict[NodeId, frozenset[int]] = {}
+        self.duplicates_across_lives = 0
         #: the workload, planned (pubmesh.scenario.workload); the simulator runs its events in order
         with _no_collections():
             self.plan: WorkloadPlan = plan(scenario)
@@ -346,12 +354,33 @@ class Simulation:
                 self.writer.node(node, self.now, "leave", self.roles.get(node, "peer"))
             self._apply(node, self.nodes[node].handle(Leave(), self.now))
 
-    def recover(self, nodes: Iterable[NodeId]) -> None:
+    def recover(self, nodes: Iterable[NodeId], *, durable: bool = False) -> None:
         """Restart crashed ``nodes`` with fresh state (a recovered node is a member again, no
-        longer counted as left); the plan resubscribes them."""
+        longer counted as left); the plan resubscribes them. ``durable``: they come back with
+        what their data directories hold (pubmesh.durable), not delivering again what they
+        delivered in their last life."""
         for node in sorted(set(nodes) & self.crashed):
             self.left.discard(node)
+            memory = self._delivered.get(node)
+            if durable and memory is not None:
+                self._before[node] = memory.remembered(self.now)
+            else:
+                self._before.pop(node, None)
+                self._delivered.pop(node, None)
             self._start_node(node, event="recover")
+
+    def _across_lives(self, node: NodeId, pub_id: int, now: float) -> bool:
+        """Whether ``node`` delivered ``pub_id`` in a life its data directory remembers (then
+        the copy is refused and counted); records the delivery otherwise."""
+        before = self._before.get(node)
+        if before is not None and pub_id in before:
+            self.duplicates_across_lives += 1
+            return True
+        memory = self._delivered.get(node)
+        if memory is None:
+            memory = self._delivered[node] = DeliveredMemory()
+        memory.record(pub_id, now)
+        return False
 
     def join(self, node: NodeId) -> None:
         """Start a new node now, as a churn join does (scripted experiments: one join at a
@@ -460,6 +489,8 @@ class Simulation:
                     (now + after, self._seq, TIMER, node, out.timer, self.incarnation[node], None)
                 )
             elif cls is Deliver:
+                if self._durable and self._across_lives(node, out.pub_id, now):
+                    continue
                 self.delivery_count += 1
                 self.last_delivery = now
                 if self.keep_deliveries:

@@ -173,6 +173,9 @@ def run_scenario(
         "wall_seconds": round(wall, 3),
         "peak_memory_bytes": peak_memory_bytes(),
     }
+    if any(f.durable for f in scenario.faults):
+        # copies of publications a durably recovered node had delivered in its last life
+        stats["duplicates_across_lives"] = sim.duplicates_across_lives
     write_text(run_dir / "run.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
     result = RunResult(sim.run_id, run_dir, stats)
     if received:
