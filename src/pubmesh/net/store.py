@@ -189,30 +189,36 @@ def _signed64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _open(directory: Path) -> sqlite3.Connection:
-    """The directory's database, made if missing; UserError naming the file otherwise."""
+def data_directory(directory: Path, what: str = "a node's data directory") -> Path:
+    """``directory`` made ``0700`` if missing; a UserError if it is there and others can
+    write it (a file planted there would be taken as a node's memory)."""
     if not directory.exists():
         private_dir(directory)
     refuse_open_directory(
         directory,
-        "a node's data directory",
-        "a file planted there would be taken as the node's memory; use a directory of your "
+        what,
+        "a file planted there would be taken as a node's memory; use a directory of your "
         "own that only you can write (chmod 700)",
     )
+    return directory
+
+
+def _open(directory: Path) -> sqlite3.Connection:
+    """The directory's database, made if missing; UserError naming the file otherwise."""
+    data_directory(directory)
     path = directory / DB_FILE
     if path.is_symlink() or (path.exists() and not path.is_file()):
         raise UserError(f"{path}: not a regular file; remove it or use another --data-dir")
     fresh = not path.exists()
     remedy = "move it away to start with an empty memory, or use another --data-dir"
     try:
-        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        db.isolation_level = "DEFERRED"
+        db = sqlite3.connect(path, check_same_thread=False)
         if fresh:
             private_file(path)
         (application,) = db.execute("PRAGMA application_id").fetchone()
         (version,) = db.execute("PRAGMA user_version").fetchone()
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
-        if not tables - {"delivered_t"} and application == 0:
+        if not tables and application == 0:
             with db:
                 db.executescript(SCHEMA)
                 db.execute(f"PRAGMA application_id = {APPLICATION_ID}")

@@ -482,15 +482,9 @@ def _data_dir(text: str | None) -> Path | None:
     """``--data-dir``: made 0700 now, or refused in one line if others can write it."""
     if text is None:
         return None
-    from pubmesh.private import private_dir, refuse_open_directory
+    from pubmesh.net.store import data_directory
 
-    path = Path(text).resolve()
-    if not path.exists():
-        private_dir(path)
-    refuse_open_directory(
-        path, "the cluster's data directories", "use a directory only you can write (chmod 700)"
-    )
-    return path
+    return data_directory(Path(text).resolve(), "the cluster's data directories")
 
 
 def stack_param_args(scenario: Scenario) -> tuple[str, ...]:
