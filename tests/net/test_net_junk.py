@@ -31,13 +31,11 @@ from pubmesh.net.transport import NetConfig
 from pubmesh.proto.gossip.plumtree import Gossip
 from support.identity import free_port, identity_node
 from support.insider import insider_link
-from support.netnode import NodeProcess, publish_until_delivered
+from support.netnode import FIRST, NodeProcess, publish_until_delivered
 
 pytestmark = pytest.mark.xdist_group("net_junk")
 
 CONFIG = NetConfig()
-#: the honest nodes run before the suite's other work (module docstring; the tests run as root)
-FIRST = ("nice", "-n", "-10")
 
 
 def _latencies(publisher: NodeProcess, subscriber: NodeProcess, count: int = 100) -> list[float]:

@@ -140,6 +140,18 @@ def test_the_writer_drops_only_droppable_lines_and_never_holds_the_exit(path: st
     from pubmesh.net.output import LineWriter
 
     read_end, write_end = os.pipe()
+    # the pipe is full before the writer starts (lines of p's up to EAGAIN): a pipe that
+    # nobody reads is full whatever the scheduler does; letting the writer fill it raced the
+    # thread on a loaded machine (drops began in the buffer while the pipe still had room,
+    # and the answers then fitted)
+    os.set_blocking(write_end, False)
+    prefilled = 0
+    try:
+        while os.write(write_end, b"p" * 99 + b"\n") == 100:
+            prefilled += 1
+    except BlockingIOError:
+        pass
+    os.set_blocking(write_end, True)
     if path == "direct":
         stream: io.TextIOWrapper = os.fdopen(write_end, "w")
     else:
@@ -149,7 +161,7 @@ def test_the_writer_drops_only_droppable_lines_and_never_holds_the_exit(path: st
     try:
         kept = 0
         deadline = time.monotonic() + 10
-        while writer.dropped < 2000:  # until the pipe's 64 KiB are full and the buffer too
+        while writer.dropped < 2000:  # until the buffer is full and has dropped lines
             assert time.monotonic() < deadline, "the writer never had to drop a line"
             kept += sum(writer.write("d" * 99, droppable=True) for _ in range(100))
             time.sleep(0.001)
@@ -174,6 +186,7 @@ def test_the_writer_drops_only_droppable_lines_and_never_holds_the_exit(path: st
                 time.sleep(0.01)
         lines = text.decode().splitlines()
         assert lines.count("a" * 99) == 100 and lines.count("d" * 99) == kept
+        assert lines.count("p" * 99) == prefilled > 0
         said = [int(line.split()[1]) for line in lines if line.startswith("lagged ")]
         assert sum(said) == writer.dropped and len(said) == writer.episodes, (said, writer.dropped)
         assert lines[-1].startswith("lagged "), "the last drops are said at the close"

@@ -17,8 +17,22 @@ import pyarrow.parquet as pq
 from support.netnode import node_env
 
 
-def run_cluster(out: Path, *args: str, timeout: float = 150) -> dict[str, Any]:
-    command = [sys.executable, "-m", "pubmesh", "cluster", *args, "--out", str(out), "--quiet"]
+def run_cluster(
+    out: Path, *args: str, timeout: float = 150, prefix: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Run ``pubmesh cluster`` into ``out`` (``prefix``: e.g. :data:`support.netnode.FIRST`)
+    and check that it ended well: no unexpected exit, a complete trace."""
+    command = [
+        *prefix,
+        sys.executable,
+        "-m",
+        "pubmesh",
+        "cluster",
+        *args,
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     result = subprocess.run(
         command, env=node_env(), capture_output=True, text=True, timeout=timeout
     )
