@@ -22,9 +22,11 @@ are signed and every copy verified unless ``sign`` is False: :mod:`pubmesh.net.s
 ``acl``, a file or a loaded :class:`pubmesh.net.acl.Acl`, adds topic permissions).
 
 :meth:`Node.subscribe` returns a :class:`Subscription`, an async iterator of :class:`Delivery`
-values; each subscription has its own bounded queue (``queue_size``; when the application falls
-that far behind, the oldest deliveries are dropped and counted in ``Subscription.dropped``), so
-a slow consumer cannot exhaust memory, and the next item the iterator yields is a
+values (``replayed`` is true for those handed over from the topic's history, which
+``subscribe(topic, history="5m")`` asks for on stacks that keep one); each subscription has
+its own bounded queue (``queue_size``; when the application falls that far behind, the oldest
+deliveries are dropped and counted in ``Subscription.dropped``), so a slow consumer cannot
+exhaust memory, and the next item the iterator yields is a
 :class:`Lagged` saying how many were dropped since the last one (iroh-gossip's ``Lagged``):
 loss is never silent. Several subscriptions to one topic each get every delivery; the node
 leaves the topic when the last one is closed.
@@ -53,12 +55,14 @@ from typing import TYPE_CHECKING, Any
 from pubmesh.errors import UserError
 from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
+from pubmesh.net.admission import InvalidCommand
 from pubmesh.net.identity import Identity, load_identity
 from pubmesh.net.runtime import Congestion, Delivery, NodeRuntime, Receipt
 from pubmesh.net.runtime_stats import QueueStatistics, RuntimeStatistics
 from pubmesh.net.security import ClusterKey, as_key
 from pubmesh.net.transport import NetConfig
-from pubmesh.proto.core import Deliver, NodeId
+from pubmesh.proto.core import Deliver, HistoryRequest, NodeId
+from pubmesh.proto.history import parse_history
 from pubmesh.stacks.base import get_stack
 
 if TYPE_CHECKING:
@@ -286,14 +290,28 @@ class Node:
         return format_id(self.runtime.node_id)
 
     # ------------------------------------------------------------------ pub/sub
-    async def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> Subscription:
+    async def subscribe(
+        self,
+        topic: str,
+        filter: Mapping[str, Any] | None = None,
+        *,
+        history: HistoryRequest | str | int | None = None,
+    ) -> Subscription:
         """Subscribe to ``topic``, on a content-based stack only to publications whose
-        attributes match ``filter``. Raises :class:`pubmesh.net.admission.InvalidCommand` (a
-        :class:`UserError`) for a filter on a topic-based stack or an invalid filter, in the
-        words the shell uses, and PermissionError where an ACL forbids it."""
+        attributes match ``filter``. ``history`` asks for the topic's past too, as far as its
+        members retain it: ``"all"``, a count (``50``), a duration (``"90s"``, ``"5m"``) or a
+        :class:`pubmesh.proto.core.HistoryRequest`; those deliveries come first, marked
+        ``replayed`` (a publication is delivered once, replayed or live). Only a topic's first
+        subscription on this node gets its past: a second one to a topic the node already
+        follows starts from now. Raises :class:`pubmesh.net.admission.InvalidCommand` (a
+        :class:`UserError`) for a filter on a topic-based stack, an invalid filter, a history
+        that is not one of those or one asked of a stack that keeps none, in the words the
+        shell uses, and PermissionError where an ACL forbids it."""
+        request = _history(history)
+        self.runtime.check_history(request)
         if topic not in self._subscriptions:
             # first: the runtime may refuse (an ACL's PermissionError) before anything changes
-            self.runtime.subscribe(topic, filter)
+            self.runtime.subscribe(topic, filter, request)
         subscription = Subscription(self, topic, self.queue_size)
         self._subscriptions.setdefault(topic, []).append(subscription)
         await asyncio.sleep(0)
@@ -364,6 +382,7 @@ class Node:
             delivery.hops,
             delivery.attributes,
             t,
+            delivery.replayed,
         )
         for subscription in subscriptions:
             subscription._put(item)
@@ -395,6 +414,16 @@ def _contacts(contact: str | Sequence[str] | None) -> list[NodeId]:
         host, port = parse_hostport(text, what="contact")
         contacts.append(node_id(host, port))
     return contacts
+
+
+def _history(value: HistoryRequest | str | int | None) -> HistoryRequest | None:
+    """``Node.subscribe``'s ``history`` as a request (None: none asked)."""
+    if value is None or isinstance(value, HistoryRequest):
+        return value
+    try:
+        return parse_history(value)
+    except ValueError as error:
+        raise InvalidCommand(f"subscribe: {error}") from None
 
 
 def _congestion(value: Congestion | str) -> Congestion:

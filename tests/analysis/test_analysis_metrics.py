@@ -499,10 +499,10 @@ def test_supervisor_messages_and_config_requests(spark: Any) -> None:
     assertDataFrameEqual(
         metrics.event_metrics(t.events),
         spark.createDataFrame(
-            [("r1", 1.0, 2.0, None, None, None)],  # no brokertree events: no counts
+            [("r1", 1.0, 2.0, None, None, None, None)],  # no brokertree events: no counts
             "run_id string, supervisor_messages_per_subscribe double, "
             "supervisor_messages_per_unsubscribe double, stalls long, tagged long, "
-            "safety_drops long",
+            "safety_drops long, replayed long",
         ),
     )
     intervals = spark.createDataFrame([("r1", 1.0)], "run_id string, timeout_interval double")
@@ -520,18 +520,20 @@ def test_event_counts_per_run(spark: Any) -> None:
         {"t": 1.5, "node": 4, "kind": "brokertree.stalled", "detail": "{}"},
         {"t": 2.0, "node": 9, "kind": "brokertree.tagged", "detail": "{}"},
         {"t": 2.5, "node": 9, "kind": "brokertree.suspect", "detail": "{}"},
+        {"t": 3.0, "node": 5, "kind": "history.replayed", "detail": '{"pub_id": 1}'},
+        {"t": 3.0, "node": 6, "kind": "history.replayed", "detail": '{"pub_id": 1}'},
     ]
     t = trace(spark, events=events)
     assertDataFrameEqual(
         metrics.event_metrics(t.events),
         spark.createDataFrame(
-            [("r1", None, None, 2, 1, 0)],  # no supervisor events: no means
+            [("r1", None, None, 2, 1, 0, 2)],  # no supervisor events: no means
             "run_id string, supervisor_messages_per_subscribe double, "
             "supervisor_messages_per_unsubscribe double, stalls long, tagged long, "
-            "safety_drops long",
+            "safety_drops long, replayed long",
         ),
     )
-    assert metrics.event_metrics(trace(spark, events=events[3:]).events).count() == 0
+    assert metrics.event_metrics(trace(spark, events=events[3:4]).events).count() == 0
 
 
 def test_counts_mode_traces_give_node_totals_but_no_rmr(spark: Any) -> None:

@@ -829,18 +829,24 @@ EVENT_COUNTS = (
 
 def event_metrics(events: DataFrame) -> DataFrame:
     """(run_id, supervisor_messages_per_subscribe, supervisor_messages_per_unsubscribe,
-    stalls, tagged, safety_drops) from the events table, in one pass.
+    stalls, tagged, safety_drops, replayed) from the events table, in one pass.
 
     The supervisor means are the mean of ``detail.messages`` over the supervisor's
     ``supervisor.subscribe`` and ``supervisor.unsubscribe`` trace events (Feldmann et al.
     §3.1: 1 and 2), null for a run without such events; the counts are how many events of
-    each kind of :data:`EVENT_COUNTS` a run has, null for a run with none of those kinds. A run
-    with neither has no row."""
+    each kind of :data:`EVENT_COUNTS` a run has, null for a run with none of those kinds;
+    ``replayed`` counts the ``history.replayed`` events (publications handed to a late
+    subscriber from the topic's history), null for a run without any. A run with none of these
+    has no row."""
     counted = [kind for _, kind in EVENT_COUNTS]
     sent = F.get_json_object("detail", "$.messages").cast("double")
     any_counted = F.sum(F.col("kind").isin(counted).cast("long")) > 0
     return (
-        events.where(F.col("kind").isin("supervisor.subscribe", "supervisor.unsubscribe", *counted))
+        events.where(
+            F.col("kind").isin(
+                "supervisor.subscribe", "supervisor.unsubscribe", "history.replayed", *counted
+            )
+        )
         .groupBy("run_id")
         .agg(
             F.avg(F.when(F.col("kind") == "supervisor.subscribe", sent)).alias(
@@ -855,6 +861,7 @@ def event_metrics(events: DataFrame) -> DataFrame:
                 .alias(name)
                 for name, kind in EVENT_COUNTS
             ),
+            F.sum(F.when(F.col("kind") == "history.replayed", 1)).cast("long").alias("replayed"),
         )
     )
 
@@ -999,5 +1006,5 @@ RUN_COLUMNS = (
     "control_overhead", "load_max", "load_mean", "load_gini", "degree_max", "degree_mean",
     "diameter", "convergence_time", "supervisor_messages_per_subscribe",
     "supervisor_messages_per_unsubscribe", "config_requests", "filter_conjunctions_mean",
-    "filter_conjunctions_max", "stalls", "tagged", "safety_drops",
+    "filter_conjunctions_max", "stalls", "tagged", "safety_drops", "replayed",
 )  # fmt: skip

@@ -60,6 +60,7 @@ RUN_TABLE: list[tuple[str, str, str]] = [
     ("stalls", "stalls", "{:,}"),
     ("tagged", "tagged", "{:,}"),
     ("safety_drops", "safety drops", "{:,}"),
+    ("replayed", "replayed", "{:,}"),
 ]
 
 
@@ -101,6 +102,7 @@ GLOSSARY: dict[str, str] = {
     "stalls": "brokertree: times a queued copy waited behind a link it could not yet take",
     "tagged": "brokertree: deliveries tagged while a subscription was partly set up",
     "safety_drops": "brokertree: copies a client dropped as already delivered (exactly-once)",
+    "replayed": "publications handed to late subscribers from the topic's history",
 }
 
 

@@ -80,6 +80,7 @@ COMPARED = (
     "stalls",
     "tagged",
     "safety_drops",
+    "replayed",
 )
 
 

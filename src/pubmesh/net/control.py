@@ -8,6 +8,7 @@
       {"op":"start","contacts":[2130706433...]}        boot (--control), joining through those
       {"op":"subscribe","topic":"news"}                 {"op":"unsubscribe","topic":"news"}
       {"op":"subscribe","topic":"quotes","filter":{"symbol":"s3","price":{"lt":100}}}
+      {"op":"subscribe","topic":"news","history":"all"}    (or 50, "50", "90s", "5m", "1h")
       {"op":"publish","topic":"news","pub_id":7,"payload_size":100}   (or "payload": "text")
       {"op":"publish","topic":"quotes","payload":"tick","attributes":{"symbol":"s3","price":99}}
       {"op":"neighbors"}  {"op":"stats"}  {"op":"help"}
@@ -22,7 +23,10 @@
   ``publish quotes tick {"symbol": "s3", "price": 99.5}``. A filter is checked here with
   :func:`pubmesh.proto.content.validate` (the filter language of
   :mod:`pubmesh.proto.content.filters`); attribute values must be strings or numbers. Whether
-  the node's stack takes filters at all is the node's to say.
+  the node's stack takes filters at all is the node's to say. A late subscriber asks for the
+  topic's past with ``history`` (``subscribe news --history 5m`` in the shell form): ``all``,
+  a count or a duration, read by :func:`pubmesh.proto.history.parse_history`; a stack that
+  keeps no history (``StackSpec.history`` empty) refuses the request.
 * **Replies**, on the node's stdout, say what happened; the key ``"event"`` names them:
   ``ready`` (once listening: the node's id and address), ``result`` (the answer to each
   command, in order: ``"ok": true`` and what the command did, or ``"ok": false`` and the
@@ -50,6 +54,8 @@ from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, get_args, get_ori
 from pubmesh import typed
 from pubmesh.proto.content import attributes_problem, filter_problem
 from pubmesh.proto.content.filters import EXAMPLE_ATTRIBUTES, EXAMPLE_FILTER
+from pubmesh.proto.core import HistoryRequest
+from pubmesh.proto.history import parse_history
 
 __all__ = [
     "Answer",
@@ -112,6 +118,7 @@ def _topic() -> Any:
 FILTER = EXAMPLE_FILTER
 ATTRIBUTES = EXAMPLE_ATTRIBUTES
 FILTER_EXAMPLE = f"subscribe quotes {FILTER}"
+HISTORY_VALUES = "all, a count (50) or a duration (90s, 5m, 1h)"
 ATTRIBUTES_EXAMPLE = f"publish quotes tick {ATTRIBUTES}"
 
 
@@ -135,18 +142,35 @@ class Start(_Command):
 class Subscribe(_Command):
     """Subscribe to ``topic``; on a content-based stack, only to the publications whose
     attributes match ``filter`` (a JSON filter, :mod:`pubmesh.proto.content.filters`;
-    None: every publication on the topic)."""
+    None: every publication on the topic). ``history``: the topic's past too, ``"all"``, a
+    count (an int or its text) or a duration (``"90s"``); None: from now on only."""
 
     OP: ClassVar[str] = "subscribe"
     topic: str = _topic()
     filter: dict[str, Any] | None = field(
         default=None, metadata={"must": f"a JSON object such as {FILTER}"}
     )
+    history: str | int | None = field(default=None, metadata={"must": HISTORY_VALUES})
 
     def __post_init__(self) -> None:
         problem = None if self.filter is None else filter_problem(self.filter)
         if problem is not None:
             raise ControlError(f"subscribe: invalid filter: {problem}")
+        _history_request(self.history)  # a bad value is refused where it is read
+
+    @property
+    def request(self) -> HistoryRequest | None:
+        """The history request (None: none asked)."""
+        return _history_request(self.history)
+
+
+def _history_request(value: str | int | None) -> HistoryRequest | None:
+    if value is None:
+        return None
+    try:
+        return parse_history(value)
+    except ValueError as error:
+        raise ControlError(f"subscribe: {error}") from None
 
 
 @dataclass(frozen=True)
@@ -267,6 +291,8 @@ class Subscribed(_Answer):
     topic: str
     t: float
     filter: dict[str, Any] | None = None
+    #: the history asked for (its text, ``HistoryRequest.__str__``), if any
+    history: str | None = None
 
 
 @dataclass(frozen=True)
@@ -378,6 +404,9 @@ class Delivered(_Event):
     payload: str
     t: float
     attributes: dict[str, Any] | None = None
+    #: true for a publication handed over from the topic's history (issued before the
+    #: subscription); left out of the line otherwise
+    replayed: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -504,7 +533,8 @@ MAX_LINE = 8 << 20
 def parse_line(line: str) -> Command:
     """A command from a line a person or a script typed: a JSON object, or the shell form
     ``OP [TOPIC [PAYLOAD...]]`` (``publish news hello there``), where ``subscribe TOPIC
-    FILTER-JSON`` gives a content filter and ``publish TOPIC MESSAGE ATTRIBUTES-JSON`` (a JSON
+    [FILTER-JSON] [--history all|N|DURATION]`` gives a content filter and asks for the
+    topic's past, and ``publish TOPIC MESSAGE ATTRIBUTES-JSON`` (a JSON
     object ending the line) gives attributes. Whatever the line, the answer is a command or
     a ControlError: a line too long, or JSON nested too deeply for the parser, included (an
     exception of another kind would leave the line without a reply, and a controller would
@@ -529,10 +559,19 @@ def _parse_line(line: str) -> Command:
         return Stats(full=True)
     if len(words) > 1:
         record["topic"] = words[1]
+        if record["op"] == "subscribe" and words[1].startswith("--history"):
+            raise ControlError(
+                "subscribe: the topic comes first: subscribe TOPIC [FILTER-JSON] "
+                "[--history all|N|DURATION]"
+            )
     if len(words) > 2:
         rest = words[2]
         if record["op"] == "subscribe":
-            record["filter"] = _shell_filter(rest)
+            rest, history = _split_history(rest)
+            if history is not None:
+                record["history"] = history
+            if rest:
+                record["filter"] = _shell_filter(rest)
         elif record["op"] == "publish":
             message, attributes = _split_attributes(rest)
             if message:
@@ -551,6 +590,23 @@ def _shell_filter(text: str) -> Any:
         raise ControlError(
             f"subscribe: the filter is not JSON ({error}); write e.g. {FILTER_EXAMPLE}"
         ) from None
+
+
+#: ``--history VALUE`` (or ``--history=VALUE``) opening or ending a shell subscribe's rest
+_HISTORY_LAST = re.compile(r"""(?:^|\s)--history(?:\s*=\s*|\s+)(?P<value>[^\s{}"']+)\s*$""")
+_HISTORY_FIRST = re.compile(r"^--history(?:\s*=\s*|\s+)(?P<value>[^\s{]+)(?:\s+|$)")
+
+
+def _split_history(text: str) -> tuple[str, str | None]:
+    """A shell subscribe's ``[FILTER-JSON] [--history VALUE]`` (the option first or last):
+    the rest and the option's value, if given; ControlError for ``--history`` without one."""
+    for pattern in (_HISTORY_LAST, _HISTORY_FIRST):
+        match = pattern.search(text)
+        if match is not None:
+            return (text[: match.start()] + text[match.end() :]).strip(), match["value"]
+    if re.search(r"(?:^|\s)--history\s*=?\s*$", text) or text.startswith("--history"):
+        raise ControlError(f"subscribe: --history needs a value: {HISTORY_VALUES}")
+    return text, None
 
 
 _LOOKS_LIKE_OBJECT = re.compile(r"\{\s*[\"']")

@@ -85,12 +85,16 @@ authority that names the address it claims.
 
 On a terminal it opens a shell:
   help                     list commands
-  subscribe TOPIC [FILTER-JSON]
+  subscribe TOPIC [FILTER-JSON] [--history all|N|DURATION]
                            deliver publications on TOPIC (printed as they arrive); on a
                            content-based stack (chord) only those whose attributes match
                            the filter, e.g.
                              subscribe quotes {"symbol": "s3", "price": {"lt": 100}}
-                           (operators: eq ne lt le gt ge prefix in; a bare value is eq)
+                           (operators: eq ne lt le gt ge prefix in; a bare value is eq);
+                           --history also delivers the topic's past (marked "replayed"):
+                           all of it, the newest N or those of the last DURATION (90s, 5m,
+                           1h), as far as the topic's members retain them (stacks that
+                           keep topic history: gossip, skipring; the others refuse it)
   unsubscribe TOPIC
   publish TOPIC MESSAGE [ATTRIBUTES-JSON]
                            publish MESSAGE (the rest of the line) on TOPIC; a JSON object
@@ -101,7 +105,8 @@ On a terminal it opens a shell:
   stats                    counters: deliveries, frames, drops, rejections, protocol
   quit                     leave gracefully and exit
 Otherwise it prints JSON lines and reads the same commands (or JSON objects, such as
-{"op": "subscribe", "topic": "quotes", "filter": {"price": {"lt": 100}}}) from stdin.
+{"op": "subscribe", "topic": "quotes", "filter": {"price": {"lt": 100}}} or
+{"op": "subscribe", "topic": "news", "history": "5m"}) from stdin.
 SIGTERM leaves gracefully."""
 
 EPILOG = """\
@@ -114,6 +119,8 @@ examples:
   pubmesh node --stack skipring --role supervisor --listen 127.0.0.1:7100
   pubmesh node --stack skipring --listen 127.0.0.1:7101 --contact 127.0.0.1:7100 \\
       --subscribe news --trace-dir traces/n7101
+  pubmesh node --stack gossip --listen 127.0.0.1:7003 --contact 127.0.0.1:7000
+      pubmesh> subscribe news --history 5m     (news of the last 5 minutes, then live)
   echo "publish news hello" | pubmesh node --stack gossip --listen 127.0.0.1:7002 \\
       --contact 127.0.0.1:7000 --key cluster.key
   pubmesh node --stack chord --listen 127.0.0.1:7200
@@ -130,6 +137,9 @@ examples:
 SHELL_HELP = """\
 commands:
   subscribe TOPIC          deliver publications on TOPIC
+  subscribe TOPIC --history all|N|DURATION
+                           and the topic's past: all, the newest N, or the last 90s,
+                           5m, 1h (stacks that keep history), shown as "replayed"
   unsubscribe TOPIC        stop delivering TOPIC
   publish TOPIC MESSAGE    publish MESSAGE on TOPIC
   neighbors                overlay neighbours per topic
@@ -742,9 +752,8 @@ class NodeProcess:
                 text += " " + json.dumps(attributes, default=str)
             # a publication's own line breaks too: it cannot forge lines of its own
             topic, text = (s.translate(_SHOW_LINES) for s in (delivery.topic, text))
-            self.say(
-                f"\n[{topic}] #{delivery.pub_id} ({delivery.hops} hops): {text}", droppable=True
-            )
+            how = f"{delivery.hops} hops" + (", replayed" if delivery.replayed else "")
+            self.say(f"\n[{topic}] #{delivery.pub_id} ({how}): {text}", droppable=True)
         elif self.options.delivery_lines:
             self.emit(
                 control.Delivered(
@@ -755,6 +764,8 @@ class NodeProcess:
                     payload=delivery.payload[:200].decode("utf-8", errors="replace"),
                     t=t,
                     attributes=attributes,
+                    # only on replayed deliveries: the live ones' lines stay as they were
+                    replayed=True if delivery.replayed else None,
                 )
             )
 
@@ -807,6 +818,7 @@ class NodeProcess:
                 runtime.boot(None if contacts is None else list(contacts))
                 return control.Started(t=runtime.wall())
             case control.Subscribe(topic=topic, filter=filter_):
+                history = command.request
                 subscribed = runtime.subscribed.get(topic)
                 if subscribed is not None and (subscribed[1] or {}) != (filter_ or {}):
                     raise control.ControlError(
@@ -814,12 +826,18 @@ class NodeProcess:
                         + (f"filter {json.dumps(subscribed[1])}" if subscribed[1] else "no filter")
                         + f": unsubscribe {topic} first to change it"
                     )
-                runtime.subscribe(topic, filter_)
+                runtime.subscribe(topic, filter_, history)
                 self.say(
                     f"subscribed to {topic}"
                     + (f" where {json.dumps(filter_)}" if filter_ is not None else "")
+                    + (f", with history {history}" if history is not None else "")
                 )
-                return control.Subscribed(topic=topic, t=runtime.wall(), filter=filter_)
+                return control.Subscribed(
+                    topic=topic,
+                    t=runtime.wall(),
+                    filter=filter_,
+                    history=None if history is None else str(history),
+                )
             case control.Unsubscribe(topic=topic):
                 runtime.unsubscribe(topic)
                 self.say(f"unsubscribed from {topic}")

@@ -62,6 +62,7 @@ from pubmesh.proto.core import (
     Command,
     Deliver,
     Disconnect,
+    HistoryRequest,
     Input,
     Leave,
     Message,
@@ -138,6 +139,8 @@ class Delivery:
     attributes: Mapping[str, Any] | None
     #: wall-clock time of the delivery
     t: float
+    #: handed over from the topic's history (issued before the subscription asked for it)
+    replayed: bool = False
 
 
 class NodeRuntime:
@@ -388,18 +391,32 @@ class NodeRuntime:
             self.store.close()
 
     # ------------------------------------------------------------------ commands
-    def subscribe(self, topic: str, filter: Mapping[str, Any] | None = None) -> None:
+    def subscribe(
+        self,
+        topic: str,
+        filter: Mapping[str, Any] | None = None,
+        history: HistoryRequest | None = None,
+    ) -> None:
         """Subscribe to ``topic``; a PermissionError if the ACL does not let this node, an
-        :class:`InvalidCommand` for a filter on a topic-based stack or an invalid filter."""
+        :class:`InvalidCommand` for a filter on a topic-based stack or an invalid filter, or
+        for a ``history`` request on a stack that keeps no history (:meth:`check_history`).
+        ``history``: the topic's retained past too, delivered marked ``replayed``."""
         self.admission.check_topic(topic)
         self.admission.check_filter(filter)
+        self.check_history(history)
         self.admission.permitted("subscribe", topic)
         if topic not in self.subscribed:
             self.subscribed[topic] = (self.wall(), filter)
         if self.store is not None:
             self.store.subscribed(topic, filter)
             self._schedule_commit()
-        self.dispatch(Subscribe(topic, filter))
+        self.dispatch(Subscribe(topic, filter, history))
+
+    def check_history(self, history: HistoryRequest | None) -> None:
+        """Raise :class:`InvalidCommand` for a history request this node's stack cannot serve
+        (``StackSpec.history`` empty): refused where it is made, never ignored."""
+        if history is not None and not self.spec.history:
+            raise InvalidCommand(f"subscribe: stack {self.spec.name} keeps no topic history")
 
     def unsubscribe(self, topic: str) -> None:
         started = self.subscribed.pop(topic, None)
@@ -484,8 +501,8 @@ class NodeRuntime:
     def command(self, command: Command) -> None:
         """Any protocol command, for callers that build them."""
         match command:
-            case Subscribe(topic=topic, filter=filter_):
-                self.subscribe(topic, filter_)
+            case Subscribe(topic=topic, filter=filter_, history=history):
+                self.subscribe(topic, filter_, history)
             case Unsubscribe(topic=topic):
                 self.unsubscribe(topic)
             case Publish(topic=topic, pub_id=pub_id, payload=payload, attributes=attributes):

@@ -315,12 +315,33 @@ class Start:
 
 
 @dataclass(frozen=True, slots=True)
+class HistoryRequest:
+    """What a subscriber asks of the topic's past when it subscribes (issue 59): the
+    publications issued before it joined, at most ``count`` of them (0: no limit) and none
+    older than ``seconds`` (0: no limit), as far as the stack retains them. Both 0 is "all".
+    :func:`pubmesh.proto.history.parse_history` reads the text form (``all``, ``50``, ``90s``)."""
+
+    count: int = 0
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        if self.count and self.seconds:
+            return f"{self.count} within {self.seconds:g}s"
+        if self.count:
+            return str(self.count)
+        return f"{self.seconds:g}s" if self.seconds else "all"
+
+
+@dataclass(frozen=True, slots=True)
 class Subscribe:
     """Application command: subscribe to ``topic``; content-based stacks also take a filter
-    (a mapping attribute -> constraint, see the chord and brokertree stacks)."""
+    (a mapping attribute -> constraint, see the chord and brokertree stacks). ``history``
+    asks for the topic's retained past too (None: from now on only); a stack that keeps no
+    history ignores it (:attr:`pubmesh.stacks.base.StackSpec.history` says which do)."""
 
     topic: Topic
     filter: Mapping[str, Any] | None = None
+    history: HistoryRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,13 +382,15 @@ class Send:
 @dataclass(frozen=True, slots=True)
 class Deliver:
     """Hand a publication to the application. ``hops`` counts overlay hops from the publisher
-    (0 when the publisher delivers its own publication)."""
+    (0 when the publisher delivers its own publication). ``replayed``: a publication issued
+    before this subscription, handed over from the topic's history (``Subscribe.history``)."""
 
     topic: Topic
     pub_id: PubId
     payload: bytes
     hops: int
     attributes: Mapping[str, Any] | None = None
+    replayed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

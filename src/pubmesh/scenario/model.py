@@ -25,7 +25,10 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
     (total, whole system), ``publish_start``, ``publish_rate`` (per second, whole system; evenly
     spaced), ``publisher`` ("subscriber": a live subscriber of the topic; "any": any live
     node), ``payload_size`` (bytes), ``unsubscribe_fraction`` and ``unsubscribe_at`` (that share
-    of workload nodes drops one of its subscriptions at that time).
+    of workload nodes drops one of its subscriptions at that time), ``late_fraction`` and
+    ``late_at`` (that share of workload nodes, drawn from a stream of its own, makes its first
+    subscriptions at run time ``late_at`` instead, asking for ``history``: "all", a count such
+    as "50" or a duration such as "90s"; "" asks for none), on stacks that keep history.
 ``[workload.attributes]`` (content-based workloads; one entry per attribute, every
     publication carries a value of each)
     ``name = { values = k, zipf = s }``: categorical, the strings s0 .. s<k-1> with Zipf
@@ -95,6 +98,7 @@ from typing import Any, Literal, get_args, get_origin
 from pubmesh import typed
 from pubmesh.errors import ScenarioError
 from pubmesh.proto.content.filters import topic_based
+from pubmesh.proto.history import parse_history
 from pubmesh.stacks.base import all_stack_names, get_stack
 
 
@@ -230,6 +234,9 @@ class WorkloadSection:
     payload_size: int = 100
     unsubscribe_fraction: float = 0.0
     unsubscribe_at: float = 0.0
+    late_fraction: float = 0.0
+    late_at: float = 0.0
+    history: str = "all"
     #: [workload.attributes], by name in name order (parsed by _build_workload)
     attributes: dict[str, AttributeSpec] = field(default_factory=dict)
     #: [workload.filters] (parsed by _build_workload)
@@ -719,6 +726,20 @@ def _check_values(
     need(w.publish_start >= 0, "[workload] publish_start", "must be ≥ 0")
     need(w.payload_size >= 0, "[workload] payload_size", "must be ≥ 0")
     need(0 <= w.unsubscribe_fraction <= 1, "[workload] unsubscribe_fraction", "must be in [0, 1]")
+    need(0 <= w.late_fraction <= 1, "[workload] late_fraction", "must be in [0, 1]")
+    need(w.late_at >= 0, "[workload] late_at", "must be ≥ 0")
+    if w.history:
+        try:
+            parse_history(w.history)
+        except ValueError as error:
+            need(False, "[workload] history", str(error).removeprefix("history: "))
+    if w.late_fraction > 0 and w.history and not get_stack(r.stack).history:
+        need(
+            False,
+            "[workload] history",
+            f'stack {r.stack} keeps no topic history (set history = "" for late '
+            "subscribers without it)",
+        )
     need(s.trace.snapshot_interval >= 0, "[trace] snapshot_interval", "must be ≥ 0")
     need(s.init.junk_messages >= 0, "[init] junk_messages", "must be ≥ 0")
     if s.init.corruption != "none":

@@ -40,6 +40,10 @@ never shifts the draws of another (and nothing depends on Python's hash seed):
 * filters, ``node_seed(seed, -7)``: one filter per (node, topic), drawn when the node's topics
   are drawn, only for stacks whose spec says ``content_based``. A recovered node resubscribes
   with the same filters.
+* late subscribers, ``node_seed(seed, -8)``: the ``late_fraction`` of the initial workload
+  nodes (a sample of them in id order) whose first subscriptions wait until ``late_at`` and ask
+  for ``history``; scenarios without late subscribers make no draw here. A late node that
+  recovers resubscribes as any node does, without a history request.
 
 Order of events at one instant
 ------------------------------
@@ -125,7 +129,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Literal, TypeAlias, TypeVar
 
-from pubmesh.proto.core import node_seed
+from pubmesh.proto.core import HistoryRequest, node_seed
+from pubmesh.proto.history import parse_history
 from pubmesh.scenario.model import AttributeSpec, Fault, FilterPattern, FilterSpec, Scenario
 
 __all__ = [
@@ -155,6 +160,8 @@ __all__ = [
 #: stream ids of the planner's random streams (node streams use ids ≥ 0; the simulator's
 #: network, timer and corruption streams are -1, -2 and -5)
 WORKLOAD_STREAM, FAULT_STREAM, ATTRIBUTE_STREAM, FILTER_STREAM = -3, -4, -6, -7
+#: the stream that draws the late subscribers (``late_fraction``)
+LATE_STREAM = -8
 
 #: a publication's attributes: attribute name -> value (str for categorical, float for numeric)
 Attributes: TypeAlias = Mapping[str, str | float]
@@ -182,6 +189,8 @@ class Subscription:
     node: int
     topic: str
     filter: Filter | None = None
+    #: a late subscriber's request for the topic's past (``[workload] history``)
+    history: HistoryRequest | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -478,6 +487,9 @@ class _Planner:
         self.fault_rng = random.Random(node_seed(seed, FAULT_STREAM))
         self.attribute_rng = random.Random(node_seed(seed, ATTRIBUTE_STREAM))
         self.filter_rng = random.Random(node_seed(seed, FILTER_STREAM))
+        #: the late subscribers (drawn in run(), from their own stream) and their request
+        self.late: set[int] = set()
+        self.history = parse_history(workload.history) if workload.history else None
         self.schemas = _schemas(workload.attributes)
 
         self.topic_names = [f"t{i}" for i in range(workload.topics)]
@@ -522,6 +534,10 @@ class _Planner:
             starts[node] = self.rng.uniform(0.0, spread) if spread > 0 else 0.0
         for node in workload_nodes:
             self.assign_topics(node)
+        if workload.late_fraction > 0:
+            late_rng = random.Random(node_seed(run.seed, LATE_STREAM))
+            count = round(workload.late_fraction * len(workload_nodes))
+            self.late = set(late_rng.sample(workload_nodes, count))
         self.starts = {node: starts[node] for node in sorted(starts)}
         # The starts are the first entries, sequence numbers 1 .. len(starts), in (time, node)
         # order (a stable sort by time of the ids in order): they run from this list, merged
@@ -551,9 +567,9 @@ class _Planner:
                 node = args[0]
                 self.start(t, node, NodeStart(t, node, self.roles.get(node, "peer")))
             elif kind == _SUBSCRIBE:
-                node, topic, incarnation = args
+                node, topic, incarnation, history = args
                 if self.incarnation.get(node) == incarnation and node in self.alive:
-                    self.subscribe(t, node, topic)
+                    self.subscribe(t, node, topic, history)
             elif kind == _PUBLISH:
                 self.publish(t, args[0])
             elif kind == _UNSUBSCRIBE:
@@ -629,13 +645,22 @@ class _Planner:
         if event is not None:
             self.events.append(event)
         delay = self.scenario.workload.subscribe_at
+        incarnation = self.incarnation[node]
+        if node in self.late and incarnation == 0:
+            # a late subscriber's first subscriptions, with its history request
+            at = max(self.scenario.workload.late_at, t + delay)
+            for topic in self.topics.get(node, ()):
+                self.push(at, _SUBSCRIBE, node, topic, incarnation, self.history)
+            return
         for topic in self.topics.get(node, ()):
             if delay > 0:
-                self.push(t + delay, _SUBSCRIBE, node, topic, self.incarnation[node])
+                self.push(t + delay, _SUBSCRIBE, node, topic, incarnation, None)
             else:
                 self.subscribe(t, node, topic)
 
-    def subscribe(self, t: float, node: int, topic: str) -> None:
+    def subscribe(
+        self, t: float, node: int, topic: str, history: HistoryRequest | None = None
+    ) -> None:
         if node in self.left:
             return  # a node that left issues no more subscriptions
         mine = self.node_subs.setdefault(node, set())
@@ -646,7 +671,9 @@ class _Planner:
         if subscribers is None:
             subscribers = self.topic_subs[topic] = _SortedIds()
         subscribers.add(node)
-        self.events.append(Subscription(t, node, topic, self.filters.get(node, {}).get(topic)))
+        self.events.append(
+            Subscription(t, node, topic, self.filters.get(node, {}).get(topic), history)
+        )
 
     def end_subscriptions(self, node: int) -> None:
         for topic in self.node_subs.pop(node, set()):

@@ -83,7 +83,7 @@ class ScenarioActions:
         sim = self.sim
         writer = sim.writer
         if isinstance(event, Subscription):
-            sim.command(event.node, Subscribe(event.topic, event.filter))
+            sim.command(event.node, Subscribe(event.topic, event.filter, event.history))
         elif isinstance(event, Publication):
             sim.command(
                 event.publisher,

@@ -79,6 +79,10 @@ class StackSpec:
     #: node that cannot work says so and stops (the CLI exits 2, the API raises a UserError)
     #: instead of retrying for ever or waiting without a word. None: every start works.
     start_problem: Callable[[str, tuple[NodeId, ...], NodeId], str | None] | None = None
+    #: What a late subscriber's history request (``Subscribe.history``) gets on this stack, in
+    #: one line (README's table); "" if the stack keeps no history, and then the request is
+    #: refused where it is made (shell, API, control line, scenario) rather than ignored.
+    history: str = ""
 
     def role_of(self, layer: str, payload: bool) -> str:
         """``payload``, ``repair`` or ``maintenance`` for a message of ``layer``."""

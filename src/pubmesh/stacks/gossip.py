@@ -24,5 +24,10 @@ SPEC = register(
         demo_scenario="paper004_fail50.toml",
         repair_layers=("broadcast",),
         warm_start=warm_start,
+        extra_metrics=("history_reliability", "replayed"),
+        history=(
+            "what the swarm's members still cache: payload_retention seconds (30), "
+            "within cache_bytes"
+        ),
     )
 )

@@ -47,6 +47,10 @@ SPEC = register(
         non_overlay_layers=("supervisor",),
         timeout_param="timeout_interval",
         start_problem=start_problem,
+        history=(
+            "every publication ever issued on the topic, whatever the request "
+            "(Feldmann et al. §4; kept in memory)"
+        ),
         extra_metrics=(
             "history_reliability",
             "convergence_time",

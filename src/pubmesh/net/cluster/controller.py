@@ -3,13 +3,15 @@
 :class:`Cluster` starts the node processes (:mod:`pubmesh.net.cluster.children`), waits until
 each reports its address, and takes that moment as the run's time 0. It then plays the
 workload plan as a typed timeline (:func:`timeline`): :class:`StartNode`,
-:class:`SubscribeNode`, :class:`PublishAt`, :class:`UnsubscribeAt`, :class:`KillAt`,
-:class:`LeaveAt` and, last, :class:`StopAll`, in the simulator's order for events at the same
-instant (starts, publications, unsubscriptions, faults, delayed subscriptions):
+:class:`SubscribeNode`, :class:`SubscribeLate`, :class:`PublishAt`, :class:`UnsubscribeAt`,
+:class:`KillAt`, :class:`LeaveAt` and, last, :class:`StopAll`, in the simulator's order for
+events at the same instant (starts, publications, unsubscriptions, faults, delayed subscriptions):
 
 1. it boots the nodes at the start times of the workload plan (:mod:`pubmesh.net.workload`: the
    same draws as the simulator, so one scenario means one workload in both runtimes),
-   infrastructure and contact nodes first, and subscribes them;
+   infrastructure and contact nodes first, and subscribes them, except the late subscribers
+   (``[workload] late_fraction``), which it subscribes at their planned ``late_at`` with the
+   plan's history request (:func:`held_back`);
 2. it keeps the workload file's clock: every event happens at its scenario time ``t`` from
    time 0, as in ``pubmesh sim``, so the two traces of one scenario line up. It watches whether
    the overlay is up (every subscriber planned to have started by the first publication
@@ -63,6 +65,7 @@ from pubmesh.scenario.workload import (
     Heal,
     Partition,
     Publication,
+    Subscription,
     Unsubscription,
     WorkloadPlan,
 )
@@ -204,6 +207,23 @@ class SubscribeNode:
 
 
 @dataclass(frozen=True)
+class SubscribeLate:
+    """A late subscriber's planned first subscriptions (``[workload] late_fraction``): node
+    ``node`` subscribes to ``topics`` at ``late_at``, not at its start, asking for the topics'
+    ``history`` (its text; None: none)."""
+
+    ORDER: ClassVar[int] = 4
+    t: float
+    node: int
+    topics: tuple[str, ...]
+    history: str | None
+
+    @property
+    def seq(self) -> int:
+        return self.node
+
+
+@dataclass(frozen=True)
 class StopAll:
     """The end of the run (``--duration``; shifted with the rest under --wait-overlay)."""
 
@@ -216,19 +236,61 @@ class StopAll:
 
 
 TimelineEvent = (
-    StartNode | SubscribeNode | PublishAt | UnsubscribeAt | KillAt | LeaveAt | CutAt | HealAt
-    | StopAll
+    StartNode | SubscribeNode | SubscribeLate | PublishAt | UnsubscribeAt | KillAt | LeaveAt
+    | CutAt | HealAt | StopAll
 )  # fmt: skip
 
+#: seconds within which a planned subscription counts as made at its node's subscribe time
+_ON_TIME = 1e-9
 
-def timeline(plan: WorkloadPlan, duration: float) -> list[TimelineEvent]:
+
+def held_back(plan: WorkloadPlan, late_fraction: float) -> frozenset[int]:
+    """The initial workload nodes whose first subscriptions the plan does not make at their
+    subscribe time (start + ``subscribe_at``): the late subscribers (``late_fraction`` of
+    them; their subscriptions come at ``late_at`` in ``plan.subscriptions``, with the history
+    request) and any node the plan never subscribes (gone before its subscriptions were
+    due). The cluster subscribes these only as ``plan.subscriptions`` says
+    (:class:`SubscribeLate`). None without late subscribers: every run without them is
+    played as it always was."""
+    if late_fraction <= 0:
+        return frozenset()
+    on_time = {
+        s.node
+        for s in plan.subscriptions
+        if s.history is None
+        and s.node < plan.nodes
+        and s.t <= plan.subscribe_time(s.node) + _ON_TIME
+    }
+    return frozenset(n for n in plan.topics if n < plan.nodes and n not in on_time)
+
+
+def late_subscriptions(plan: WorkloadPlan, held: frozenset[int]) -> list[SubscribeLate]:
+    """The planned subscriptions of the ``held`` nodes (:func:`held_back`), one event per
+    node and instant (their topics in plan order, one history request)."""
+    grouped: dict[tuple[float, int, str | None], list[str]] = {}
+    for sub in plan.subscriptions:
+        if sub.node in held:
+            key = (sub.t, sub.node, _history_text(sub))
+            grouped.setdefault(key, []).append(sub.topic)
+    return [SubscribeLate(t, node, tuple(topics), h) for (t, node, h), topics in grouped.items()]
+
+
+def _history_text(subscription: Subscription) -> str | None:
+    return None if subscription.history is None else str(subscription.history)
+
+
+def timeline(
+    plan: WorkloadPlan, duration: float, held: frozenset[int] = frozenset()
+) -> list[TimelineEvent]:
     """The plan as events in the order they run: by time, then as the simulator orders events
-    at the same instant, then by node, publication or fault number; :class:`StopAll` last."""
+    at the same instant, then by node, publication or fault number; :class:`StopAll` last.
+    ``held``: nodes subscribed only by their planned subscriptions (:func:`held_back`)."""
     events: list[TimelineEvent] = []
     for node in range(plan.nodes):
         events.append(StartNode(plan.starts[node], node))
-        if plan.subscribe_at > 0 and node in plan.topics:
+        if plan.subscribe_at > 0 and node in plan.topics and node not in held:
             events.append(SubscribeNode(plan.subscribe_time(node), node))
+    events.extend(late_subscriptions(plan, held))
     events.extend(PublishAt(p.t, p) for p in plan.publications)
     events.extend(UnsubscribeAt(u.t, i, u) for i, u in enumerate(plan.unsubscriptions))
     for i, fault in enumerate(plan.faults):
@@ -257,6 +319,12 @@ class Cluster:
         self.config = config
         self.scenario = config.scenario
         self.plan = config.plan
+        #: the late subscribers: not subscribed at their start (:func:`held_back`)
+        self.held = held_back(self.plan, self.scenario.workload.late_fraction)
+        #: when each held node's first subscription is planned (absent: never)
+        self.late_at: dict[int, float] = {}
+        for event in late_subscriptions(self.plan, self.held):
+            self.late_at[event.node] = min(event.t, self.late_at.get(event.node, event.t))
         self.children: list[Child] = []
         self.records = ControllerRecords()
         self.partial = config.out / ".partial"
@@ -275,6 +343,8 @@ class Cluster:
             # how the links were secured: certificates and TLS, or the shared cluster key
             "links": "identity" if config.identity else "shared-key"
         }
+        if self.held:
+            self.summary["late_subscribers"] = sorted(self.held)
         #: ``--netns K``: where the nodes run (None: all on 127.0.0.1)
         self.layout: NetnsLayout | None = None
         #: identity mode: each node's port, chosen before it starts (its certificate names it)
@@ -512,7 +582,7 @@ class Cluster:
             first = min(p.t for p in plan.publications)
             watcher = asyncio.ensure_future(self._watch_overlay(first))
         checked = False
-        for event in timeline(plan, self.scenario.run.duration):
+        for event in timeline(plan, self.scenario.run.duration, self.held):
             if isinstance(event, PublishAt) and not checked:
                 checked = True
                 await self._first_publication(event.t, watcher)
@@ -523,6 +593,8 @@ class Cluster:
                         pending.append(asyncio.ensure_future(self._boot(node)))
                 case SubscribeNode(node=node):
                     pending.append(asyncio.ensure_future(self._subscribe(node)))
+                case SubscribeLate(node=node, topics=topics, history=history):
+                    pending.append(asyncio.ensure_future(self._subscribe(node, topics, history)))
                 case PublishAt(publication=publication):
                     pending.append(asyncio.ensure_future(self._publish(publication)))
                 case UnsubscribeAt(unsubscription=unsubscription):
@@ -554,12 +626,18 @@ class Cluster:
         child.booted_at = t
         child.state = ChildState.RUNNING
         self.records.nodes.append((index, t, "up", child.role))
-        if self.plan.subscribe_at <= 0 and index in self.plan.topics:
+        if self.plan.subscribe_at <= 0 and index in self.plan.topics and index not in self.held:
             await self._subscribe(index)
 
-    async def _subscribe(self, index: int) -> None:
+    async def _subscribe(
+        self, index: int, topics: tuple[str, ...] | None = None, history: str | None = None
+    ) -> None:
+        """Subscribe node ``index`` to ``topics`` (None: its planned topics), asking for
+        their ``history`` (a late subscriber's request) if given."""
         child = self.children[index]
-        commands = [control.Subscribe(topic) for topic in self.plan.topics[index]]
+        if topics is None:
+            topics = self.plan.topics[index]
+        commands = [control.Subscribe(topic, history=history) for topic in topics]
         futures = [child.send_nowait(command) for command in commands]
         for command, future in zip(commands, futures, strict=True):
             try:
@@ -722,13 +800,20 @@ class Cluster:
         for index, topics in self.plan.topics.items():
             if self.plan.starts[index] > publish_start:
                 continue
-            if self.plan.subscribe_time(index) >= publish_start:
+            if self._first_subscription(index) >= publish_start:
                 continue
             child = self.children[index]
             if child.state in (ChildState.KILLED, ChildState.FAILED, ChildState.STOPPED):
                 continue
             considered[index] = list(topics)
         return considered
+
+    def _first_subscription(self, index: int) -> float:
+        """When node ``index`` subscribes first: its subscribe time, or a late subscriber's
+        planned time (infinity if the plan never subscribes it)."""
+        if index in self.held:
+            return self.late_at.get(index, float("inf"))
+        return self.plan.subscribe_time(index)
 
     def _not_ready(self, considered: dict[int, list[str]]) -> list[tuple[int, list[str]]]:
         """The ``considered`` subscribers (:meth:`_considered`) that have not booted, or whose

@@ -13,6 +13,10 @@ events feed Plumtree, which keeps its eager and lazy peers a subset of the activ
   *relay*, a member that forwards but never delivers (the spec's first option). The
   publication waits in a buffer until the join is confirmed, then is broadcast. The node stays
   in the swarm, so its next publications go out at once.
+* **Subscribe(topic, history)**: as Subscribe, and the topic's past from the swarm's members
+  (:mod:`pubmesh.proto.history`): the node asks each of its first ``QUERY_PEERS`` neighbours
+  once, as HyParView brings them up, and delivers what they answer from Plumtree's message
+  cache, marked replayed, through the same duplicate filter as live copies.
 * **Unsubscribe / Leave**: DISCONNECT the swarm's active view and drop the instances.
 * **PeerDown** goes to every swarm.
 * A broadcast message from a peer outside the active view (a link left one-sided by
@@ -38,6 +42,7 @@ from mypy_extensions import mypyc_attr
 from pubmesh.proto.core import (
     MESSAGE_INFO,
     Deliver,
+    HistoryRequest,
     Input,
     Leave,
     Message,
@@ -56,6 +61,7 @@ from pubmesh.proto.core import (
     Subscribe,
     Timer,
     TimerFired,
+    TraceRecord,
     Unsubscribe,
 )
 from pubmesh.proto.gossip.hyparview import (
@@ -97,6 +103,14 @@ from pubmesh.proto.gossip.plumtree import (
     Prune,
 )
 from pubmesh.proto.gossip.rooted import Beacon, RoundRequest
+from pubmesh.proto.history import (
+    ANSWERED_KEPT,
+    QUERY_PEERS,
+    HistoryFetch,
+    HistoryItem,
+    HistoryOffer,
+    HistoryQuery,
+)
 
 __all__ = ["GossipNode", "GossipParams", "Swarm", "SwarmTimer"]
 
@@ -110,6 +124,8 @@ class Route(enum.Enum):
     BROADCAST = enum.auto()
     #: the contact's directory of swarms (a request for a member, a member's announcement)
     CONTACT = enum.auto()
+    #: the topic's history (a new member's query, a member's answer)
+    HISTORY = enum.auto()
 
 
 #: each protocol layer gossip registers its messages under (``MESSAGE_INFO``) -> its route
@@ -125,6 +141,8 @@ _ROUTES: dict[type[Message], Route] = {
     for cls in (*MEMBERSHIP_MESSAGES, Gossip, IHave, Graft, Prune, Beacon, RoundRequest)
 }
 _ROUTES[ContactRequest] = _ROUTES[SwarmJoined] = Route.CONTACT
+for _cls in (HistoryQuery, HistoryOffer, HistoryFetch, HistoryItem):
+    _ROUTES[_cls] = Route.HISTORY
 #: the two routes the receive path tests, as module names (one look-up, not two)
 _BROADCAST, _MEMBERSHIP = Route.BROADCAST, Route.MEMBERSHIP
 
@@ -145,7 +163,17 @@ class SwarmTimer(Timer):
 class Swarm:
     """One topic's protocol instances at one node."""
 
-    __slots__ = ("broadcast", "buffer", "delivering", "epoch", "membership", "topic")
+    __slots__ = (
+        "answered",
+        "asked",
+        "broadcast",
+        "buffer",
+        "delivering",
+        "epoch",
+        "history",
+        "membership",
+        "topic",
+    )
 
     def __init__(
         self, membership: HyParView, broadcast: Plumtree, delivering: bool, epoch: int
@@ -156,6 +184,14 @@ class Swarm:
         self.delivering = delivering
         self.epoch = epoch
         self.buffer: list[Publish] = []
+        #: the history request of the subscription, while members are still to be asked
+        self.history: HistoryRequest | None = None
+        #: members asked for the history -> the ids fetched from them and not yet come
+        #: (None: its offer is awaited); made on first use
+        self.asked: dict[NodeId, set[int] | None] | None = None
+        #: nodes whose history query this member answered -> (when, the ids offered; None
+        #: once their fetch is served); made on first use
+        self.answered: dict[NodeId, tuple[float, frozenset[int] | None]] | None = None
 
 
 @mypyc_attr(native_class=False)  # its base, StackNode, is an interpreted class
@@ -221,14 +257,19 @@ class GossipNode(StackNode):
                     self._membership(self.swarms[topic], event, now, out)
             case Start(contacts=contacts):
                 self.contact = contacts[0] if contacts else self.node_id
-            case Subscribe(topic=topic):
+            case Subscribe(topic=topic, history=history):
                 if self.left:
                     return out
                 swarm = self.swarms.get(topic)
                 if swarm is None:
-                    self._join(topic, delivering=True, now=now, out=out)
+                    swarm = self._join(topic, delivering=True, now=now, out=out)
                 else:
                     swarm.delivering = True
+                if history is not None:
+                    swarm.history = history
+                    swarm.asked = None
+                    for peer in sorted(swarm.membership.active):
+                        self._ask(swarm, peer, out)
             case Unsubscribe(topic=topic):
                 self._drop(topic, now, out)
             case Publish() as publish:
@@ -316,6 +357,10 @@ class GossipNode(StackNode):
             self._receive_broadcast(src, msg, topic, now, out)
             return
         swarm = self.swarms.get(topic)
+        if route is Route.HISTORY:
+            if swarm is not None:
+                self._history(swarm, src, msg, now, out)
+            return
         if route is _MEMBERSHIP:
             if swarm is None:
                 self._refuse(src, msg, topic, out)
@@ -410,6 +455,8 @@ class GossipNode(StackNode):
                 out.append(item)  # type: ignore[arg-type]
             elif cls is NeighborUp or cls is NeighborDown:
                 self._broadcast(swarm, item, now, out)  # type: ignore[arg-type]
+                if cls is NeighborUp and swarm.history is not None:
+                    self._ask(swarm, item.peer, out)  # type: ignore[union-attr]
             elif cls is Joined:
                 buffered, swarm.buffer = swarm.buffer, []
                 for publish in buffered:
@@ -451,6 +498,106 @@ class GossipNode(StackNode):
                 out.append(SetTimer(item.after, SwarmTimer(swarm.topic, swarm.epoch, item.timer)))
             else:
                 out.append(item)
+
+    # ------------------------------------------------------------------ history
+    def _ask(self, swarm: Swarm, peer: NodeId, out: list[Output]) -> None:
+        """Ask ``peer``, a new neighbour, which publications of the topic's past it holds, if
+        fewer than QUERY_PEERS members have been asked (pubmesh.proto.history)."""
+        request = swarm.history
+        asked = swarm.asked
+        if asked is None:
+            asked = swarm.asked = {}
+        if request is None or peer in asked:
+            return
+        asked[peer] = None
+        if len(asked) >= QUERY_PEERS:
+            swarm.history = None  # every member it will ask is asked
+        out.append(
+            Send(
+                peer,
+                HistoryQuery(topic=swarm.topic, count=request.count, seconds=request.seconds),
+            )
+        )
+
+    def _history(
+        self, swarm: Swarm, src: NodeId, msg: Message, now: float, out: list[Output]
+    ) -> None:
+        """The history exchange (pubmesh.proto.history): as a member, a query (answered with
+        the ids of Plumtree's cache, at most once per ``history_interval`` per node and
+        ``history_items`` ids) and a fetch (one per query, of ids offered); as a new member,
+        an offer and the items fetched (taken only from a member asked, while subscribed)."""
+        p = self.params
+        cls = type(msg)
+        if cls is HistoryQuery or cls is HistoryFetch:
+            answered = swarm.answered
+            if answered is None:
+                answered = swarm.answered = {}
+            last = answered.get(src)
+            if cls is HistoryFetch:
+                if last is None or last[1] is None:
+                    return  # nothing offered, or its fetch served
+                answered[src] = (last[0], None)
+                payloads = swarm.broadcast.payloads
+                offered = last[1]
+                for pub_id in msg.ids[: p.history_items]:  # type: ignore[attr-defined]
+                    payload = payloads.get(pub_id)
+                    if pub_id in offered and payload is not None:
+                        out.append(
+                            Send(
+                                src,
+                                HistoryItem(topic=swarm.topic, pub_id=pub_id, payload=payload),
+                            )
+                        )
+                return
+            if last is not None and now - last[0] < p.history_interval:
+                counters = swarm.broadcast.counters
+                counters["history_over_limit"] = counters.get("history_over_limit", 0) + 1
+                return
+            if len(answered) >= ANSWERED_KEPT:
+                del answered[next(iter(answered))]  # the node answered longest ago
+            answered.pop(src, None)
+            query: HistoryQuery = msg  # type: ignore[assignment]
+            count = min(query.count, p.history_items) if query.count > 0 else p.history_items
+            held = swarm.broadcast.cached(count, max(query.seconds, 0.0), now)
+            ids = tuple(pub_id for pub_id, _, _ in held)
+            answered[src] = (now, frozenset(ids))
+            out.append(Send(src, HistoryOffer(topic=swarm.topic, ids=ids)))
+            return
+        asked = swarm.asked
+        if asked is None or src not in asked or not swarm.delivering:
+            return  # not a member we asked, or no longer subscribed
+        fetched = asked[src]
+        if cls is HistoryOffer:
+            if fetched is not None:
+                return  # one offer per query
+            received = swarm.broadcast.received
+            pending: set[int] = set()
+            for others in asked.values():
+                if others:
+                    pending |= others
+            wanted = tuple(
+                pub_id
+                for pub_id in msg.ids[: p.history_items]  # type: ignore[attr-defined]
+                if pub_id not in received and pub_id not in pending
+            )
+            asked[src] = set(wanted)
+            if wanted:
+                out.append(Send(src, HistoryFetch(topic=swarm.topic, ids=wanted)))
+            return
+        if cls is not HistoryItem or not fetched or msg.pub_id not in fetched:  # type: ignore[attr-defined]
+            return
+        item: HistoryItem = msg  # type: ignore[assignment]
+        fetched.discard(item.pub_id)
+        outputs: list[BroadcastOutput] = []
+        if swarm.broadcast.replay(item.pub_id, item.payload, src, now, outputs):
+            self.delivered += 1
+            out.append(Deliver(swarm.topic, item.pub_id, item.payload, 1, replayed=True))
+            out.append(
+                TraceRecord(
+                    "history.replayed", {"topic": swarm.topic, "pub_id": item.pub_id, "from": src}
+                )
+            )
+        self._broadcast_out(swarm, outputs, out)
 
     # ------------------------------------------------------------------ queries
     def monitored_peers(self) -> Iterable[NodeId]:

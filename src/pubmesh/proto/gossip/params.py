@@ -113,6 +113,11 @@ class GossipParams:
     id_retention: float = 90.0
     #: one eviction also drops what is due within this many seconds (fewer timers)
     evict_slack: float = 3.0
+    #: topic history (pubmesh.proto.history; not in the papers): a member answers each
+    #: neighbour's history query at most once per this many seconds ...
+    history_interval: float = 10.0
+    #: ... with at most this many publications (the newest the request asks for)
+    history_items: int = 1024
 
     def __post_init__(self) -> None:
         if self.fanout < 1:
@@ -123,6 +128,8 @@ class GossipParams:
             raise ValueError(f"passive_view must be ≥ 0, got {self.passive_view}")
         if self.arwl < 0 or not 0 <= self.prwl <= self.arwl:
             raise ValueError(f"need 0 ≤ prwl ≤ arwl, got prwl={self.prwl} arwl={self.arwl}")
+        if self.history_items < 0 or self.history_interval < 0:
+            raise ValueError("history_items and history_interval must be ≥ 0")
         if self.forced_evictions < 0:
             raise ValueError(f"forced_evictions must be ≥ 0, got {self.forced_evictions}")
         if self.shuffle_ttl < 0 or self.shuffle_ka < 0 or self.shuffle_kp < 0:

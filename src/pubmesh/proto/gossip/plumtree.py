@@ -670,6 +670,33 @@ class Plumtree:
         elif self.payload_bytes > self.p.cache_bytes:
             self._shrink_cache(keep=1)
 
+    def cached(self, count: int, seconds: float, now: float) -> list[tuple[PubId, bytes, float]]:
+        """The cached publications a history query asks for (pubmesh.proto.history): (id,
+        payload, age), oldest first; the newest ``count`` (0: all) of those first seen
+        within ``seconds`` (0: any). The cache is Plumtree's, kept to answer GRAFTs."""
+        seen = self._payload_seen or []
+        found: list[tuple[PubId, bytes, float]] = []
+        for first, pub_id in seen:
+            if seconds and now - first > seconds:
+                continue
+            payload = self.payloads.get(pub_id)
+            if payload is not None:
+                found.append((pub_id, payload, now - first))
+        return found[-count:] if count else found
+
+    def replay(
+        self, pub_id: PubId, payload: bytes, src: NodeId, now: float, out: list[BroadcastOutput]
+    ) -> bool:
+        """A publication from the topic's history (pubmesh.proto.history): True, and it is
+        received (cached, its id known, so a live copy is a duplicate) if it is new; False if
+        the node has it already. It is not forwarded: the members have it."""
+        if pub_id in self.received:
+            return False
+        self._mark_received(pub_id, payload, 0, src, now, out)
+        self.graft_generation.pop(pub_id, None)
+        self._settled(self.missing.pop(pub_id, []))
+        return True
+
     def shrink_cache(self) -> None:
         """Drop this swarm's oldest payloads while the node's caches are over the bound."""
         self._shrink_cache(keep=0)

@@ -1,0 +1,139 @@
+"""Topic history for late subscribers (issue 59): the request, its text form, and the two
+messages of a history exchange between members of a topic.
+
+What a late subscriber gets
+===========================
+``Subscribe(topic, history=HistoryRequest(count, seconds))`` asks, besides the live traffic,
+for the publications issued before the subscription: the newest ``count`` of them (0: no
+limit), none older than ``seconds`` (0: no limit), as far as the members it asks still retain
+them. They reach the application as ordinary deliveries marked ``replayed``
+(:class:`pubmesh.proto.core.Deliver`), before the live ones of the same publishers where the
+stack can tell, and never twice: a replayed copy and a live copy of one publication are one
+delivery, because the replayed copy goes through the same duplicate filter as the live ones.
+
+Where the history comes from is each stack's design (``docs/protocols/<stack>.md``):
+
+* ``gossip``: the swarm's members, from Plumtree's message cache (the payloads a member keeps
+  ``payload_retention`` seconds, within ``cache_bytes``, to answer GRAFTs: Leitão, Pereira &
+  Rodrigues, "Epidemic Broadcast Trees", §3.3's lazy-push recovery, which already serves a
+  missing message from a neighbour's cache). The exchange is that recovery's two steps: a
+  new member asks each of its first :data:`QUERY_PEERS` neighbours (the links HyParView
+  gives it, "HyParView" §3) which publications it holds (:class:`HistoryQuery`); each answers
+  with their ids (:class:`HistoryOffer`, Plumtree's IHAVE), and the new member fetches from
+  each only the ids no earlier offer brought (:class:`HistoryFetch`, its GRAFT), so asking
+  several members costs ids, not payloads twice. This is also how Zenoh's AdvancedSubscriber
+  works: it queries the publishers' caches when it starts (its ``history`` option) and
+  recovers a gap by sequence number. A member answers each node's query at most once per
+  ``history_interval``, with at most ``history_items`` ids, and serves one fetch per query,
+  of ids it offered: a member with a valid certificate cannot turn one small query into an
+  unbounded reply. A new member takes an offer or an item only from a member it asked, and
+  an item only for an id it fetched from that member.
+* ``skipring``: its own full history (Feldmann et al., "Skip Ring", §4: every subscriber ends
+  with every publication ever issued on its topic; the history request changes nothing).
+
+The wire
+========
+:class:`HistoryQuery` names the topic and the request; :class:`HistoryOffer` the ids held,
+oldest first; :class:`HistoryFetch` the ids wanted; each publication fetched is one
+:class:`HistoryItem` (the publication and its payload), so that a signed mode can carry each
+item's signature beside it as it does a live copy's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mypy_extensions import mypyc_attr
+
+from pubmesh.proto.core import HistoryRequest, Message, register_message
+
+__all__ = [
+    "ANSWERED_KEPT",
+    "QUERY_PEERS",
+    "HistoryFetch",
+    "HistoryItem",
+    "HistoryOffer",
+    "HistoryQuery",
+    "HistoryRequest",
+    "parse_history",
+]
+
+#: members a new subscriber asks for the topic's history (the first links it gets)
+QUERY_PEERS = 4
+#: nodes whose queries a member remembers (for its once-per-interval rule), the oldest
+#: forgotten first
+ANSWERED_KEPT = 256
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_history(value: object) -> HistoryRequest:
+    """A history request from its text (``all``; a count such as ``50``; a duration such as
+    ``90s``, ``5m``, ``1h``) or from a JSON value (an int is a count). ValueError, saying what
+    is accepted, for anything else."""
+    if isinstance(value, bool):
+        raise ValueError(f"history: {value!r} is not all, a count or a duration")
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"history: a count must be ≥ 1, got {value}")
+        return HistoryRequest(count=value)
+    if not isinstance(value, str):
+        raise ValueError(f"history: {value!r} is not all, a count or a duration")
+    text = value.strip().lower()
+    if text == "all":
+        return HistoryRequest()
+    if text.isdigit():
+        return parse_history(int(text))
+    match = _DURATION.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise ValueError(f"history: {value!r} is not all, a count (50) or a duration (90s, 5m, 1h)")
+    return HistoryRequest(seconds=float(match.group(1)) * _UNIT[match.group(2)])
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryQuery(Message):
+    """A new subscriber asks a member for the topic's retained publications: the newest
+    ``count`` (0: all retained), none older than ``seconds`` (0: no limit)."""
+
+    topic: str
+    count: int
+    seconds: float
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryItem(Message):
+    """One retained publication, fetched by a :class:`HistoryFetch`."""
+
+    topic: str
+    pub_id: int
+    payload: bytes
+
+    def publication(self) -> int | None:
+        return self.pub_id
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryOffer(Message):
+    """A member's answer to a :class:`HistoryQuery`: the ids it holds, oldest first."""
+
+    topic: str
+    ids: "tuple[int, ...]"  # noqa: UP037 (quoted: mypyc writes tuple[int, ...] as tuple)
+
+
+@mypyc_attr(native_class=False)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryFetch(Message):
+    """The new member asks for the payloads of these offered ids, in this order."""
+
+    topic: str
+    ids: "tuple[int, ...]"  # noqa: UP037 (quoted: mypyc writes tuple[int, ...] as tuple)
+
+
+register_message(HistoryQuery, 900, layer="history")
+register_message(HistoryItem, 901, layer="history", payload=True)
+register_message(HistoryOffer, 902, layer="history")
+register_message(HistoryFetch, 903, layer="history")
