@@ -135,3 +135,20 @@ def test_the_same_seed_gives_the_same_history_byte_for_byte(tmp_path: Path) -> N
     for table in ("deliveries", "events", "messages"):
         first = (tmp_path / "a" / table / "part-00000.parquet").read_bytes()
         assert first == (tmp_path / "b" / table / "part-00000.parquet").read_bytes(), table
+
+
+def test_a_retention_keeps_the_newest_within_its_bounds() -> None:
+    from pubmesh.proto.history import Retention
+
+    kept = Retention(count=3, seconds=10.0, max_bytes=25)
+    for i in range(5):
+        kept.add(i, b"x" * 10, float(i))
+    kept.add(4, b"y" * 10, 4.5)  # one entry per id
+    # bytes (25) leave two of the three the count allows
+    assert [r.pub_id for r in kept.select(0, 0.0, 5.0)] == [3, 4]
+    assert [r.pub_id for r in kept.select(1, 0.0, 5.0)] == [4]
+    assert [r.pub_id for r in kept.select(0, 1.5, 5.0)] == [4]
+    assert kept.select(0, 0.0, 14.5) == [] and kept.bytes == 0  # older than 10 s
+    none = Retention(count=0, seconds=10.0, max_bytes=25)
+    none.add(1, b"x", 0.0)
+    assert none.select(0, 0.0, 0.0) == []

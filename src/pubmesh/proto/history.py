@@ -42,7 +42,10 @@ item's signature beside it as it does a live copy's.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from mypy_extensions import mypyc_attr
 
@@ -56,6 +59,8 @@ __all__ = [
     "HistoryOffer",
     "HistoryQuery",
     "HistoryRequest",
+    "Retained",
+    "Retention",
     "parse_history",
 ]
 
@@ -89,6 +94,67 @@ def parse_history(value: object) -> HistoryRequest:
     if match is None or float(match.group(1)) <= 0:
         raise ValueError(f"history: {value!r} is not all, a count (50) or a duration (90s, 5m, 1h)")
     return HistoryRequest(seconds=float(match.group(1)) * _UNIT[match.group(2)])
+
+
+@dataclass(frozen=True, slots=True)
+class Retained:
+    """One publication a node keeps for late subscribers."""
+
+    pub_id: int
+    payload: bytes
+    #: when the node first had it (its run time)
+    t: float
+    attributes: Mapping[str, Any] | None = None
+
+
+class Retention:
+    """A node's retained publications of one topic, for stacks that have no cache of their
+    own to serve a history from: the newest ``count`` (0: none kept), none older than
+    ``seconds``, at most ``max_bytes`` of payload; the oldest go first whichever bound is
+    hit. Kept in the order first had, one entry per id."""
+
+    __slots__ = ("bytes", "count", "items", "max_bytes", "seconds")
+
+    def __init__(self, count: int, seconds: float, max_bytes: int) -> None:
+        self.count, self.seconds, self.max_bytes = count, seconds, max_bytes
+        self.items: OrderedDict[int, Retained] = OrderedDict()
+        self.bytes = 0
+
+    def add(
+        self,
+        pub_id: int,
+        payload: bytes,
+        now: float,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Keep a publication (once per id), then drop what the bounds exclude."""
+        if self.count <= 0 or pub_id in self.items:
+            return
+        self.items[pub_id] = Retained(pub_id, payload, now, attributes)
+        self.bytes += len(payload)
+        self.expire(now)
+
+    def expire(self, now: float) -> None:
+        """Drop the oldest while over a bound (count, bytes, age)."""
+        items = self.items
+        while items:
+            oldest = next(iter(items.values()))
+            if (
+                len(items) > self.count
+                or self.bytes > self.max_bytes
+                or (self.seconds > 0 and now - oldest.t > self.seconds)
+            ):
+                del items[oldest.pub_id]
+                self.bytes -= len(oldest.payload)
+            else:
+                break
+
+    def select(self, count: int, seconds: float, now: float) -> list[Retained]:
+        """What a request asks for: the newest ``count`` (0: all) of those had within
+        ``seconds`` (0: any), oldest first."""
+        self.expire(now)
+        found = [r for r in self.items.values() if not seconds or now - r.t <= seconds]
+        return found[-count:] if count else found
 
 
 @mypyc_attr(native_class=False)
