@@ -81,7 +81,7 @@ def test_late_subscribers_are_planned_at_late_at_with_their_request() -> None:
 
 
 def test_a_stack_without_history_refuses_a_late_request() -> None:
-    text = SCENARIO.replace('stack = "gossip"', 'stack = "clique"')
+    text = SCENARIO.replace('stack = "gossip"', 'stack = "brokertree"')
     with pytest.raises(ScenarioError, match=r"\[workload\] history.*keeps no topic history"):
         parse_scenario(text)
     with pytest.raises(ScenarioError, match=r"\[workload\] history"):

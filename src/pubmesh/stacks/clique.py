@@ -30,6 +30,11 @@ SPEC = register(
             "Build-Clique with safe introductions, delegation, Leave with an anchor; flooding "
             "in one hop"
         ),
+        history=(
+            "what the contact retains: the newest history_count (1,024) publications per topic "
+            "within history_seconds (600) and history_bytes (4 MiB), sent when the subscriber "
+            "joins"
+        ),
         repair_layers=("relay",),
         non_overlay_layers=(),
     )

@@ -32,6 +32,11 @@ SPEC = register(
             "in-link repair and the in-degree cap; flooding in at most 2 hops for nearly all "
             "pairs"
         ),
+        history=(
+            "what the contact retains: the newest history_count (1,024) publications per topic "
+            "within history_seconds (600) and history_bytes (4 MiB), sent when the subscriber "
+            "joins"
+        ),
         repair_layers=("relay",),
         non_overlay_layers=(),
     )

@@ -1,4 +1,5 @@
-"""Group messages of the ``clique`` and ``d2g`` stacks (docs/protocols/relay.md §8; tags 510–539).
+"""Group messages of the ``clique`` and ``d2g`` stacks (docs/protocols/relay.md §8; tags 510–539,
+and 550–551 for the topic history, an addition: docs/protocols/clique.md "Topic history").
 
 Every group message is routed along relays (:mod:`pubmesh.proto.relay.layer`) and starts with
 the relay header: the ``topic`` of the instance it is for, then ``rid`` (the relay it is sent
@@ -133,3 +134,41 @@ class Pub(GroupMessage):
 
 
 register_message(Pub, 530, layer="pubsub", payload=True)
+
+
+# ------------------------------------------------------------------------------ topic history
+# Not in Scheideler's lecture: the topic history of late subscribers (issue 59, docs/history.md;
+# docs/protocols/clique.md "Topic history"). Tags 550-551, layer "history".
+
+
+@routed
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinWithHistory(Join):
+    """``Join(in)`` that also asks the contact for the topic's retained publications: the
+    newest ``count`` (0: all it retains, at most its ``history_items``), none older than
+    ``seconds`` (0: no limit). The contact handles the Join part exactly as a Join, then
+    answers through the relay the Join gave it (:class:`HistoryPub`)."""
+
+    count: int
+    seconds: float
+
+
+register_message(JoinWithHistory, 550, layer="history")
+
+
+@routed
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryPub(GroupMessage):
+    """One retained publication, sent by the contact to a member that joined with
+    :class:`JoinWithHistory`; ``total``: the publications of that answer (the member stops
+    waiting once it has them all)."""
+
+    pub_id: int
+    payload: bytes
+    total: int
+
+    def publication(self) -> int | None:
+        return self.pub_id
+
+
+register_message(HistoryPub, 551, layer="history", payload=True)

@@ -35,6 +35,21 @@ publication is delivered at its publisher (if a member) and flooded: to one rela
 N ∪ D ∪ {a_out}, with the set of members already sent a copy, so that in a clique every member
 gets it once, in one hop (n − 1 messages). A non-member publishes through the contact.
 
+**Topic history** (issue 59; an addition, not in the lecture nor the spec: docs/protocols/
+clique.md "Topic history"). The contact, which every publication of a group reaches, retains
+each topic's publications (:class:`pubmesh.proto.history.Retention`: ``history_count``,
+``history_seconds``, ``history_bytes``), as an MQTT broker's retained messages or a Zenoh
+storage would. A subscriber that asks for history joins with ``JoinWithHistory``: the Join of
+spec §7 with the request in it, so the contact handles the Join (the joiner is in its N from
+then on, and gets every later publication live) and, in the same step, sends back through the
+relay that Join gave it one ``HistoryPub`` per retained publication the request covers (no
+offer and fetch: there is one source, so nothing to fetch once rather than twice). The
+subscriber takes them only straight from the contact, while it waits (``history_wait``),
+still subscribed, at most as many as it asked for, through the same ``seen`` filter as live
+copies (one delivery per publication), delivered ``replayed``. The contact answers a node at
+most once per ``history_interval`` per topic, ``history_items`` publications at most, and
+only to the node that sent the Join.
+
 The rule that keeps it correct
 ==============================
 **Nothing is deleted while something points at it, and every introduction is safe** (a node
@@ -63,8 +78,10 @@ from pubmesh.proto.clique.messages import (
     AskForIntro,
     AskToReverse,
     Feedback,
+    HistoryPub,
     Introduce,
     Join,
+    JoinWithHistory,
     Pub,
     Reverse,
     Search,
@@ -72,6 +89,7 @@ from pubmesh.proto.clique.messages import (
 from pubmesh.proto.clique.params import CliqueParams
 from pubmesh.proto.core import (
     Deliver,
+    HistoryRequest,
     Input,
     Leave,
     Message,
@@ -93,6 +111,7 @@ from pubmesh.proto.core import (
     TraceRecord,
     Unsubscribe,
 )
+from pubmesh.proto.history import ANSWERED_KEPT, Retention
 from pubmesh.proto.relay.layer import IN, PORT, ROUTED, Delivery, Outcome, Relay, RelayLayer
 from pubmesh.proto.relay.messages import (
     Adopt,
@@ -116,6 +135,21 @@ class GroupTick(Timer):
 
     topic: str
     key: int
+
+
+@dataclass(slots=True)
+class HistoryWait:
+    """A subscriber's history request while it waits for the contact's answer (module essay,
+    "Topic history")."""
+
+    request: HistoryRequest
+    #: publications it still takes (the request's count, at most ``history_items``)
+    left: int
+    #: it takes them until then (``history_wait`` after it asked)
+    until: float
+    #: publications taken so far, and how many the contact's answer has (None: none came)
+    got: int = 0
+    total: int | None = None
 
 
 @dataclass(slots=True)
@@ -198,6 +232,14 @@ class CliqueNode(StackNode):
         self.delivered = 0
         self.counters: dict[str, int] = {}
         self.received: dict[str, int] = {}
+        #: topic history (module essay): the contact's retained publications per topic, when
+        #: it last answered each (topic, node), and a subscriber's requests awaiting an answer
+        self.retained: dict[str, Retention] = {}
+        self.history_answered: dict[tuple[str, NodeId], float] = {}
+        self.waits: dict[str, HistoryWait] = {}
+        #: the network sender of the frame being handled (the relay layer's deliveries do
+        #: not name it): history is taken from, and sent to, only the node that sent the frame
+        self.frame_src: NodeId = -1
         #: the parts: Build-Clique's handlers and Timeout, and Leave's reversal
         self.build = BuildClique(self)
         self.leave_protocol = LeaveProtocol(self)
@@ -221,10 +263,11 @@ class CliqueNode(StackNode):
                     self._apply(outcome, now, out)
             case Start(contacts=contacts):
                 self._start(contacts, now)
-            case Subscribe(topic=topic):
-                self._subscribe(topic, now, out)
+            case Subscribe(topic=topic, history=history):
+                self._subscribe(topic, now, out, history)
             case Unsubscribe(topic=topic):
                 self.wanted.discard(topic)
+                self.waits.pop(topic, None)
                 instance = self.instances.get(topic)
                 if instance is not None and not instance.leaving and not self.is_contact:
                     self.leave_protocol.leave(instance, now)
@@ -232,6 +275,7 @@ class CliqueNode(StackNode):
                 self._publish(event, now, out)
             case Leave():
                 self.wanted.clear()
+                self.waits.clear()
                 for topic in sorted(self.instances):
                     instance = self.instances[topic]
                     if not instance.leaving:
@@ -270,7 +314,9 @@ class CliqueNode(StackNode):
             outcome = Outcome()
             self.layer.receive(me, item.message, now, outcome)
             more: list[Output] = []
+            self.frame_src = me
             self._apply(outcome, now, more)
+            self.frame_src = -1
             queue.extend(reversed(more))
         return done
 
@@ -294,14 +340,28 @@ class CliqueNode(StackNode):
         out.append(SetTimer(first, GroupTick(topic, instance.key)))
         return instance
 
-    def _subscribe(self, topic: str, now: float, out: list[Output]) -> None:
-        """spec §7: an instance, then Join(in) through the bootstrap relay to the contact."""
+    def _subscribe(
+        self,
+        topic: str,
+        now: float,
+        out: list[Output],
+        history: HistoryRequest | None = None,
+    ) -> None:
+        """spec §7: an instance, then Join(in) through the bootstrap relay to the contact;
+        with a history request, the Join asks for the topic's history too (module essay)."""
         if not self.started or type(topic) is not str:
             return
         self.wanted.add(topic)
+        if isinstance(history, HistoryRequest) and not self.is_contact:
+            p = self.params
+            count = history.count if type(history.count) is int and history.count > 0 else 0
+            left = min(count, p.history_items) if count else p.history_items
+            self.waits[topic] = HistoryWait(history, left, now + p.history_wait)
         instance = self.instances.get(topic)
         if instance is not None and not instance.leaving:
             instance.delivering = not self.is_contact
+            if topic in self.waits:
+                self._join(instance, now, out)  # a member already: the Join asks again
             return
         if instance is not None:
             return  # still leaving the old one: a fresh one after it stops (spec §7 rejoin)
@@ -311,15 +371,27 @@ class CliqueNode(StackNode):
     def _join(self, instance: Instance, now: float, out: list[Output]) -> None:
         if self.bootstrap is None:
             return
-        message = Join(
-            topic=instance.topic,
-            rid=0,
-            prev=0,
-            sink=0,
-            direct=False,
-            hop=0,
-            node=self.layer.ref(instance.in_),
-        )
+        wait = self.waits.get(instance.topic)
+        message: Join
+        if wait is not None and wait.total is None and now <= wait.until:
+            # nothing of the answer came yet (a rejoin repeats the request; the contact
+            # answers a node at most once per history_interval)
+            message = JoinWithHistory(
+                topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+                node=self.layer.ref(instance.in_),
+                count=wait.request.count, seconds=float(wait.request.seconds),
+            )  # fmt: skip
+            self._count("history_asked")
+        else:
+            message = Join(
+                topic=instance.topic,
+                rid=0,
+                prev=0,
+                sink=0,
+                direct=False,
+                hop=0,
+                node=self.layer.ref(instance.in_),
+            )
         self._send(self.bootstrap, message, now, out)
         self._count("joins")
 
@@ -347,7 +419,9 @@ class CliqueNode(StackNode):
             return
         outcome = Outcome()
         self.layer.receive(src, message, now, outcome)
+        self.frame_src = src
         self._apply(outcome, now, out)
+        self.frame_src = -1
 
     def _apply(self, outcome: Outcome, now: float, out: list[Output]) -> None:
         out.extend(outcome.sends)
@@ -419,6 +493,8 @@ class CliqueNode(StackNode):
                 u = refs.get("node")
                 if u is not None:
                     self._on_join(instance, u, now, out)
+                    if type(message) is JoinWithHistory:
+                        self._serve_history(instance, u, message, now, out)
             case AskForIntro(introducer=introducer):
                 u = refs.get("u")
                 if u is not None:
@@ -441,6 +517,8 @@ class CliqueNode(StackNode):
                 self._on_pub(instance, message, now, out)
             case Search():
                 self._on_search(instance, message, now, out)
+            case HistoryPub():
+                self._on_history_pub(instance, message, now, out)
             case _:
                 self._dispatch_more(instance, message, refs, now, out)
 
@@ -580,6 +658,8 @@ class CliqueNode(StackNode):
                 self._flood(instance, command.pub_id, command.payload, frozenset(), 0, now, out)
             return
         instance.seen[command.pub_id] = now + self.params.dedup_ttl
+        if self.is_contact:
+            self._retain(command.topic, command.pub_id, command.payload, now)
         if instance.delivering:
             self.delivered += 1
             out.append(Deliver(command.topic, command.pub_id, command.payload, 0))
@@ -590,6 +670,8 @@ class CliqueNode(StackNode):
             self._count("duplicates")
             return
         instance.seen[message.pub_id] = now + self.params.dedup_ttl
+        if self.is_contact:
+            self._retain(instance.topic, message.pub_id, message.payload, now)
         hops = message.hops + message.hop
         if instance.delivering:
             self.delivered += 1
@@ -631,11 +713,111 @@ class CliqueNode(StackNode):
             )  # fmt: skip
             self._send(best[sink], message, now, out)
 
+    # -------------------------------------------------------------------- topic history
+    # not in the lecture (module essay, "Topic history"; docs/protocols/clique.md)
+    def _retain(self, topic: str, pub_id: int, payload: Any, now: float) -> None:
+        """The contact keeps a publication of ``topic`` for late subscribers."""
+        p = self.params
+        if p.history_count <= 0 or type(payload) is not bytes:
+            return
+        retention = self.retained.get(topic)
+        if retention is None:
+            retention = self.retained[topic] = Retention(
+                p.history_count, p.history_seconds, p.history_bytes
+            )
+        retention.add(pub_id, payload, now)
+
+    def _serve_history(
+        self, instance: Instance, u: Relay, message: JoinWithHistory, now: float, out: list[Output]
+    ) -> None:
+        """The contact answers a JoinWithHistory (after handling its Join part): through the
+        relay ``u`` the Join gave it, one HistoryPub per retained publication the request
+        covers, oldest first, at most ``history_items`` of them; at most once per
+        ``history_interval`` per (topic, node); and only to the node that sent the Join, so
+        that nobody can aim an answer at a third node."""
+        p = self.params
+        src = self.frame_src
+        if not self.is_contact or p.history_count <= 0:
+            return
+        if u.next is None or u.next[0] != src or u.sink != src or message.hop != 1:
+            self._count("history_refused")
+            return
+        topic = instance.topic
+        answered = self.history_answered
+        last = answered.get((topic, src))
+        if last is not None and now - last < p.history_interval:
+            self._count("history_over_limit")
+            return
+        answered.pop((topic, src), None)
+        if len(answered) >= ANSWERED_KEPT:
+            del answered[next(iter(answered))]  # the one answered longest ago
+        answered[(topic, src)] = now
+        count = message.count if type(message.count) is int and message.count > 0 else 0
+        count = min(count, p.history_items) if count else p.history_items
+        seconds = message.seconds if type(message.seconds) is float else 0.0
+        retention = self.retained.get(topic)
+        items = retention.select(count, max(seconds, 0.0), now) if retention is not None else []
+        for item in items:
+            reply = HistoryPub(
+                topic=topic, rid=0, prev=0, sink=0, direct=False, hop=0,
+                pub_id=item.pub_id, payload=item.payload, total=len(items),
+            )  # fmt: skip
+            self._send(u, reply, now, out)
+        self._count("history_served")
+        self._count("history_items_sent", len(items))
+
+    def _on_history_pub(
+        self, instance: Instance, message: HistoryPub, now: float, out: list[Output]
+    ) -> None:
+        """A member takes a publication of the contact's answer only while it waits for one
+        (it asked, within ``history_wait``, still subscribed), straight from the contact, at
+        most as many as it asked for; it goes through the duplicate filter (``seen``), so a
+        live copy and a replayed copy make one delivery, and is not flooded on."""
+        topic = instance.topic
+        wait = self.waits.get(topic)
+        if (
+            wait is None
+            or now > wait.until
+            or wait.left <= 0
+            or self.frame_src != self.contact
+            or message.hop != 1
+            or not instance.delivering
+            or instance.leaving
+            or topic not in self.wanted
+            or type(message.pub_id) is not int
+            or type(message.payload) is not bytes
+        ):
+            self._count("history_refused")
+            return
+        wait.left -= 1
+        wait.got += 1
+        if wait.total is None:
+            wait.total = message.total if type(message.total) is int else 0
+        if wait.left <= 0 or wait.got >= wait.total:
+            del self.waits[topic]  # the whole answer, or all it asked for
+        if message.pub_id in instance.seen:
+            self._count("history_duplicates")
+            return
+        instance.seen[message.pub_id] = now + self.params.dedup_ttl
+        self.delivered += 1
+        out.append(Deliver(topic, message.pub_id, message.payload, 1, replayed=True))
+        out.append(
+            TraceRecord(
+                "history.replayed", {"topic": topic, "pub_id": message.pub_id, "from": self.contact}
+            )
+        )
+
     # --------------------------------------------------------------------------- timers
     def _tick(self, timer: GroupTick, now: float, out: list[Output]) -> None:
         instance = self.instances.get(timer.topic)
         if instance is None or instance.key != timer.key or instance.stopped:
             return
+        wait = self.waits.get(timer.topic)
+        if wait is not None and now > wait.until:
+            del self.waits[timer.topic]  # the answer did not come (all of it) in time
+        retention = self.retained.get(timer.topic)
+        if retention is not None:
+            retention.expire(now)
         self._timeout(instance, now, out)
         if instance.stopped:
             return

@@ -35,6 +35,19 @@ class CliqueParams:
     seen_cap: int = 4096
     #: seconds a publication id is remembered against duplicates
     dedup_ttl: float = 60.0
+    #: topic history (not in the lecture; docs/protocols/clique.md "Topic history"): the
+    #: contact retains, per topic, the newest history_count publications it had (0: it keeps
+    #: none, and a late subscriber gets nothing), none older than history_seconds, at most
+    #: history_bytes of payload
+    history_count: int = 1024
+    history_seconds: float = 600.0
+    history_bytes: int = 4 * 1024 * 1024
+    #: the contact answers each node's request for a topic at most once per
+    #: history_interval seconds, with at most history_items publications; a member takes at
+    #: most history_items of them, for history_wait seconds after it asked
+    history_interval: float = 10.0
+    history_items: int = 1024
+    history_wait: float = 30.0
 
     def check(self) -> str | None:
         if not self.timeout > 0:
@@ -48,6 +61,12 @@ class CliqueParams:
         for name in ("probe_after", "grace", "rejoin_after", "dedup_ttl"):
             if not getattr(self, name) > 0:
                 return f"{name} must be > 0, got {getattr(self, name)}"
+        for name in ("history_count", "history_bytes", "history_items"):
+            if getattr(self, name) < 0:
+                return f"{name} must be >= 0, got {getattr(self, name)}"
+        for name in ("history_seconds", "history_interval", "history_wait"):
+            if not getattr(self, name) >= 0:
+                return f"{name} must be >= 0, got {getattr(self, name)}"
         if self.seen_cap < 0:
             return f"seen_cap must be >= 0, got {self.seen_cap}"
         return None

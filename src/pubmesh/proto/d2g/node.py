@@ -32,6 +32,10 @@ collapses (at n = 256, 253 nodes with in-degree 0, spec §4).
 
 Pub/sub is the clique's flooding over N ∪ D ∪ {a_out}: once legitimate, a publication takes
 as many hops as the directed distance, ≤ 2 for nearly all pairs.
+
+Topic history (an addition, not in the lecture) is the clique's, unchanged: the contact
+retains each topic's publications and answers a ``JoinWithHistory`` with them (the clique
+node's module essay; docs/protocols/d2g.md "Topic history").
 """
 
 from __future__ import annotations
