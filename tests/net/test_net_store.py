@@ -137,6 +137,15 @@ def test_a_directory_or_file_the_node_must_not_trust_is_refused_in_one_line(
     line = _refused(tmp_path, damaged)
     assert str(damaged / DB_FILE) in line and "move it away" in line
 
+    # ours, with a planted stack state (the stack's durable marks) that is not a JSON object
+    planted = tmp_path / "planted"
+    member = _node(tmp_path, "planter", "--data-dir", str(planted), "--subscribe", "news")
+    member.stop()
+    with sqlite3.connect(planted / DB_FILE) as db:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('stack_state', '[1, 2]')")
+    line = _refused(tmp_path, planted)
+    assert f"{planted / DB_FILE}: its stack state is not a JSON object" in line
+
     # a directory others can write: a database planted there would be the node's memory
     open_dir = tmp_path / "open"
     open_dir.mkdir()
@@ -195,3 +204,18 @@ def test_a_full_disk_under_the_data_directory_loses_no_delivery(tmp_path: Path) 
     finally:
         node.stop()
         contact.stop()
+
+
+def test_the_stack_state_is_kept_at_each_commit(tmp_path: Path) -> None:
+    """StackNode.durable() is written with the group commit and read back at the next start
+    (brokertree's high-water marks: tests/sim/test_durable_marks.py)."""
+    from pubmesh.net.store import Store
+
+    directory = tmp_path / "data"
+    store = Store(directory)
+    store.set_state('{"last": [[5, 12.5, 3]]}')
+    assert store.commit()
+    store.close()
+    again = Store(directory)
+    assert again.remembered().state == {"last": [[5, 12.5, 3]]}
+    again.close()

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import json
 import logging
 import secrets
 import time
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pubmesh.errors import UserError
 from pubmesh.net.acl import Acl
 from pubmesh.net.address import format_id
 from pubmesh.net.admission import Admission, InvalidCommand
@@ -177,6 +179,8 @@ class NodeRuntime:
         self.store: Store | None = None
         #: ids delivered in the node's last life (within the store's window): not again
         self._delivered_before: set[int] = set()
+        #: the stack's durable state as last written to the store (JSON text; "": none)
+        self._state_text = ""
         #: deliveries waiting for their record's commit, and whether one is scheduled
         self._held: list[tuple[Deliver, float]] = []
         self._commit_scheduled = False
@@ -291,6 +295,15 @@ class NodeRuntime:
             params=self.params,
         )
         self.node = self.spec.create(ctx)
+        if memory is not None and memory.state:
+            try:
+                self.node.restore(memory.state)
+            except ValueError as error:
+                raise UserError(
+                    f"{self.data_dir}: the stack state kept there is not {self.spec.name}'s "
+                    f"({error}); move node.db away to start with an empty memory"
+                ) from None
+            self._state_text = json.dumps(memory.state, sort_keys=True)
         if self.trace_dir is not None:
             from pubmesh.net.tracing import PartialTrace  # pyarrow: only when tracing
 
@@ -637,6 +650,13 @@ class NodeRuntime:
         store = self.store
         if store is None:
             return
+        if self.node is not None:
+            state = self.node.durable()
+            if state or self._state_text:
+                text = json.dumps(state, sort_keys=True)
+                if text != self._state_text:
+                    store.set_state(text)
+                    self._state_text = text
         if not store.commit() and store.problem != self._store_problem:
             self.events.event(
                 "net.store",

@@ -81,6 +81,8 @@ class Remembered:
     contacts: tuple[int, ...] = ()
     subscriptions: dict[str, Mapping[str, Any] | None] = field(default_factory=dict)
     delivered: set[int] = field(default_factory=set)
+    #: the stack's durable state (StackNode.durable) at the last commit
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 class Store:
@@ -107,7 +109,20 @@ class Store:
         db = self._db
         meta = dict(db.execute("SELECT key, value FROM meta"))
         since = self.clock() - DELIVERED_SECONDS
+        state: dict[str, Any] = {}
+        if "stack_state" in meta:
+            try:
+                state = json.loads(meta["stack_state"])
+            except ValueError:
+                state = None  # type: ignore[assignment]
+            if not isinstance(state, dict):
+                raise UserError(
+                    f"{self.path}: its stack state is not a JSON object (damaged or planted); "
+                    "move the file away to start with an empty memory, or use another "
+                    "--data-dir"
+                )
         return Remembered(
+            state=state,
             address=meta.get("address"),
             contacts=tuple(n for (n,) in db.execute("SELECT node FROM contacts ORDER BY node")),
             subscriptions={
@@ -123,6 +138,10 @@ class Store:
     # ------------------------------------------------------------------ writing (queued)
     def set_address(self, address: str) -> None:
         self._queue("INSERT OR REPLACE INTO meta VALUES ('address', ?)", (address,))
+
+    def set_state(self, text: str) -> None:
+        """The stack's durable state (StackNode.durable), as JSON text."""
+        self._queue("INSERT OR REPLACE INTO meta VALUES ('stack_state', ?)", (text,))
 
     def set_contacts(self, contacts: Iterable[int]) -> None:
         self._queue("DELETE FROM contacts", ())

@@ -601,6 +601,22 @@ class StackNode(abc.ABC):
         same shape for every stack."""
         return NodeStatistics(role=self.ctx.role, topics=tuple(sorted(self.subscriptions())))
 
+    def durable(self) -> dict[str, Any]:
+        """What the node keeps across its lives besides the ids it delivered (those the runtime
+        keeps itself, pubmesh.durable): JSON-able state that :meth:`restore` takes back in the
+        node's next life, such as brokertree's per-publisher high-water marks. The network
+        runtime writes it to the data directory at every group commit; the simulator keeps it
+        at a crash for a ``durable`` recover. Empty: nothing (the default)."""
+        return {}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back what :meth:`durable` gave in the node's last life; called before Start.
+        ValueError, saying what is wrong, for state it cannot take (a damaged or planted
+        file: the node then refuses to start rather than trust it). The default keeps
+        nothing, so it takes nothing: any state given it is refused."""
+        if state:
+            raise ValueError(f"{type(self).__name__} keeps no state across its lives")
+
     def held_bytes(self) -> int:
         """Bytes of payloads and per-message state the node holds (caches kept to answer
         repairs, announcements awaited), as the stack estimates them: the network runtime

@@ -169,6 +169,8 @@ class Simulation:
         self._delivered: dict[NodeId, DeliveredMemory] = {}
         self._before: dict[NodeId, frozenset[int]] = {}
         self.duplicates_across_lives = 0
+        #: the stack's durable() state of each crashed node, for a durable recover
+        self._kept: dict[NodeId, dict[str, Any]] = {}
         #: the workload, planned (pubmesh.scenario.workload); the simulator runs its events in order
         with _no_collections():
             self.plan: WorkloadPlan = plan(scenario)
@@ -284,9 +286,14 @@ class Simulation:
         self.crashed.discard(node)
         return obj
 
-    def _start_node(self, node: NodeId, event: str = "up") -> None:
-        """Boot ``node`` now (its workload subscriptions are events of the plan)."""
+    def _start_node(
+        self, node: NodeId, event: str = "up", restore: dict[str, Any] | None = None
+    ) -> None:
+        """Boot ``node`` now (its workload subscriptions are events of the plan), with
+        ``restore``: its last life's durable state (a durable recover)."""
         obj = self._create(node)
+        if restore:
+            obj.restore(restore)
         if self.writer:
             self.writer.node(node, self.now, event, self.roles.get(node, "peer"))
         self._apply(node, obj.handle(Start(self.contacts), self.now))
@@ -325,12 +332,16 @@ class Simulation:
             self._end_subscription(node, topic)
 
     def crash(self, nodes: Iterable[NodeId], event: str = "crash") -> None:
-        """Crash ``nodes`` now: they stop, their monitors hear of it after the detection delay."""
+        """Crash ``nodes`` now: they stop, their monitors hear of it after the detection delay.
+        With a durable recover in the scenario each keeps what its data directory would hold
+        (its stack's ``durable()`` state, as last committed: now)."""
         victims = sorted(n for n in set(nodes) if n in self.alive)
         if not victims:
             return
         for node in victims:
             self.alive.discard(node)
+            if self._durable:
+                self._kept[node] = self.nodes[node].durable()
             del self.nodes[node]
             self.crashed.add(node)
             self._end_all_subscriptions(node)
@@ -362,12 +373,13 @@ class Simulation:
         for node in sorted(set(nodes) & self.crashed):
             self.left.discard(node)
             memory = self._delivered.get(node)
+            kept = self._kept.pop(node, None)
             if durable and memory is not None:
                 self._before[node] = memory.remembered(self.now)
             else:
                 self._before.pop(node, None)
                 self._delivered.pop(node, None)
-            self._start_node(node, event="recover")
+            self._start_node(node, event="recover", restore=kept if durable else None)
 
     def _across_lives(self, node: NodeId, pub_id: int, now: float) -> bool:
         """Whether ``node`` delivered ``pub_id`` in a life its data directory remembers (then

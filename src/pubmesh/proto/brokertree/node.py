@@ -125,6 +125,7 @@ publications in simulation; every one is covered by a test
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -696,6 +697,35 @@ class BrokerTreeNode(StackNode):
 
     def subscriptions(self) -> Iterable[str]:
         return sorted(self.client.own)
+
+    def durable(self) -> dict[str, Any]:
+        """A client's per-publisher high-water marks (spec §6.5's safety net), kept across its
+        lives (issue 59): restarted on the same data directory it still drops every copy at or
+        below what it delivered, so ``past_stall = "forward"`` keeps exactly-once and each
+        publisher's order across a restart. A broker keeps nothing: its tables come back by
+        the protocol (Kazemzadeh & Jacobsen §4.2)."""
+        last = self.client.last
+        if not last:
+            return {}
+        return {"last": [[p, seq[0], seq[1]] for p, seq in sorted(last.items())]}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        marks = state.get("last", [])
+        if not isinstance(marks, list):
+            raise ValueError("'last' must be a list of [publisher, epoch, number]")
+        last: dict[NodeId, SeqT] = {}
+        for entry in marks:
+            if not (
+                isinstance(entry, list)
+                and len(entry) == 3
+                and all(isinstance(v, int | float) and not isinstance(v, bool) for v in entry)
+                and isinstance(entry[0], int)
+                and isinstance(entry[2], int)
+                and math.isfinite(entry[1])
+            ):
+                raise ValueError(f"not a high-water mark [publisher, epoch, number]: {entry!r}")
+            last[entry[0]] = (float(entry[1]), entry[2])
+        self.client.last = last
 
     def active_peers(self) -> list[NodeId]:
         return sorted(p for p, link in self.links.items() if link.state == ACTIVE)
