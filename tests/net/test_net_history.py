@@ -7,7 +7,7 @@ over loopback:
   neighbours' message caches (``history.replayed`` events).
 * The control line's ``history`` field (and the shell's ``--history``): a bad value is one
   error line naming the problem and the node keeps serving; a stack that keeps no history
-  (chord) refuses the request; the delivery line says ``"replayed": true`` only for a
+  (brokertree) refuses the request; the delivery line says ``"replayed": true`` only for a
   replayed publication, and the live lines stay as they were.
 * The API: ``Node.subscribe(topic, history=...)`` yields the past as ``Delivery`` values with
   ``replayed`` set, and refuses a bad request or a stack without history with
@@ -33,6 +33,7 @@ from pubmesh.net.workload import plan
 from pubmesh.proto.core import HistoryRequest
 from pubmesh.scenario.model import parse_scenario
 from support.cluster import run_cluster, table
+from support.identity import free_port
 from support.netnode import KEY_TEXT, NodeProcess
 
 # ------------------------------------------------------------------------------------------
@@ -166,8 +167,15 @@ def test_a_bad_history_is_one_error_line_and_the_node_keeps_serving(tmp_path: Pa
         assert node.stop() == 0
 
 
+#: a brokertree client's broker list (nobody listens there: the client only has to start)
+BROKERS = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+
+
 def test_a_stack_without_history_refuses_a_history_request(tmp_path: Path) -> None:
-    node = NodeProcess(["--stack", "chord", "--listen", "127.0.0.1:0"], log=tmp_path / "n.log")
+    contacts = [arg for broker in BROKERS for arg in ("--contact", broker)]
+    node = NodeProcess(
+        ["--stack", "brokertree", "--listen", "127.0.0.1:0", *contacts], log=tmp_path / "n.log"
+    )
     try:
         for line in (
             '{"op": "subscribe", "topic": "x", "history": "all"}',
@@ -175,7 +183,7 @@ def test_a_stack_without_history_refuses_a_history_request(tmp_path: Path) -> No
         ):
             answer = node.command(line)
             assert answer["ok"] is False, (line, answer)
-            assert answer["error"] == "subscribe: stack chord keeps no topic history", answer
+            assert answer["error"] == "subscribe: stack brokertree keeps no topic history", answer
         assert node.command({"op": "stats"})["stats"]["subscriptions"] == []
         answer = node.command({"op": "subscribe", "topic": "x"})
         assert answer["ok"] is True, answer
@@ -269,8 +277,8 @@ def test_the_api_hands_over_the_history_marked_replayed() -> None:
 
 def test_the_api_refuses_a_history_on_a_stack_that_keeps_none() -> None:
     async def main() -> None:
-        async with Node("chord", listen="127.0.0.1:0", key=KEY_TEXT) as node:
-            with pytest.raises(InvalidCommand, match="stack chord keeps no topic history"):
+        async with Node("brokertree", listen="127.0.0.1:0", key=KEY_TEXT, contact=BROKERS) as node:
+            with pytest.raises(InvalidCommand, match="stack brokertree keeps no topic history"):
                 await node.subscribe("news", history="all")
             assert "news" not in node.runtime.subscribed
             subscription = await node.subscribe("news")

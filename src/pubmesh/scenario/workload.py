@@ -298,6 +298,8 @@ class WorkloadPlan:
     faults: tuple[FaultPlanEvent, ...] = ()
     #: ids of every node the plan ever starts (initial and churn joins)
     all_nodes: tuple[int, ...] = field(default=())
+    #: the late subscribers (``late_fraction``): their first subscriptions wait for ``late_at``
+    late: frozenset[int] = frozenset()
 
     def subscribe_time(self, node: int) -> float:
         """When an initial workload node's first subscriptions are due: start + subscribe_at."""
@@ -607,6 +609,7 @@ class _Planner:
             unsubscriptions=part(Unsubscription),
             faults=tuple(faults),
             all_nodes=tuple(range(self.next_node)),
+            late=frozenset(self.late),
         )
 
     # ---------------------------------------------------------------- nodes

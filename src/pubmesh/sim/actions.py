@@ -43,8 +43,10 @@ class ScenarioActions:
         legitimate overlay. The timers the nodes set while starting and subscribing are kept
         (their periodic protocol actions run as usual); their messages, the joins the warm
         overlay replaces, are dropped. The plan's first subscription of each of these nodes
-        is then a no-op (``Simulation._warm_skip``), and so is its start while it is up. ``rng``
-        is the warm start's own stream, handed to the hook."""
+        is then a no-op (``Simulation._warm_skip``), and so is its start while it is up. A late
+        subscriber (``[workload] late_fraction``) is in the warm overlay unsubscribed and
+        subscribes at ``late_at``, with its history request, as the plan says. ``rng`` is the
+        warm start's own stream, handed to the hook."""
         sim = self.sim
         warm = sim.spec.warm_start
         assert warm is not None  # the scenario parser refuses "warm" for a stack without one
@@ -59,7 +61,9 @@ class ScenarioActions:
                 writer.node(node, 0.0, "up", role)
             timers = [o for o in obj.handle(start, 0.0) if type(o) is SetTimer]
             filters = sim.plan.filters.get(node, {})
-            for topic in sim.plan.topics.get(node, ()):
+            # a late subscriber is in the overlay, but not yet subscribed: it subscribes at
+            # late_at, as the plan says
+            for topic in () if node in sim.plan.late else sim.plan.topics.get(node, ()):
                 key = (node, topic)
                 sim._subscribed[key] = 0.0
                 sim.topic_subscribers.setdefault(topic, set()).add(node)

@@ -26,11 +26,17 @@ SPEC = register(
             "convergence_time",
             "filter_conjunctions_mean",
             "filter_conjunctions_max",
+            "history_reliability",
+            "replayed",
         ),
         description=(
             "content-based pub/sub over a Chord ring (Terpstra et al.): binomial trees per "
             "publisher with range fields, filter covering and merging, successor-list repair"
         ),
         repair_layers=("filter",),
+        history=(
+            "what each matching publisher still retains of its own publications: the newest "
+            "history_count (1,024) per topic, history_seconds (600), within history_bytes"
+        ),
     )
 )

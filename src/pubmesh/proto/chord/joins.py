@@ -62,6 +62,7 @@ class ChordJoins(Part["ChordNode"]):
             node.state = JOINED
             node.ring.topology_changed(out)
             node.publisher.flush_queue(out)
+            node.history.joined(out)
             return
         node.state = JOINING
         self.join_rid = self._rid()
@@ -154,6 +155,7 @@ class ChordJoins(Part["ChordNode"]):
         self._join_notice(out)
         self._arm_join_tick(0, out)
         node.publisher.flush_queue(out)
+        node.history.joined(out)
 
     def _join_notice(self, out: list[Output]) -> None:
         self.join_notices += 1

@@ -66,6 +66,25 @@ class LeaveDone(Timer):
     life: int
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryTick(Timer):
+    """Send the history query of ``topic`` (spec §14), if this incarnation is joined."""
+
+    life: int
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryDone(Timer):
+    """The window of query ``qid`` on ``topic`` closes (spec §14). It outlives a rejoin:
+    ``life`` is the incarnation that sent the query, and the node takes it whatever its
+    own."""
+
+    life: int
+    topic: str
+    qid: int
+
+
 def backoff(period: float, attempt: int) -> float:
     """The wait before retry ``attempt`` + 1 of a request whose answer may be lost: period/8,
     doubling up to the period (ours; spec §7 retries every join_retry or location_timeout).

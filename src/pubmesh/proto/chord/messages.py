@@ -1,4 +1,5 @@
-"""Wire messages of the chord stack (spec §10; tags 300–399).
+"""Wire messages of the chord stack (spec §10; tags 300–399, and 540–541 for the topic
+history of spec §14).
 
 Layers (for the cost tables): ``broadcast`` carries payload (Publication), ``ring`` the
 maintenance notifications routed like publications (§5.1–5.3: location and join notices),
@@ -138,3 +139,49 @@ class Leaving(Message):
 
 
 register_message(Leaving, 308, layer="membership")
+
+
+# ------------------------------------------------------------------------- topic history
+# (spec §14; not in Terpstra et al.). Tags 540–549: the chord range 300–399 is the stack's
+# own wire, these the history layer's, beside the shared HistoryQuery/HistoryItem (900–903),
+# which cannot carry what a content-based history needs: the subscriber's filter in the
+# query, the attributes in the item, and the range of the query's tree.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChordHistoryQuery(Message):
+    """A late subscriber's history query, broadcast down the asker's binomial tree over the
+    whole ring like a publication but without filter pruning (Terpstra et al. §4.3's range
+    field; spec §14): the receiver is responsible for [key(receiver), end). ``filter`` is the
+    subscription's conjunction as its canonical text; ``count``/``seconds`` the request
+    (0: no limit); ``asker`` the node the items go to, ``qid`` its query's number."""
+
+    topic: str
+    filter: str
+    count: int
+    seconds: float
+    asker: int
+    qid: int
+    end: int
+    hops: int
+
+
+register_message(ChordHistoryQuery, 540, layer="history")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChordHistoryItem(Message):
+    """One retained publication, sent by its publisher straight to the asker of query
+    ``qid`` (spec §14)."""
+
+    topic: str
+    pub_id: int
+    payload: bytes
+    attributes: Mapping[str, Any]
+    qid: int
+
+    def publication(self) -> int | None:
+        return self.pub_id
+
+
+register_message(ChordHistoryItem, 541, layer="history", payload=True)

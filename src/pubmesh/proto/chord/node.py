@@ -49,11 +49,13 @@ to them; a part reaches the others through the node (``node.ring``, ``node.filte
   notices, the far fingers' lookups and fix_fingers;
 * :class:`~.filters.ChordFilters` (filters.py): f(u→v) and the clipped filters, the loopback,
   h for each in-neighbour (s(u) is kept here), RespChange and FilterUpdate;
-* :class:`~.publish.ChordPublisher` (publish.py): publish and routing down the tree.
+* :class:`~.publish.ChordPublisher` (publish.py): publish and routing down the tree;
+* :class:`~.history.ChordHistory` (history.py): the topic history (spec §14): the node's own
+  publications retained, a late subscription's query down its tree, the answers.
 
 The ring, the joins and the filters are the overlay: a rejoin forgets them (new parts, spec
 §8.3); the node keeps its life (phase, incarnation, epoch; the phases and the timers are in
-life.py), the subscriptions, the publisher with its queue, and the counters.
+life.py), the subscriptions, the publisher with its queue, the history, and the counters.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from functools import lru_cache
 from typing import Any
 
 from pubmesh.proto.chord.filters import ChordFilters
+from pubmesh.proto.chord.history import ChordHistory
 from pubmesh.proto.chord.joins import ChordJoins
 from pubmesh.proto.chord.keys import dist, even_key, hashed_key, key_text
 from pubmesh.proto.chord.life import (
@@ -72,6 +75,8 @@ from pubmesh.proto.chord.life import (
     LEAVING,
     LEFT,
     FixTick,
+    HistoryDone,
+    HistoryTick,
     JoinTick,
     LeaveDone,
     LookupTimeout,
@@ -81,6 +86,8 @@ from pubmesh.proto.chord.life import (
     StabilizeTick,
 )
 from pubmesh.proto.chord.messages import (
+    ChordHistoryItem,
+    ChordHistoryQuery,
     FilterUpdate,
     JoinRequest,
     Leaving,
@@ -140,7 +147,14 @@ __all__ = [
 ]
 
 #: messages only a ring member receives: from a node that counts the receiver in its ring
-_RING_TRAFFIC = (Publication, Notification, FilterUpdate, RespChange, SuccListRequest)
+_RING_TRAFFIC = (
+    Publication,
+    Notification,
+    FilterUpdate,
+    RespChange,
+    SuccListRequest,
+    ChordHistoryQuery,
+)
 #: "I am not in the ring": what a rejoining node tells its peers, and answers ring traffic with
 _NOT_IN_RING = Leaving(pred=None, successors=())
 
@@ -166,6 +180,10 @@ class ChordNode(StackNode):
         self.counters: dict[str, int] = {}
         self.received: dict[str, int] = {}
         self.publisher = ChordPublisher(self)
+        #: the topic history (spec §14): kept across a rejoin, as the publisher is
+        self.history = ChordHistory(self)
+        #: the time of the input being handled
+        self.now = 0.0
         self._reset_overlay()
 
     def _reset_overlay(self) -> None:
@@ -209,6 +227,7 @@ class ChordNode(StackNode):
     # ------------------------------------------------------------------------------ handle
     def handle(self, event: Input, now: float) -> list[Output]:
         out: list[Output] = []
+        self.now = now
         match event:
             case Receive(src=src, message=message):
                 self._receive(src, message, now, out)
@@ -219,9 +238,13 @@ class ChordNode(StackNode):
                     self.ring.peer_down(peer, out)
             case Start(contacts=contacts):
                 self._start(contacts, now, out)
-            case Subscribe(topic=topic, filter=filter):
+            case Subscribe(topic=topic, filter=filter, history=history):
+                held = topic in self.subs
                 self.filters.subscribe(topic, filter, out)
+                if history is not None and not held:
+                    self.history.subscribe(topic, history, out)
             case Unsubscribe(topic=topic):
+                self.history.unsubscribe(topic)
                 if self.subs.pop(topic, None) is not None:
                     self.filters.loop_changed(out)
             case Publish():
@@ -289,6 +312,7 @@ class ChordNode(StackNode):
         for peer in sorted(self.ring.peers()):
             out.append(Send(peer, message))
         self.subs.clear()
+        self.history.asking.clear()
         self.state = LEAVING
         out.append(SetTimer(self.params.leave_linger, LeaveDone(self.life)))
 
@@ -301,6 +325,8 @@ class ChordNode(StackNode):
         if self.state == LEAVING:
             if isinstance(message, Publication | Notification):
                 self.publisher.on_routed(message, out)
+            elif isinstance(message, ChordHistoryQuery):
+                self.history.on_query(src, message, now, out)
             return
         if self.state in (IDLE, JOINING) and isinstance(message, _RING_TRAFFIC):
             # a peer still counts us in the ring from before our rejoin (a message of ours
@@ -325,9 +351,17 @@ class ChordNode(StackNode):
                 self.ring.on_succ_list(src, pred, successors, out)
             case Leaving(pred=pred, successors=successors):
                 self.ring.on_leaving(src, pred, successors, out)
+            case ChordHistoryQuery():
+                self.history.on_query(src, message, now, out)
+            case ChordHistoryItem():
+                self.history.on_item(src, message, now, out)
 
     # --------------------------------------------------------------------------- timers
     def _fire(self, timer: Timer, now: float, out: list[Output]) -> None:
+        if isinstance(timer, HistoryTick | HistoryDone):
+            if self.state != LEFT:
+                self.history.fire(timer, now, out)  # the window outlives a rejoin (spec §14)
+            return
         life = getattr(timer, "life", None)
         if life != self.life or self.state == LEFT:
             return
@@ -395,9 +429,11 @@ class ChordNode(StackNode):
 
 
 def _publication(event: Input) -> bool:
-    """A publication issued or forwarded: it changes no ring state (nothing to announce)."""
+    """A publication issued or forwarded, or a history query or item (spec §14): it changes
+    no ring state (nothing to announce)."""
     return isinstance(event, Publish) or (
-        isinstance(event, Receive) and isinstance(event.message, Publication)
+        isinstance(event, Receive)
+        and isinstance(event.message, Publication | ChordHistoryQuery | ChordHistoryItem)
     )
 
 

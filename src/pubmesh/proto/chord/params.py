@@ -54,6 +54,25 @@ class ChordParams:
     leave_linger: float = 1.0
     #: Publications held while the node has no successor yet (spec §5).
     queue_limit: int = 1024
+    #: Topic history (spec §14, not in the paper): each node retains the newest this many of
+    #: its own publications per topic for late subscribers (0: it retains none) ...
+    history_count: int = 1024
+    #: ... none older than this many seconds (0: no age limit) ...
+    history_seconds: float = 600.0
+    #: ... within this many payload bytes per topic (4 MiB).
+    history_bytes: int = 4 * 1024 * 1024
+    #: Items a node sends for one history query, and a subscriber accepts for one (spec §14).
+    history_items: int = 1024
+    #: A node answers (and forwards) one history query per asker and topic per this many
+    #: seconds (spec §14).
+    history_interval: float = 10.0
+    #: Seconds from a history subscription (or the join that follows it) to its query: time
+    #: for the subscription's filter wave, so that nothing published meanwhile misses both
+    #: the live tree and the query (spec §14).
+    history_delay: float = 1.0
+    #: Seconds after its query that a subscriber takes items and checks live copies against
+    #: the replayed ones (spec §14).
+    history_window: float = 30.0
 
     def inert(self) -> dict[str, str]:
         """Parameters these values make unused, each with the reason (``pubmesh sweep`` warns
@@ -79,6 +98,12 @@ class ChordParams:
             return f"lookup_tries must be >= 1, got {self.lookup_tries}"
         if self.queue_limit < 0:
             return f"queue_limit must be >= 0, got {self.queue_limit}"
+        for name in ("history_count", "history_bytes", "history_items"):
+            if getattr(self, name) < 0:
+                return f"{name} must be >= 0, got {getattr(self, name)}"
+        for name in ("history_seconds", "history_interval", "history_delay"):
+            if getattr(self, name) < 0:
+                return f"{name} must be >= 0, got {getattr(self, name)}"
         for name in (
             "join_retry",
             "location_timeout",
@@ -87,6 +112,7 @@ class ChordParams:
             "fix_period",
             "filter_refresh",
             "leave_linger",
+            "history_window",
         ):
             value = getattr(self, name)
             if not value > 0:

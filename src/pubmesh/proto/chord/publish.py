@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pubmesh.proto.chord.keys import MASK, SIZE, dist
 from pubmesh.proto.chord.life import IDLE, JOINED, JOINING, LEAVING, LEFT
-from pubmesh.proto.chord.messages import Notification, Publication
+from pubmesh.proto.chord.messages import ChordHistoryQuery, Notification, Publication
 from pubmesh.proto.chord.routing import match_attributes, matches_any
 from pubmesh.proto.content import matches, publication_attributes
 from pubmesh.proto.core import Deliver, Output, Part, Publish, Send, TraceRecord
@@ -52,6 +52,8 @@ class ChordPublisher(Part["ChordNode"]):
                 out.append(TraceRecord("chord.queue_full", {"pub_id": command.pub_id}))
             return
         attributes = dict(command.attributes or {})
+        # the publisher's own cache for late subscribers (spec §14)
+        node.history.retain(command.topic, command.pub_id, command.payload, attributes, node.now)
         publication = Publication(
             topic=command.topic,
             pub_id=command.pub_id,
@@ -79,7 +81,11 @@ class ChordPublisher(Part["ChordNode"]):
         node = self.n
         matched = publication_attributes(attributes, message.topic)
         conj = node.subs.get(message.topic)
-        if conj is not None and matches(conj, matched):
+        if (
+            conj is not None
+            and matches(conj, matched)
+            and node.history.first(message.topic, message.pub_id)  # a replayed copy? (§14)
+        ):
             node.delivered += 1
             out.append(
                 Deliver(
@@ -104,17 +110,22 @@ class ChordPublisher(Part["ChordNode"]):
             self.n.joins.on_notification(message.topic, matched, out)
         self._route(matched, message, end, out)
 
+    def route_query(self, query: ChordHistoryQuery, end: int | None, out: list[Output]) -> None:
+        """Forward a history query over the range R = [key(u), end) (K when ``end`` is None)
+        to every edge, unpruned (spec §14): it reaches every node once."""
+        self._route(None, query, end, out)
+
     def _route(
         self,
-        attributes: Mapping[str, Any],
-        message: Publication | Notification,
+        attributes: Mapping[str, Any] | None,
+        message: Publication | Notification | ChordHistoryQuery,
         end: int | None,
         out: list[Output],
     ) -> None:
         """Forward over the edges of the range R = [key(u), end) (K when ``end`` is None):
         each edge v with d(u,v) < |R| whose filter matches gets a copy of ``message`` with
         [key(v), key(v) + min(|r_u(v)|, |R| − d(u,v))) and one more hop, in decreasing range
-        size (Terpstra et al. §4.3)."""
+        size (Terpstra et al. §4.3). ``attributes`` None: every edge (no filter pruning)."""
         node = self.n
         ring, edge_filter = node.ring, node.filters.edge_filter
         size = SIZE if end is None else dist(self.key, end)
@@ -124,7 +135,7 @@ class ChordPublisher(Part["ChordNode"]):
                 continue
             length = min(dist(node.key_of(v), ring.ends[v]) or SIZE, size - offset)
             child_end = (node.key_of(v) + length) & MASK
-            if matches_any(edge_filter(v, child_end), attributes):
+            if attributes is None or matches_any(edge_filter(v, child_end), attributes):
                 out.append(Send(v, replace(message, end=child_end, hops=message.hops + 1)))
 
     def on_routed(self, message: Publication | Notification, out: list[Output]) -> None:

@@ -177,6 +177,12 @@ def _parse_text(text: str) -> Conjunction | None:
         return None
 
 
+def parse_conjunction(text: object) -> Conjunction | None:
+    """One conjunction from its canonical text (a history query's filter, spec §14); None if
+    it is not a valid filter."""
+    return _parse_text(text) if isinstance(text, str) else None
+
+
 def parse_filter(wire: object) -> Disjunction | None:
     """An edge filter from its wire form, in canonical order; None if any text is not a valid
     filter (the whole update is then refused, spec §4 "Rejected")."""
