@@ -33,7 +33,9 @@ from pubmesh.sim.engine import Simulation  # noqa: E402
 from support.btfigures import BrokerFigures, measure  # noqa: E402
 
 
-def simulate(scenario_file: str, sets: list[str]) -> tuple[Simulation, BrokerFigures, float]:
+def simulate(
+    scenario_file: str, sets: list[str], *, confirmed: bool = False
+) -> tuple[Simulation, BrokerFigures, float]:
     """Run the scenario with ``sets`` in a scratch directory: the simulation, its figures over
     the pairs published from ``publish_start`` on, and the CPU seconds the run took."""
     scenario = load_scenario(ROOT / scenario_file, sets)
@@ -43,7 +45,9 @@ def simulate(scenario_file: str, sets: list[str]) -> tuple[Simulation, BrokerFig
         sim.run()
         sim.close()
         cpu = time.process_time() - started
-        figures = measure(sim, Path(tmp) / "run", since=scenario.workload.publish_start)
+        figures = measure(
+            sim, Path(tmp) / "run", since=scenario.workload.publish_start, confirmed=confirmed
+        )
     return sim, figures, cpu
 
 

@@ -19,7 +19,12 @@ Columns: overall reliability; within-guarantee reliability (pairs lost / expecte
 beyond the guarantee lost / expected; expected pairs cut off (δ + 1 adjacent crashed brokers
 on the path: no copy can cross them, whatever the rule); duplicates, order violations and
 safety-net drops (``late``) over the deliveries; sessions stalled (``brokertree.stalled``)
-and copies given up or forwarded past ``stall_timeout``; sessions still stalled at the end.
+and copies given up or forwarded past ``stall_timeout``; sessions still stalled at the end;
+copies a durably restarted node refused as delivered in its last life (``refused``).
+With ``--restarts`` clients and brokers also crash and come back durably during the run; then a
+pair counts only once its subscription is confirmed (a restarted client subscribes again and
+waits for its confirmation), and the guarantee is judged with every broker that was ever down
+(a recovered broker was down when it mattered).
 """
 
 from __future__ import annotations
@@ -36,13 +41,17 @@ from bench_brokertree import simulate  # noqa: E402  (bench/, the script's own f
 from support.btfigures import guarantee, stuck_sessions  # noqa: E402
 
 SCENARIO = "scenarios/brokertree_srds11.toml"
+RESTARTS = "scenarios/brokertree_srds11_restarts.toml"
 
 
-def run(seed: int, sets: list[str]) -> dict[str, float]:
+def run(seed: int, sets: list[str], scenario: str = SCENARIO) -> dict[str, float]:
+    restarts = scenario == RESTARTS
     sim, figures, cpu = simulate(
-        SCENARIO, [*sets, f"run.seed={seed}", f"stack.brokertree.topology_seed={seed}"]
+        scenario,
+        [*sets, f"run.seed={seed}", f"stack.brokertree.topology_seed={seed}"],
+        confirmed=restarts,
     )
-    report = guarantee(sim, figures)
+    report = guarantee(sim, figures, ever=restarts)
     return {
         "reliability": figures.reliability,
         "expected": figures.expected,
@@ -59,6 +68,8 @@ def run(seed: int, sets: list[str]) -> dict[str, float]:
         "skipped": figures.events["brokertree.stall_skipped"],
         "forwarded": figures.events["brokertree.stall_forwarded"],
         "stuck": len(stuck_sessions(sim)),
+        "across": sim.duplicates_across_lives,
+        "unconfirmed": figures.unconfirmed,
         "cpu": cpu,
     }
 
@@ -67,27 +78,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1,2,3,4,5")
     parser.add_argument(
+        "--restarts",
+        action="store_true",
+        help="scenarios/brokertree_srds11_restarts.toml: clients and brokers also restart "
+        "durably during the run (issue 59)",
+    )
+    parser.add_argument(
         "--set", action="append", default=[], help="scenario override (KEY=VALUE), repeatable"
     )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s]
-    print(f"{SCENARIO} {' '.join(args.set) or '(default parameters)'}", flush=True)
+    scenario = RESTARTS if args.restarts else SCENARIO
+    print(f"{scenario} {' '.join(args.set) or '(default parameters)'}", flush=True)
     header = (
         f"{'seed':>4} {'overall':>8} {'within':>8} {'lost/expected':>14} "
         f"{'beyond lost/expected':>21} {'cut off':>7} {'dup':>4} {'order':>5} {'late':>5} "
-        f"{'stalled':>7} {'skipped':>7} {'fwd':>5} {'stuck':>5} {'CPU s':>6}"
+        f"{'stalled':>7} {'skipped':>7} {'fwd':>5} {'stuck':>5} {'refused':>7} {'unconf':>7} "
+        f"{'CPU s':>6}"
     )
     print(header, flush=True)
     rows = []
     for seed in seeds:
-        r = run(seed, args.set)
+        r = run(seed, args.set, scenario)
         rows.append(r)
         print(
             f"{seed:>4} {r['reliability']:>8.4f} {r['within']:>8.4f} "
             f"{r['within_lost']:>6}/{r['within_expected']:<7} "
             f"{r['beyond_lost']:>10}/{r['beyond_expected']:<10} {r['cut']:>7} "
             f"{r['duplicates']:>4} {r['order']:>5} {r['late']:>5} {r['stalled']:>7} "
-            f"{r['skipped']:>7} {r['forwarded']:>5} {r['stuck']:>5} {r['cpu']:>6.0f}",
+            f"{r['skipped']:>7} {r['forwarded']:>5} {r['stuck']:>5} {r['across']:>7} "
+            f"{r['unconfirmed']:>7} {r['cpu']:>6.0f}",
             flush=True,
         )
     expected = sum(r["expected"] for r in rows)

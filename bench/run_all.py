@@ -31,6 +31,7 @@ BENCHES = [
     "bench_insiders.py",
     "bench_insiders_net.py",
     "bench_store.py",
+    "bench_history.py",
 ]
 
 

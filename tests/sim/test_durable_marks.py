@@ -107,9 +107,7 @@ def test_a_planted_mark_is_refused() -> None:
 
     spec = get_stack("brokertree")
     params = parse_scenario(SCENARIO).stack_params
-    node = spec.create(
-        NodeContext(node_id=30, rng=node_random(1, 30), role="peer", params=params)
-    )
+    node = spec.create(NodeContext(node_id=30, rng=node_random(1, 30), role="peer", params=params))
     node.restore({"last": [[5, 12.5, 3]]})
     assert node.durable() == {"last": [[5, 12.5, 3]]}
     for bad in ({"last": "x"}, {"last": [[5, "a", 3]]}, {"last": [[5, 1.0]]},

@@ -264,7 +264,7 @@ class CliqueNode(StackNode):
             case Start(contacts=contacts):
                 self._start(contacts, now)
             case Subscribe(topic=topic, history=history):
-                self._subscribe(topic, now, out, history)
+                self._subscribe(topic, now, history, out)
             case Unsubscribe(topic=topic):
                 self.wanted.discard(topic)
                 self.waits.pop(topic, None)
@@ -341,11 +341,7 @@ class CliqueNode(StackNode):
         return instance
 
     def _subscribe(
-        self,
-        topic: str,
-        now: float,
-        out: list[Output],
-        history: HistoryRequest | None = None,
+        self, topic: str, now: float, history: HistoryRequest | None, out: list[Output]
     ) -> None:
         """spec §7: an instance, then Join(in) through the bootstrap relay to the contact;
         with a history request, the Join asks for the topic's history too (module essay)."""
