@@ -2,9 +2,10 @@
 over loopback:
 
 * ``pubmesh cluster`` plays a scenario's late subscribers as the plan says (subscribed at
-  ``late_at``, not at their start, asking for the history), and on gossip each of them
-  delivers every publication of its topic issued before it subscribed, once, replayed from its
-  neighbours' message caches (``history.replayed`` events).
+  ``late_at``, not at their start, asking for the history), and on gossip and chord each of
+  them delivers every publication of its topic issued before it subscribed, once, replayed
+  from its neighbours' message caches (gossip) or its publishers' own (chord)
+  (``history.replayed`` events).
 * The control line's ``history`` field (and the shell's ``--history``): a bad value is one
   error line naming the problem and the node keeps serving; a stack that keeps no history
   (brokertree) refuses the request; the delivery line says ``"replayed": true`` only for a
@@ -41,9 +42,10 @@ from support.netnode import KEY_TEXT, NodeProcess
 # ------------------------------------------------------------------------------------------
 SEED = 5
 LATE_AT = 4.5
-#: 8 gossip nodes on one topic; 40 publications at 20/s from 2 s (the swarm has formed by
-#: then) to 3.95 s; a quarter of the nodes subscribes at 4.5 s, after the last one, asking
-#: for all of the topic's history (Plumtree keeps payloads 30 s: all of them are retained)
+#: 8 nodes on one topic; 40 publications at 20/s from 2 s (the overlay has formed by then)
+#: to 3.95 s; a quarter of the nodes subscribes at 4.5 s, after the last one, asking for all
+#: of the topic's history (gossip: Plumtree keeps payloads 30 s; chord: each publisher keeps
+#: its own 10 min: all of them are retained)
 LATE_SCENARIO = f"""
 [run]
 stack = "gossip"
@@ -82,16 +84,18 @@ def test_the_timeline_subscribes_late_subscribers_at_late_at_with_their_history(
     assert not [e for e in timeline(plan(plain), 7.0) if isinstance(e, SubscribeLate)]
 
 
-def test_late_subscribers_of_a_gossip_cluster_get_the_topics_history(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stack", ["gossip", "chord"])
+def test_late_subscribers_of_a_cluster_get_the_topics_history(tmp_path: Path, stack: str) -> None:
+    text = LATE_SCENARIO.replace('stack = "gossip"', f'stack = "{stack}"')
     scenario_file = tmp_path / "late.toml"
-    scenario_file.write_text(LATE_SCENARIO)
+    scenario_file.write_text(text)
     out = tmp_path / "run"
-    info = run_cluster(out, "--stack", "gossip", "--nodes", "8", "--workload", str(scenario_file))
+    info = run_cluster(out, "--stack", stack, "--nodes", "8", "--workload", str(scenario_file))
     replay = (
-        f"seed {SEED}; replay: pubmesh cluster --stack gossip --nodes 8 --workload "
-        f"{scenario_file} --out {out}   (scenario:{LATE_SCENARIO})"
+        f"seed {SEED}; replay: pubmesh cluster --stack {stack} --nodes 8 --workload "
+        f"{scenario_file} --out {out}   (scenario:{text})"
     )
-    planned = plan(parse_scenario(LATE_SCENARIO))
+    planned = plan(parse_scenario(text))
     late = sorted({s.node for s in planned.subscriptions if s.history is not None})
     assert info.get("late_subscribers") == late, (info.get("late_subscribers"), replay)
 
