@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pubmesh.durable import DELIVERED_SECONDS
 from pubmesh.errors import UserError
 from pubmesh.net.acl import Acl
 from pubmesh.net.address import format_id
@@ -101,6 +102,9 @@ EventCallback = Callable[[str, Mapping[str, Any]], None]
 
 #: Inputs kept for a node that has not booted yet (beyond this they are dropped).
 EARLY_INPUT_LIMIT = 10_000
+#: seconds before its last delivery a restarted node asks its topics' history from (what it
+#: had received but not yet committed when it stopped; see NodeRuntime._missed)
+RESTART_SLACK = 10.0
 
 
 class Congestion(enum.Enum):
@@ -324,9 +328,10 @@ class NodeRuntime:
         self.started = True
         self._housekeeping = loop.call_later(0.5, self._housekeep)
         if memory is not None:
+            missed = self._missed(memory)
             for topic, filter_ in sorted(memory.subscriptions.items()):
                 try:
-                    self.subscribe(topic, filter_)
+                    self.subscribe(topic, filter_, missed)
                 except (PermissionError, InvalidCommand) as error:
                     self.events.event("net.store", {"resubscribe": topic, "error": str(error)})
         if boot:
@@ -353,6 +358,18 @@ class NodeRuntime:
             self.contacts = memory.contacts
         self._delivered_before = memory.delivered
         return memory
+
+    def _missed(self, memory: Remembered) -> HistoryRequest | None:
+        """What a node started again on its data directory asks of its topics' history when
+        it resubscribes: everything since its last delivery (and RESTART_SLACK before it, for
+        what it had received but not yet committed), at most DELIVERED_SECONDS back, the
+        window in which it remembers what it delivered, so a replayed copy of one of those is
+        refused, never delivered twice. None on a stack that keeps no history, or for a node
+        that never delivered (it cannot tell what it missed)."""
+        if not self.spec.history or memory.last_delivery is None:
+            return None
+        gap = self.wall() - memory.last_delivery + RESTART_SLACK
+        return HistoryRequest(seconds=min(max(gap, RESTART_SLACK), DELIVERED_SECONDS))
 
     def boot(self, contacts: Sequence[NodeId] | None = None) -> None:
         """Hand the protocol its Start command (once); :class:`InvalidCommand` if the stack

@@ -83,6 +83,8 @@ class Remembered:
     delivered: set[int] = field(default_factory=set)
     #: the stack's durable state (StackNode.durable) at the last commit
     state: dict[str, Any] = field(default_factory=dict)
+    #: when the node last delivered a publication (wall clock; None: never)
+    last_delivery: float | None = None
 
 
 class Store:
@@ -121,8 +123,10 @@ class Store:
                     "move the file away to start with an empty memory, or use another "
                     "--data-dir"
                 )
+        (last_delivery,) = db.execute("SELECT max(t) FROM delivered").fetchone()
         return Remembered(
             state=state,
+            last_delivery=last_delivery,
             address=meta.get("address"),
             contacts=tuple(n for (n,) in db.execute("SELECT node FROM contacts ORDER BY node")),
             subscriptions={
