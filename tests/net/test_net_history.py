@@ -8,8 +8,8 @@ over loopback:
   (``history.replayed`` events).
 * The control line's ``history`` field (and the shell's ``--history``): a bad value is one
   error line naming the problem and the node keeps serving; a stack that keeps no history
-  (brokertree) refuses the request; the delivery line says ``"replayed": true`` only for a
-  replayed publication, and the live lines stay as they were.
+  (the tests' tiny stack, tests/tinystack) refuses the request; the delivery line says
+  ``"replayed": true`` only for a replayed publication, and the live lines stay as they were.
 * The API: ``Node.subscribe(topic, history=...)`` yields the past as ``Delivery`` values with
   ``replayed`` set, and refuses a bad request or a stack without history with
   ``InvalidCommand``.
@@ -34,7 +34,6 @@ from pubmesh.net.workload import plan
 from pubmesh.proto.core import HistoryRequest
 from pubmesh.scenario.model import parse_scenario
 from support.cluster import run_cluster, table
-from support.identity import free_port
 from support.netnode import KEY_TEXT, NodeProcess
 
 # ------------------------------------------------------------------------------------------
@@ -84,9 +83,15 @@ def test_the_timeline_subscribes_late_subscribers_at_late_at_with_their_history(
     assert not [e for e in timeline(plan(plain), 7.0) if isinstance(e, SubscribeLate)]
 
 
-@pytest.mark.parametrize("stack", ["gossip", "chord"])
+#: what a stack's run needs besides the scenario: brokertree's brokers (three of the eight
+#: nodes, δ = 1; the five clients are the workload)
+STACK_TABLES = {"brokertree": "[stack.brokertree]\nbrokers = 3\ndelta = 1\n"}
+
+
+@pytest.mark.parametrize("stack", ["gossip", "chord", "brokertree"])
 def test_late_subscribers_of_a_cluster_get_the_topics_history(tmp_path: Path, stack: str) -> None:
     text = LATE_SCENARIO.replace('stack = "gossip"', f'stack = "{stack}"')
+    text += STACK_TABLES.get(stack, "")
     scenario_file = tmp_path / "late.toml"
     scenario_file.write_text(text)
     out = tmp_path / "run"
@@ -131,7 +136,7 @@ def test_late_subscribers_of_a_cluster_get_the_topics_history(tmp_path: Path, st
         # nothing issued before it subscribed could reach it live: all of it was replayed
         assert before <= replayed.get(node, set()), (node, sorted(replayed.get(node, ())), replay)
     # the others delivered everything live, as without late subscribers
-    for node in set(range(8)) - set(late):
+    for node in set(planned.topics) - set(late):
         got = {pub_id for pub_id, n in pairs if n == node}
         assert got == {p["pub_id"] for p in publications}, (node, replay)
         assert node not in replayed, (node, replay)
@@ -171,15 +176,8 @@ def test_a_bad_history_is_one_error_line_and_the_node_keeps_serving(tmp_path: Pa
         assert node.stop() == 0
 
 
-#: a brokertree client's broker list (nobody listens there: the client only has to start)
-BROKERS = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
-
-
 def test_a_stack_without_history_refuses_a_history_request(tmp_path: Path) -> None:
-    contacts = [arg for broker in BROKERS for arg in ("--contact", broker)]
-    node = NodeProcess(
-        ["--stack", "brokertree", "--listen", "127.0.0.1:0", *contacts], log=tmp_path / "n.log"
-    )
+    node = NodeProcess(["--stack", "tiny", "--listen", "127.0.0.1:0"], log=tmp_path / "n.log")
     try:
         for line in (
             '{"op": "subscribe", "topic": "x", "history": "all"}',
@@ -187,7 +185,7 @@ def test_a_stack_without_history_refuses_a_history_request(tmp_path: Path) -> No
         ):
             answer = node.command(line)
             assert answer["ok"] is False, (line, answer)
-            assert answer["error"] == "subscribe: stack brokertree keeps no topic history", answer
+            assert answer["error"] == "subscribe: stack tiny keeps no topic history", answer
         assert node.command({"op": "stats"})["stats"]["subscriptions"] == []
         answer = node.command({"op": "subscribe", "topic": "x"})
         assert answer["ok"] is True, answer
@@ -281,8 +279,8 @@ def test_the_api_hands_over_the_history_marked_replayed() -> None:
 
 def test_the_api_refuses_a_history_on_a_stack_that_keeps_none() -> None:
     async def main() -> None:
-        async with Node("brokertree", listen="127.0.0.1:0", key=KEY_TEXT, contact=BROKERS) as node:
-            with pytest.raises(InvalidCommand, match="stack brokertree keeps no topic history"):
+        async with Node("tiny", listen="127.0.0.1:0", key=KEY_TEXT) as node:
+            with pytest.raises(InvalidCommand, match="stack tiny keeps no topic history"):
                 await node.subscribe("news", history="all")
             assert "news" not in node.runtime.subscribed
             subscription = await node.subscribe("news")

@@ -58,12 +58,16 @@ SPEC = register(
         content_based=True,
         start_problem=start_problem,
         demo_scenario="brokertree_demo.toml",
-        extra_metrics=("stalls", "tagged", "safety_drops"),
+        extra_metrics=("stalls", "tagged", "safety_drops", "history_reliability", "replayed"),
         description=(
             "δ-fault-tolerant content-based broker tree (Kazemzadeh & Jacobsen): topology maps "
             "to δ+1 hops, bypass of failed brokers, sequence vectors, exactly-once in-order "
             "delivery"
         ),
         repair_layers=(),
+        history=(
+            "what each matching publisher client still retains of its own publications: the "
+            "newest history_count (1,024) per topic, history_seconds (600), within history_bytes"
+        ),
     )
 )

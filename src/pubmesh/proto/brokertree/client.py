@@ -93,6 +93,7 @@ class Client(Part["BrokerTreeNode"]):
         own = self.own.pop(topic, None)
         if own is None or self.n.view is None:
             return
+        self.n.history.unsubscribe(topic, out)
         origin = (self.n.node_id, self.n.next_seq())
         message = Unsub(sid=0, n=0, origin=origin, target=own.origin, vect=())
         self.n.flow.enqueue(
@@ -122,6 +123,9 @@ class Client(Part["BrokerTreeNode"]):
             hops=0,
             tags=(),
         )
+        self.n.history.retain(
+            command.topic, command.pub_id, command.payload, attributes, origin[1], now
+        )
         self.deliver(origin, message, publication_attributes(attributes, command.topic), out)
         # the broker frontier filters for everyone beyond; the subscriber clients around us go
         # through our broker too while it is up, and straight to them while it is down
@@ -140,6 +144,10 @@ class Client(Part["BrokerTreeNode"]):
                 self.n.count("unmatched")
             return
         publisher, pseq = origin
+        if self.n.history.seen(message.topic, message.pub_id):
+            # delivered already from the topic's history (spec §14): one delivery
+            self.n.count("history_duplicates")
+            return
         tagged = self.read_tags(own, message)
         last = self.last.get(publisher)
         if last is not None and pseq <= last:
@@ -149,22 +157,23 @@ class Client(Part["BrokerTreeNode"]):
             )
             return
         self.last[publisher] = pseq
-        self.delivered += 1
         if tagged:
             # delivered through an overlap with other subscriptions while this one is
             # partial: earlier matching publications may be missing (Kazemzadeh & Jacobsen §7)
             self.n.count("tagged")
             detail = {"pub_id": message.pub_id, "parinfo": [repr(pi) for pi in tagged]}
             out.append(TraceRecord("brokertree.tagged", detail))
-        out.append(
-            Deliver(
-                message.topic,
-                message.pub_id,
-                message.payload,
-                message.hops,
-                dict(message.attributes),
-            )
+        deliver = Deliver(
+            message.topic,
+            message.pub_id,
+            message.payload,
+            message.hops,
+            dict(message.attributes),
         )
+        if self.n.history.hold(message.topic, publisher, pseq, deliver):
+            return  # held until the topic's history is in (spec §14)
+        self.delivered += 1
+        out.append(deliver)
 
     def read_tags(self, own: OwnSub, message: Pub) -> list[ParInfoT]:
         """Lemma 3: a tag π matching a partial subscription's π marks the publication; the

@@ -244,6 +244,7 @@ class Flow(Part["BrokerTreeNode"]):
                 if own is not None and own.origin == entry.origin:
                     own.confirmed = True
                     own.parinfo = frozenset(parinfo)
+                    self.n.history.confirmed(message.topic, own.origin, out)
                 out.append(
                     TraceRecord(
                         "brokertree.sub_confirmed",

@@ -259,3 +259,46 @@ class TopoSummary(Message):
 
 
 register_message(TopoSummary, 415, layer=CTL)
+
+
+# ------------------------------------------------------------------- topic history (issue 59)
+HISTORY = "history"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryAsk(Message):
+    """A late subscriber's history query (spec §14, not in the paper; issue 59), outside the
+    sessions: sent by ``asker`` straight to every broker, and by each broker to the clients
+    it has a session with. ``filter`` is the subscription's content filter (as in
+    :class:`Sub`), ``count``/``seconds`` the request (0: no limit), ``qid`` the asker's number
+    for the query; the items go straight back to the asker."""
+
+    topic: str
+    filter: Mapping[str, Any]
+    count: int
+    seconds: float
+    asker: int
+    qid: int
+
+
+register_message(HistoryAsk, 420, layer=HISTORY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryPub(Message):
+    """One retained publication of the sender, sent straight to the asker of query ``qid``
+    (spec §14): ``seq`` is the sender's own sequence number for it (the origin of its live
+    copies, which the asker's per-publisher high-water mark compares)."""
+
+    topic: str
+    pub_id: int
+    payload: bytes
+    attributes: Mapping[str, Any]
+    seq: SeqT
+    qid: int
+
+    def publication(self) -> int | None:
+        return self.pub_id
+
+
+register_message(HistoryPub, 421, layer=HISTORY, payload=True)

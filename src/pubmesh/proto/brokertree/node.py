@@ -67,14 +67,16 @@ The parts
 =========
 The node holds the state every part reads (the view, the sessions, the queue, the table,
 ``down``, ``links``, the partition table), takes every input and settles after each; it
-composes five parts, each with the fields it alone uses: :class:`.connections.Connections`
+composes six parts, each with the fields it alone uses: :class:`.connections.Connections`
 (sessions, routes, link activation), :class:`.recovery.Recovery` (handshake, summaries, whole
 tables), :class:`.flow.Flow` (check-out and confirmation), :class:`.purge.Purger` (depth acks
-and the purge) and :class:`.client.Client` (a client's subscriptions, publications and
-deliveries). A part reaches the shared state through its node (``self.n``, a weak proxy:
-:class:`pubmesh.proto.core.Part`); the order in which
-the node calls them is the order of the rules below, and the traces are byte-identical to those
-of the single class they were cut from.
+and the purge), :class:`.client.Client` (a client's subscriptions, publications and
+deliveries) and :class:`.history.BrokerTreeHistory` (the topic history of spec §14: a client's
+own publications retained for late subscribers, their queries and the replayed deliveries).
+A part reaches the shared state through its node (``self.n``, a weak proxy:
+:class:`pubmesh.proto.core.Part`); the order in which the node calls them is the order of the
+rules below, and the traces are byte-identical to those of the single class they were cut from
+(the history, added since, sends nothing unless asked).
 
 The rule that keeps it correct
 ==============================
@@ -134,12 +136,20 @@ from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB, CheckoutQueue
 from pubmesh.proto.brokertree.client import Client
 from pubmesh.proto.brokertree.connections import Connections
 from pubmesh.proto.brokertree.flow import Flow
+from pubmesh.proto.brokertree.history import (
+    BrokerTreeHistory,
+    HistoryDone,
+    HistoryFlush,
+    HistoryTick,
+)
 from pubmesh.proto.brokertree.messages import (
     Conf,
     Dack,
     Heartbeat,
     Hello,
     HelloAck,
+    HistoryAsk,
+    HistoryPub,
     LSeq,
     OriginT,
     ParInfoT,
@@ -282,6 +292,8 @@ class BrokerTreeNode(StackNode):
         self.flow = Flow(self)
         self.acks = Purger(self)
         self.client = Client(self)
+        #: the topic history (spec §14): a client's own publications, its history queries
+        self.history = BrokerTreeHistory(self)
         self.counters: dict[str, int] = {}
         self.received: dict[str, int] = {}
 
@@ -313,8 +325,12 @@ class BrokerTreeNode(StackNode):
                 # epochs must grow across incarnations (spec §2, §12.6): the run's clock in
                 # the simulator, the wall clock over TCP, where now restarts with the process
                 self._start(contacts, now, wall if wall is not None else now, out)
-            case Subscribe(topic=topic, filter=filter):
+            case Subscribe(topic=topic, filter=filter, history=history):
+                before = self.client.own.get(topic)
                 self.client.subscribe(topic, filter, now, out)
+                own = self.client.own.get(topic)
+                if history is not None and own is not None and own is not before:
+                    self.history.subscribe(topic, history, own.origin, out)
             case Unsubscribe(topic=topic):
                 self.client.unsubscribe(topic, now, out)
             case Publish():
@@ -389,6 +405,14 @@ class BrokerTreeNode(StackNode):
     def _on_frame(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
         name = type(message).__name__
         self.received[name] = self.received.get(name, 0) + 1
+        if isinstance(message, HistoryAsk | HistoryPub):
+            # the topic history (spec §14) goes outside the sessions, straight between nodes
+            if self.state == RUNNING and src != self.node_id and valid_node(src):
+                if isinstance(message, HistoryAsk):
+                    self.history.on_ask(src, message, now, out)
+                else:
+                    self.history.on_item(src, message, now, out)
+            return
         if not isinstance(message, _FRAMES) or self.sessions is None:
             return
         if self.state not in (RUNNING, LEAVING) or src == self.node_id or not valid_node(src):
@@ -690,6 +714,8 @@ class BrokerTreeNode(StackNode):
             case PurgeTick(life=life) if life == self.life:
                 self.acks.purge()
                 out.append(SetTimer(p.purge_period, PurgeTick(self.life)))
+            case HistoryTick() | HistoryFlush() | HistoryDone():
+                self.history.fire(timer, now, out)
 
     # --------------------------------------------------------------------- queries
     def monitored_peers(self) -> Iterable[NodeId]:

@@ -86,6 +86,27 @@ class BrokerTreeParams:
     #: Fig. 5 may then miss a duplicate beyond the guarantee, and the subscriber's per-publisher
     #: high-water mark (spec §6.5's safety net) keeps exactly-once and order.
     past_stall: str = "skip"
+    #: Topic history (spec §14, not in the paper): each client retains the newest this many
+    #: of its own publications per topic (0: none, and it answers no history query) …
+    history_count: int = 1024
+    #: … none older than this many seconds …
+    history_seconds: float = 600.0
+    #: … within this many bytes of payload per topic.
+    history_bytes: int = 4 * 1024 * 1024
+    #: Items a client sends for one history query, and a subscriber accepts for one (§14).
+    history_items: int = 1024
+    #: A broker forwards, and a client answers, one history query per asker and topic per
+    #: this many seconds (§14).
+    history_interval: float = 10.0
+    #: Seconds from the confirmation of a history subscription (every broker has its tuple,
+    #: so what is published from then on reaches it live) to its query (§14).
+    history_delay: float = 1.0
+    #: Seconds the subscriber waits for the answers after its query, holding the topic's live
+    #: copies, before it delivers the history and then them, in each publisher's order (§14).
+    history_wait: float = 1.0
+    #: Seconds from the subscription to the end of its history: items after it are ignored,
+    #: and anything still held is delivered then (§14).
+    history_window: float = 30.0
 
     def check(self) -> str | None:
         """Refuse impossible values (called by the scenario loader; spec §12.8)."""
@@ -132,6 +153,18 @@ class BrokerTreeParams:
             )
         if self.past_stall not in PAST_STALL:
             return f"past_stall must be one of {', '.join(PAST_STALL)}, got {self.past_stall!r}"
+        for name in ("history_count", "history_bytes", "history_items"):
+            if getattr(self, name) < 0:
+                return f"{name} must be >= 0, got {getattr(self, name)}"
+        for name in ("history_seconds", "history_interval", "history_delay", "history_wait"):
+            value = getattr(self, name)
+            if not value >= 0:
+                return f"{name} must be >= 0, got {value}"
+        if not self.history_window > self.history_delay + self.history_wait:
+            return (
+                f"history_window ({self.history_window}) must exceed history_delay + "
+                f"history_wait ({self.history_delay + self.history_wait})"
+            )
         if self.hb and not self.fd_timeout > self.hb_period:
             return (
                 f"fd_timeout ({self.fd_timeout}) must exceed hb_period ({self.hb_period}), "
