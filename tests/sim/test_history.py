@@ -153,3 +153,31 @@ def test_a_retention_keeps_the_newest_within_its_bounds() -> None:
     none = Retention(count=0, seconds=10.0, max_bytes=25)
     none.add(1, b"x", 0.0)
     assert none.select(0, 0.0, 0.0) == []
+
+
+def test_skiprings_late_subscribers_get_every_publication_by_its_own_repair(
+    tmp_path: Path,
+) -> None:
+    """skipring keeps no separate history: its trie repair hands a subscriber every
+    publication ever issued on its topic (Feldmann et al. §4), late or not, once each."""
+    text = (
+        SCENARIO.replace('stack = "gossip"', 'stack = "skipring"')
+        .replace("nodes = 50", "nodes = 25")
+        .replace("publications = 200", "publications = 80")
+    )
+    replay = f"seed {SEED}; replay: pubmesh sim FILE (the skipring scenario in {__file__})"
+    run_dir = tmp_path / "run"
+    run_scenario(parse_scenario(text), run_dir)
+    subscriptions = _rows(run_dir, "subscriptions")
+    deliveries = _rows(run_dir, "deliveries")
+    copies = Counter((d["pub_id"], d["node"]) for d in deliveries)
+    assert max(copies.values()) == 1, f"a publication delivered twice; {replay}"
+    by_topic: dict[str, set[int]] = defaultdict(set)
+    for p in _rows(run_dir, "publications"):
+        by_topic[p["topic"]].add(p["pub_id"])
+    late = [s for s in subscriptions if s["t_start"] >= LATE_AT]
+    assert len(late) == 5, replay
+    for s in late:
+        got = {pub for pub, node in copies if node == s["node"]}
+        missing = sorted(by_topic[s["topic"]] - got)
+        assert not missing, f"late node {s['node']} lacks {missing[:10]}; {replay}"

@@ -93,8 +93,10 @@ On a terminal it opens a shell:
                            (operators: eq ne lt le gt ge prefix in; a bare value is eq);
                            --history also delivers the topic's past (marked "replayed"):
                            all of it, the newest N or those of the last DURATION (90s, 5m,
-                           1h), as far as the topic's members retain them (stacks that
-                           keep topic history: gossip, skipring; the others refuse it)
+                           1h), as far as the stack retains them: gossip the swarm's
+                           caches (30 s), chord and brokertree each publisher's own,
+                           clique and d2g the contact's, skipring everything
+                           (docs/history.md)
   unsubscribe TOPIC
   publish TOPIC MESSAGE [ATTRIBUTES-JSON]
                            publish MESSAGE (the rest of the line) on TOPIC; a JSON object
@@ -139,7 +141,8 @@ commands:
   subscribe TOPIC          deliver publications on TOPIC
   subscribe TOPIC --history all|N|DURATION
                            and the topic's past: all, the newest N, or the last 90s,
-                           5m, 1h (stacks that keep history), shown as "replayed"
+                           5m, 1h (as far as the stack retains it), shown as
+                           "replayed"
   unsubscribe TOPIC        stop delivering TOPIC
   publish TOPIC MESSAGE    publish MESSAGE on TOPIC
   neighbors                overlay neighbours per topic
