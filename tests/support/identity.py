@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,12 +36,22 @@ def identity_node(
     same node started again), ``extra`` arguments after the usual ones, run by ``prefix``
     (NodeProcess)."""
     directory = tmp_path / name
-    if (directory / "node.crt").exists():
-        address = load_identity(directory).address
-    else:
-        address = f"127.0.0.1:{free_port()}"
-        issue(authority, address, directory)
-    args = ["--stack", STACK, "--listen", address, "--identity", str(directory), *extra]
-    if contact is not None:
-        args += ["--contact", contact.address]
-    return NodeProcess(args, log=tmp_path / f"{name}.log", env=keyless_env(), prefix=prefix)
+    fresh = not (directory / "node.crt").exists()
+    for attempt in range(3):
+        if fresh:
+            # the certificate names the port, so it is chosen first; another test may take it
+            # before the node binds it: then a new port and a new certificate
+            address = f"127.0.0.1:{free_port()}"
+            issue(authority, address, directory)
+        else:
+            address = load_identity(directory).address
+        args = ["--stack", STACK, "--listen", address, "--identity", str(directory), *extra]
+        if contact is not None:
+            args += ["--contact", contact.address]
+        try:
+            return NodeProcess(args, log=tmp_path / f"{name}.log", env=keyless_env(), prefix=prefix)
+        except AssertionError as error:
+            if not fresh or "the port is in use" not in str(error) or attempt == 2:
+                raise
+            shutil.rmtree(directory)
+    raise AssertionError("unreachable")
