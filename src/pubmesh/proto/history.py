@@ -54,6 +54,7 @@ from pubmesh.proto.core import HistoryRequest, Message, register_message
 __all__ = [
     "ANSWERED_KEPT",
     "QUERY_PEERS",
+    "AnswerLimit",
     "HistoryFetch",
     "HistoryItem",
     "HistoryOffer",
@@ -155,6 +156,30 @@ class Retention:
         self.expire(now)
         found = [r for r in self.items.values() if not seconds or now - r.t <= seconds]
         return found[-count:] if count else found
+
+
+class AnswerLimit:
+    """Whom a node answered a history request, and when: one answer per key (an asker and a
+    topic) per ``interval`` seconds, the :data:`ANSWERED_KEPT` keys answered last remembered
+    (the oldest forgotten first), so a member cannot make it answer without limit and the
+    record stays bounded."""
+
+    __slots__ = ("_at",)
+
+    def __init__(self) -> None:
+        self._at: OrderedDict[tuple[Any, ...], float] = OrderedDict()
+
+    def allow(self, key: tuple[Any, ...], now: float, interval: float) -> bool:
+        """True, and the answer recorded, unless ``key`` was answered within ``interval``."""
+        at = self._at
+        last = at.get(key)
+        if last is not None and now - last < interval:
+            return False
+        at.pop(key, None)
+        if len(at) >= ANSWERED_KEPT:
+            at.popitem(last=False)
+        at[key] = now
+        return True
 
 
 @mypyc_attr(native_class=False)

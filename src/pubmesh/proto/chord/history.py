@@ -39,7 +39,6 @@ publisher it is kept across a rejoin (the node's own publications, its queries).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +58,7 @@ from pubmesh.proto.core import (
     Timer,
     TraceRecord,
 )
-from pubmesh.proto.history import ANSWERED_KEPT, Retention
+from pubmesh.proto.history import AnswerLimit, Retention
 
 if TYPE_CHECKING:
     from pubmesh.proto.chord.node import ChordNode
@@ -88,7 +87,7 @@ class ChordHistory(Part["ChordNode"]):
         #: topic -> the subscription's history request, until its window closes
         self.asking: dict[str, _Asking] = {}
         #: (asker, topic) -> when its last query was taken, the oldest forgotten first
-        self.answered: OrderedDict[tuple[NodeId, str], float] = OrderedDict()
+        self.answered = AnswerLimit()
         self.next_qid = 1
 
     # ------------------------------------------------------------------ the publisher side
@@ -135,15 +134,9 @@ class ChordHistory(Part["ChordNode"]):
         """One query per asker and topic per history_interval (spec §14): a repeated one is
         neither answered nor forwarded, so a flood of queries costs one broadcast per
         interval."""
-        key = (asker, topic)
-        last = self.answered.get(key)
-        if last is not None and now - last < self.n.params.history_interval:
+        if not self.answered.allow((asker, topic), now, self.n.params.history_interval):
             self.n._count("history_over_limit")
             return False
-        self.answered.pop(key, None)
-        if len(self.answered) >= ANSWERED_KEPT:
-            self.answered.popitem(last=False)
-        self.answered[key] = now
         return True
 
     def _answer(

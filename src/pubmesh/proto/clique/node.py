@@ -111,7 +111,7 @@ from pubmesh.proto.core import (
     TraceRecord,
     Unsubscribe,
 )
-from pubmesh.proto.history import ANSWERED_KEPT, Retention
+from pubmesh.proto.history import AnswerLimit, Retention
 from pubmesh.proto.relay.layer import IN, PORT, ROUTED, Delivery, Outcome, Relay, RelayLayer
 from pubmesh.proto.relay.messages import (
     Adopt,
@@ -235,7 +235,7 @@ class CliqueNode(StackNode):
         #: topic history (module essay): the contact's retained publications per topic, when
         #: it last answered each (topic, node), and a subscriber's requests awaiting an answer
         self.retained: dict[str, Retention] = {}
-        self.history_answered: dict[tuple[str, NodeId], float] = {}
+        self.history_answered = AnswerLimit()
         self.waits: dict[str, HistoryWait] = {}
         #: the network sender of the frame being handled (the relay layer's deliveries do
         #: not name it): history is taken from, and sent to, only the node that sent the frame
@@ -739,15 +739,9 @@ class CliqueNode(StackNode):
             self._count("history_refused")
             return
         topic = instance.topic
-        answered = self.history_answered
-        last = answered.get((topic, src))
-        if last is not None and now - last < p.history_interval:
+        if not self.history_answered.allow((topic, src), now, p.history_interval):
             self._count("history_over_limit")
             return
-        answered.pop((topic, src), None)
-        if len(answered) >= ANSWERED_KEPT:
-            del answered[next(iter(answered))]  # the one answered longest ago
-        answered[(topic, src)] = now
         count = message.count if type(message.count) is int and message.count > 0 else 0
         count = min(count, p.history_items) if count else p.history_items
         seconds = message.seconds if type(message.seconds) is float else 0.0
