@@ -2,7 +2,8 @@
 
 The planner lives in :mod:`pubmesh.scenario.workload` and both runtimes consume its
 :class:`~pubmesh.scenario.workload.WorkloadPlan` (its types are imported from there). The
-cluster runs fault kinds crash and leave, and across network namespaces (``--netns``)
+cluster runs fault kinds crash, leave and recover (it starts the killed processes again), and
+across network namespaces (``--netns``)
 partition and heal; :func:`plan` refuses a scenario with any other kind, or a partition that
 would split a namespace (one line naming the fault) before the cluster starts.
 
@@ -21,15 +22,16 @@ from pubmesh.scenario.workload import plan as plan_workload
 
 __all__ = ["NETNS_FAULTS", "SUPPORTED_FAULTS", "plan"]
 
-SUPPORTED_FAULTS = ("crash", "leave")
+SUPPORTED_FAULTS = ("crash", "leave", "recover")
 #: fault kinds a cluster runs across network namespaces only (``--netns``)
 NETNS_FAULTS = ("partition", "heal")
 
 
 def plan(scenario: Scenario, *, netns: int = 0) -> WorkloadPlan:
     """The workload of ``scenario`` (:func:`pubmesh.scenario.workload.plan`), for fault kinds the
-    network runtime supports: crash and leave, and with ``netns`` namespaces (``--netns``) partition
-    and heal, whose groups must keep every namespace whole (its links are what is cut)."""
+    network runtime supports: crash, leave and recover, and with ``netns`` namespaces
+    (``--netns``) partition and heal, whose groups must keep every namespace whole (its links
+    are what is cut)."""
     kinds = (*SUPPORTED_FAULTS, *NETNS_FAULTS) if netns else SUPPORTED_FAULTS
     for index, fault in enumerate(scenario.faults):
         if fault.kind in NETNS_FAULTS and not netns:

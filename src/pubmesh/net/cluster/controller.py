@@ -4,8 +4,9 @@
 each reports its address, and takes that moment as the run's time 0. It then plays the
 workload plan as a typed timeline (:func:`timeline`): :class:`StartNode`,
 :class:`SubscribeNode`, :class:`SubscribeLate`, :class:`PublishAt`, :class:`UnsubscribeAt`,
-:class:`KillAt`, :class:`LeaveAt` and, last, :class:`StopAll`, in the simulator's order for
-events at the same instant (starts, publications, unsubscriptions, faults, delayed subscriptions):
+:class:`KillAt`, :class:`LeaveAt`, :class:`RecoverAt` and, last, :class:`StopAll`, in the
+simulator's order for events at the same instant (starts, publications, unsubscriptions,
+faults, delayed subscriptions):
 
 1. it boots the nodes at the start times of the workload plan (:mod:`pubmesh.net.workload`: the
    same draws as the simulator, so one scenario means one workload in both runtimes),
@@ -24,7 +25,15 @@ events at the same instant (starts, publications, unsubscriptions, faults, delay
 3. it issues the publications at their planned times from their planned publishers, SIGKILLs
    the planned victims at ``--kill FRACTION@SECONDS`` (and runs any ``[[faults]]`` of kind
    crash or leave), all while a live table (:mod:`pubmesh.net.cluster.live`) shows every node's
-   neighbours and deliveries;
+   neighbours and deliveries; a ``recover`` fault starts each node it names that the
+   controller killed again (:meth:`Cluster._restart`): a new process with the same arguments
+   and listen port (so the same id), booted through the contacts and recorded as ``recover``
+   in the nodes table. ``durable = true`` (which needs ``--data-dir``) restarts it on its data
+   directory: it resubscribes by itself, asking the topics' history for what it missed, and
+   the controller records the subscriptions it reports from its restart; ``durable = false``
+   gives it a fresh empty directory (DIR/node-I.life-K) and the plan's subscriptions. Each
+   life writes its partial trace to a directory of its own (node-I, node-I.life-2, ...), all
+   gathered; commands for a node wait while it restarts;
 4. at ``--duration`` it tells every live node to stop (without leaving, as a simulation just
    ends), waits for them to write their partial traces, and gathers one run directory
    (:mod:`pubmesh.net.gather`): trace v1, ``runtime = "net"``, times from the run's start,
@@ -47,6 +56,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pubmesh.errors import UserError
@@ -163,6 +173,24 @@ class LeaveAt:
 
 
 @dataclass(frozen=True)
+class RecoverAt:
+    """A planned recovery (a ``[[faults]]`` recover): start these killed nodes again, each a
+    new process with its arguments (same port, hence same id; same role), on its data
+    directory if ``durable``, else on a fresh one (with ``--data-dir``)."""
+
+    ORDER: ClassVar[int] = 3
+    KIND: ClassVar[str] = "recover"
+    t: float
+    index: int
+    nodes: tuple[int, ...]
+    durable: bool
+
+    @property
+    def seq(self) -> int:
+        return self.index
+
+
+@dataclass(frozen=True)
 class CutAt:
     """A planned partition (``--netns`` only): cut the links between these namespace groups
     (:meth:`.netns.NetnsLayout.partition`); ``sizes`` are the node groups' sizes, as the
@@ -237,7 +265,7 @@ class StopAll:
 
 TimelineEvent = (
     StartNode | SubscribeNode | SubscribeLate | PublishAt | UnsubscribeAt | KillAt | LeaveAt
-    | CutAt | HealAt | StopAll
+    | RecoverAt | CutAt | HealAt | StopAll
 )  # fmt: skip
 
 #: seconds within which a planned subscription counts as made at its node's subscribe time
@@ -275,6 +303,25 @@ def late_subscriptions(plan: WorkloadPlan, held: frozenset[int]) -> list[Subscri
     return [SubscribeLate(t, node, tuple(topics), h) for (t, node, h), topics in grouped.items()]
 
 
+def recovery_subscriptions(plan: WorkloadPlan, held: frozenset[int]) -> list[SubscribeLate]:
+    """The planned subscriptions of recovered nodes' new lives (a recovered node resubscribes
+    to its workload topics, at its recovery or ``subscribe_at`` after it), one event per node
+    and instant, for the nodes not ``held`` (a held node's are in :func:`late_subscriptions`
+    already). A subscription of a node at or after its first recovery belongs to a new life:
+    the plan drops what an earlier life had scheduled."""
+    first: dict[int, float] = {}
+    for fault in plan.faults:
+        if isinstance(fault, FaultEvent) and fault.kind == RecoverAt.KIND:
+            for node in fault.nodes:
+                first[node] = min(fault.t, first.get(node, fault.t))
+    grouped: dict[tuple[float, int, str | None], list[str]] = {}
+    for sub in plan.subscriptions:
+        if sub.node in first and sub.node not in held and sub.t >= first[sub.node]:
+            key = (sub.t, sub.node, _history_text(sub))
+            grouped.setdefault(key, []).append(sub.topic)
+    return [SubscribeLate(t, node, tuple(topics), h) for (t, node, h), topics in grouped.items()]
+
+
 def _history_text(subscription: Subscription) -> str | None:
     return None if subscription.history is None else str(subscription.history)
 
@@ -291,6 +338,7 @@ def timeline(
         if plan.subscribe_at > 0 and node in plan.topics and node not in held:
             events.append(SubscribeNode(plan.subscribe_time(node), node))
     events.extend(late_subscriptions(plan, held))
+    events.extend(recovery_subscriptions(plan, held))
     events.extend(PublishAt(p.t, p) for p in plan.publications)
     events.extend(UnsubscribeAt(u.t, i, u) for i, u in enumerate(plan.unsubscriptions))
     for i, fault in enumerate(plan.faults):
@@ -298,6 +346,8 @@ def timeline(
             events.append(KillAt(fault.t, i, tuple(fault.nodes)))
         elif isinstance(fault, FaultEvent) and fault.kind == LeaveAt.KIND:
             events.append(LeaveAt(fault.t, i, tuple(fault.nodes)))
+        elif isinstance(fault, FaultEvent) and fault.kind == RecoverAt.KIND:
+            events.append(RecoverAt(fault.t, i, tuple(fault.nodes), fault.durable))
         elif isinstance(fault, Partition):
             events.append(CutAt(fault.t, i, fault.groups))
         elif isinstance(fault, Heal):
@@ -338,6 +388,9 @@ class Cluster:
         self.publications_refused = 0
         self.first_refusal: str | None = None
         self.id_map: dict[int, int] = {}
+        #: each node's id, for the contacts' list: a recovered node keeps its port, hence its
+        #: id, but its new process reports it only once ready
+        self.node_ids: dict[int, int] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.summary: dict[str, Any] = {
             # how the links were secured: certificates and TLS, or the shared cluster key
@@ -347,12 +400,40 @@ class Cluster:
             self.summary["late_subscribers"] = sorted(self.held)
         #: ``--netns K``: where the nodes run (None: all on 127.0.0.1)
         self.layout: NetnsLayout | None = None
-        #: identity mode: each node's port, chosen before it starts (its certificate names it)
+        #: identity mode: each node's port, chosen before it starts (its certificate names it);
+        #: a recovered node's too (the port it had: it comes back with its id)
         self.ports: dict[int, int] = {}
+        #: each node's current life: 1 for its first process, one more at each recovery
+        self.lives: dict[int, int] = {}
+        #: the processes of earlier lives (killed), kept to close their readers at the end
+        self.retired: list[Child] = []
+        #: a recovery under way, per node: commands for the node wait for it
+        self.restarting: dict[int, asyncio.Future[None]] = {}
+        #: ``--data-dir``: each node's current data directory (a fresh recovery's is new)
+        self.data_dirs: dict[int, Path] = {}
 
     @property
     def unexpected_exits(self) -> list[int]:
-        return sorted(c.index for c in self.children if c.unexpected_exit)
+        return sorted({c.index for c in self.processes if c.unexpected_exit})
+
+    @property
+    def processes(self) -> list[Child]:
+        """Every process of the run: the earlier lives of recovered nodes, then the current."""
+        return [*self.retired, *self.children]
+
+    def _life_name(self, index: int) -> str:
+        """``node-I`` for a node's first life, ``node-I.life-K`` for its K-th: the name of its
+        partial trace and log (and of a fresh recovery's data directory)."""
+        life = self.lives.get(index, 1)
+        return f"node-{index}" if life == 1 else f"node-{index}.life-{life}"
+
+    def _trace_dir(self, index: int) -> Path:
+        return self.partial / self._life_name(index)
+
+    def _data_dir(self, index: int) -> Path | None:
+        if self.config.data_dir is None:
+            return None
+        return self.data_dirs.get(index, self.config.data_dir / f"node-{index}")
 
     # ------------------------------------------------------------------ time
     def now(self) -> float:
@@ -410,7 +491,7 @@ class Cluster:
                 live.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await live
-            await terminate(self.children)
+            await terminate(self.processes)
             if self.layout is not None:
                 self.layout.remove()
         if interrupted:
@@ -464,7 +545,7 @@ class Cluster:
             "0.5",
             "--no-delivery-lines",
             "--trace-dir",
-            str(self.partial / f"node-{index}"),
+            str(self._trace_dir(index)),
             "--seed",
             str(self.scenario.run.seed),
             "--role",
@@ -486,8 +567,9 @@ class Cluster:
             command.append("--no-message-trace")
         if self.config.metrics:
             command += ["--metrics", f"{host}:0"]
-        if self.config.data_dir is not None:
-            command += ["--data-dir", str(self.config.data_dir / f"node-{index}")]
+        data_dir = self._data_dir(index)
+        if data_dir is not None:
+            command += ["--data-dir", str(data_dir)]
         for setting in self.config.param_args:
             command += ["--set", setting]
         for setting in self.config.net_args:
@@ -552,6 +634,7 @@ class Cluster:
         if self.config.metrics:
             self._scrape_config(metrics)
         self.id_map = {child.node_id: child.index for child in self.children}
+        self.node_ids = {child.index: child.node_id for child in self.children}
         self.t0_wall = time.time()
         self.t0_mono = asyncio.get_running_loop().time()
         # for tools and tests that watch a running cluster: every node is up, the run began
@@ -603,6 +686,8 @@ class Cluster:
                     await self._kill(event)
                 case LeaveAt():
                     await self._leave(event)
+                case RecoverAt():
+                    pending.append(asyncio.ensure_future(self._recover(event)))
                 case CutAt():
                     self._cut(event)
                 case HealAt():
@@ -615,9 +700,14 @@ class Cluster:
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
 
+    def _contacts(self) -> tuple[int, ...]:
+        """The plan's contacts' ids (the brokers, for brokertree: every node must list the
+        same ones in the same order), whether or not a contact is restarting right now."""
+        return tuple(self.node_ids[c] for c in self.plan.contacts)
+
     async def _boot(self, index: int) -> None:
         child = self.children[index]
-        contacts = tuple(self.children[c].node_id for c in self.plan.contacts)
+        contacts = self._contacts()
         try:
             result = await child.request(control.Start(contacts), control.Started)
         except ConnectionError:
@@ -634,9 +724,13 @@ class Cluster:
     ) -> None:
         """Subscribe node ``index`` to ``topics`` (None: its planned topics), asking for
         their ``history`` (a late subscriber's request) if given."""
+        await self._recovered(index)
         child = self.children[index]
         if topics is None:
             topics = self.plan.topics[index]
+        # a node restarted on its data directory has subscribed again by itself (recorded
+        # at its recovery): not a second time
+        topics = tuple(t for t in topics if (index, t) not in self.open_subscriptions)
         commands = [control.Subscribe(topic, history=history) for topic in topics]
         futures = [child.send_nowait(command) for command in commands]
         for command, future in zip(commands, futures, strict=True):
@@ -647,6 +741,7 @@ class Cluster:
             self.open_subscriptions[(index, command.topic)] = self.run_time(result.t)
 
     async def _unsubscribe(self, what: Unsubscription) -> None:
+        await self._recovered(what.node)
         child = self.children[what.node]
         try:
             result = await child.request(control.Unsubscribe(what.topic), control.Unsubscribed)
@@ -659,7 +754,15 @@ class Cluster:
         if t_start is not None:
             self.records.subscriptions.append((index, topic, t_start, t))
 
+    def _end_subscriptions(self, index: int, t: float) -> None:
+        """Every open subscription of node ``index`` ends at ``t`` (it crashed or left)."""
+        for node, topic in sorted(self.open_subscriptions):
+            if node == index:
+                self._end_subscription(index, topic, t)
+
     async def _publish(self, publication: Publication) -> None:
+        # a publisher drawn just after its recovery publishes once its new process runs
+        await self._recovered(publication.publisher)
         child = self.children[publication.publisher]
         command = control.Publish(
             topic=publication.topic,
@@ -689,6 +792,7 @@ class Cluster:
     async def _kill(self, fault: KillAt) -> None:
         t = self.now()  # run time as it happened (shifted with the publications, if they were)
         for index in fault.nodes:
+            await self._recovered(index)  # a node crashed again while it was restarting
             child = self.children[index]
             if not child.alive():
                 continue
@@ -698,13 +802,13 @@ class Cluster:
             child.kill()
             t_kill = self.now()
             self.records.nodes.append((index, t_kill, "crash", child.role))
-            for topic in self.plan.topics.get(index, ()):
-                self._end_subscription(index, topic, t_kill)
+            self._end_subscriptions(index, t_kill)
         self.records.faults.append((t, fault.KIND, {"nodes": list(fault.nodes)}))
 
     async def _leave(self, fault: LeaveAt) -> None:
         t = self.now()
         for index in fault.nodes:
+            await self._recovered(index)
             child = self.children[index]
             if not child.alive():
                 continue
@@ -715,9 +819,91 @@ class Cluster:
             t_leave = self.run_time(result.t)
             child.state = ChildState.LEFT
             self.records.nodes.append((index, t_leave, "leave", child.role))
-            for topic in self.plan.topics.get(index, ()):
-                self._end_subscription(index, topic, t_leave)
+            self._end_subscriptions(index, t_leave)
         self.records.faults.append((t, fault.KIND, {"nodes": list(fault.nodes)}))
+
+    # ------------------------------------------------------------------ recoveries
+    async def _recovered(self, index: int) -> None:
+        """Wait until a recovery of node ``index`` under way has ended (at once if none)."""
+        restart = self.restarting.get(index)
+        if restart is not None and not restart.done():
+            await asyncio.shield(restart)
+
+    async def _recover(self, fault: RecoverAt) -> None:
+        """Start again each node of the fault that the controller killed (:meth:`_restart`),
+        all at once; the fault row at the fault's run time."""
+        t = self.now()
+        victims = [i for i in fault.nodes if self.children[i].state is ChildState.KILLED]
+        loop = asyncio.get_running_loop()
+        for index in victims:  # before any await: commands for the node wait for it
+            self.restarting[index] = loop.create_future()
+        self.records.faults.append(
+            (t, fault.KIND, {"nodes": list(fault.nodes), "durable": fault.durable})
+        )
+        await asyncio.gather(*(self._restart(index, fault.durable) for index in victims))
+
+    async def _restart(self, index: int, durable: bool) -> None:
+        """A node's next life: a new process with the arguments of the first (same listen
+        port, so the same id; same role), on its data directory (``durable``) or a fresh
+        empty one (``--data-dir`` without ``durable``: DIR/node-I.life-K), writing its partial
+        trace to a directory of its own (partial/node-I.life-K: the gatherer reads every
+        life's). Booted through the plan's contacts, recorded as ``recover`` in the nodes
+        table at its start's answer; a durable one subscribes again by itself from its
+        directory, so its subscriptions are taken from its stats and recorded from then."""
+        done = self.restarting[index]
+        try:
+            old = self.children[index]
+            await old.close_reader(2.0)
+            self.retired.append(old)
+            life = self.lives.get(index, 1) + 1
+            self.lives[index] = life
+            if self.config.data_dir is not None and not durable:
+                fresh = self.config.data_dir / f"node-{index}.life-{life}"
+                shutil.rmtree(fresh, ignore_errors=True)  # a previous run's, same name
+                self.data_dirs[index] = fresh
+            self.ports[index] = old.node_id & 0xFFFF  # the id is ip << 16 | port
+            child = await Child.spawn(
+                index,
+                old.role,
+                self._command(index),
+                env=child_env(self.config.key_text),
+                log_path=self.partial / f"{self._life_name(index)}.log",
+            )
+            self.children[index] = child
+            try:
+                async with asyncio.timeout(60.0):
+                    ready = await child.wait_ready()
+            except (TimeoutError, ConnectionError) as error:
+                if child.running:
+                    child.kill()
+                self._recovery_failed(index, str(error) or "not ready within 60 s")
+                return
+            self.id_map.setdefault(ready.node, index)
+            contacts = self._contacts()
+            try:
+                result = await child.request(control.Start(contacts), control.Started)
+            except (ConnectionError, control.ControlError) as error:
+                self._recovery_failed(index, str(error))
+                return
+            t = self.run_time(result.t)
+            child.booted_at = t
+            child.state = ChildState.RUNNING
+            self.records.nodes.append((index, t, "recover", child.role))
+            if self.config.data_dir is not None and durable:
+                try:
+                    report = await child.request(control.Stats(), control.StatsReport)
+                except (ConnectionError, control.ControlError):
+                    return
+                for topic in report.stats.get("subscriptions", ()):
+                    self.open_subscriptions.setdefault((index, topic), t)
+        finally:
+            if not done.done():
+                done.set_result(None)
+
+    def _recovery_failed(self, index: int, why: str) -> None:
+        failed = self.summary.setdefault("recover_failures", {})
+        failed[index] = why
+        self._say(f"node {index} did not come back: {why}")
 
     def _cut(self, fault: CutAt) -> None:
         assert self.layout is not None  # config_from_args refuses partitions without --netns
@@ -866,7 +1052,11 @@ class Cluster:
         run = self.scenario.run
         run_id = self.config.out.name
         info = RunInfo(run_id, run.stack, run.nodes, run.seed, self.scenario.text, end)
-        node_dirs = {c.index: self.partial / f"node-{c.index}" for c in self.children}
+        # every life's partial trace (a recovered node wrote one directory per life)
+        names = [f"node-{c.index}" for c in self.children]
+        for index, lives in sorted(self.lives.items()):
+            names += [f"node-{index}.life-{life}" for life in range(2, lives + 1)]
+        node_dirs = {i: self.partial / name for i, name in enumerate(names)}
         counts = gather(self.config.out, info, node_dirs, self.id_map, self.t0_wall, self.records)
         stats: dict[str, Any] = {
             "run_id": run_id,
@@ -881,13 +1071,15 @@ class Cluster:
             "deliveries": counts["deliveries"],
             "messages": counts["messages"],
             "killed": sorted(c.index for c in self.children if c.state is ChildState.KILLED),
+            # each recovered node's lives (its processes, the first included)
+            "recovered": {i: lives for i, lives in sorted(self.lives.items()) if lives > 1},
             "unexpected_exits": self.unexpected_exits,
             "overlay_up_at": self.overlay_up_at,
             "publish_shift": self.publish_shift,
             "node_addresses": {c.index: format_id(c.node_id) for c in self.children},
             # a node whose trace writes failed (a full disk): its rows are missing from then
-            "trace_complete": not any(c.trace_error for c in self.children),
-            "trace_errors": {c.index: c.trace_error for c in self.children if c.trace_error},
+            "trace_complete": not any(c.trace_error for c in self.processes),
+            "trace_errors": {c.index: c.trace_error for c in self.processes if c.trace_error},
             **self.summary,
             **self._netns_summary(),
         }

@@ -49,8 +49,11 @@ start, subscription, publication and fault at its time from the run's start, as 
 The workload file takes the keys of scenario files (`pubmesh sim --help`): [workload]
 topics, subscriptions_per_node, subscribe_at, publications, publish_start, publish_rate,
 publisher, payload_size, ...; [run] seed, duration, start_spread; [[faults]] of kind
-crash or leave, and with --netns partition and heal; [stack.<name>] parameters. The same
-file and seed make the same subscriptions, publishers and victims as in the simulator.
+crash, leave or recover (the killed processes started again on the same port; durable = true
+needs --data-dir: the node restarts on its directory, its subscriptions, delivered ids and
+stack state; durable = false gives it a fresh empty directory), and with --netns partition
+and heal; [stack.<name>] parameters. The same file and seed make the same subscriptions,
+publishers and victims as in the simulator.
 
 --netns K (root) runs the nodes in K network namespaces on one bridge, each node on its own
 private address; nodes fill the namespaces in blocks (12 over 3: 0-3, 4-7, 8-11). A
@@ -410,6 +413,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     )
     for line in timing_warnings(scenario):
         print(f"pubmesh: warning: {line}", file=sys.stderr)
+    check_recoveries(scenario, data_dir=args.data_dir is not None)
     workload_plan = plan(scenario, netns=max(0, args.netns))
     key_file = Path(args.key) if args.key else None
     key_text: str | None = None
@@ -476,6 +480,18 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         acl_file=acl_file,
         data_dir=_data_dir(args.data_dir),
     )
+
+
+def check_recoveries(scenario: Scenario, *, data_dir: bool) -> None:
+    """Refuse, in one line, a ``durable = true`` recover without ``--data-dir``: a node
+    restarted durably comes back with what its data directory holds, and without one it
+    has none."""
+    for index, fault in enumerate(scenario.faults):
+        if fault.kind == "recover" and fault.durable and not data_dir:
+            raise UserError(
+                f"{scenario.source}: [[faults]] #{index + 1}: a durable recover needs "
+                "--data-dir (the node comes back with what its data directory holds)"
+            )
 
 
 def _data_dir(text: str | None) -> Path | None:
