@@ -23,7 +23,8 @@ are signed and every copy verified unless ``sign`` is False: :mod:`pubmesh.net.s
 
 :meth:`Node.subscribe` returns a :class:`Subscription`, an async iterator of :class:`Delivery`
 values (``replayed`` is true for those handed over from the topic's history, which
-``subscribe(topic, history="5m")`` asks for on stacks that keep one); each subscription has
+``subscribe(topic, history="5m")`` asks for on stacks that keep one, and ``published`` their
+original publish time); each subscription has
 its own bounded queue (``queue_size``; when the application falls that far behind, the oldest
 deliveries are dropped and counted in ``Subscription.dropped``), so a slow consumer cannot
 exhaust memory, and the next item the iterator yields is a
@@ -57,7 +58,7 @@ from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.admission import InvalidCommand
 from pubmesh.net.identity import Identity, load_identity
-from pubmesh.net.runtime import Congestion, Delivery, NodeRuntime, Receipt
+from pubmesh.net.runtime import Congestion, Delivery, NodeRuntime, Receipt, published_at
 from pubmesh.net.runtime_stats import QueueStatistics, RuntimeStatistics
 from pubmesh.net.security import ClusterKey, as_key
 from pubmesh.net.transport import NetConfig
@@ -383,6 +384,7 @@ class Node:
             delivery.attributes,
             t,
             delivery.replayed,
+            published_at(delivery, t),
         )
         for subscription in subscriptions:
             subscription._put(item)

@@ -202,7 +202,10 @@ def test_the_delivery_line_marks_replayed_publications_only(tmp_path: Path) -> N
     second = None
     try:
         assert first.command("subscribe news")["ok"] is True
+        issued = time.time()
         past = {first.command(f"publish news old {i}")["pub_id"] for i in range(3)}
+        issued_by = time.time()
+        time.sleep(1.0)  # their age when replayed: a second at least
         second = NodeProcess(
             ["--stack", "gossip", "--listen", "127.0.0.1:0", "--contact", first.address],
             log=tmp_path / "b.log",
@@ -228,9 +231,13 @@ def test_the_delivery_line_marks_replayed_publications_only(tmp_path: Path) -> N
         for pub_id in past:
             assert by_id[pub_id].get("replayed") is True, by_id[pub_id]
             assert by_id[pub_id]["payload"].startswith("old "), by_id[pub_id]
+            # its original publish time (the wall clock, as t), not its delivery's
+            published = by_id[pub_id]["published"]
+            assert issued - 0.01 <= published <= issued_by + 0.5, (issued, by_id[pub_id])
+            assert by_id[pub_id]["t"] - published >= 1.0, by_id[pub_id]
         arrived = [by_id[p] for p in live if p in by_id]
         assert arrived, f"no live delivery of {sorted(live)}: {lines}"
-        assert all("replayed" not in r for r in arrived[-1:]), arrived
+        assert all("replayed" not in r and "published" not in r for r in arrived[-1:]), arrived
         assert all(r.get("replayed", True) is True for r in lines), lines  # never false
         # the publisher's own lines are those of before, byte for byte in their keys
         for record in _deliveries(first):
@@ -251,7 +258,9 @@ def test_the_api_hands_over_the_history_marked_replayed() -> None:
             Node("gossip", listen="127.0.0.1:0", contact=first.address, key=KEY_TEXT) as late,
         ):
             await first.subscribe("news")
+            issued = time.time()
             past = {(await first.publish("news", f"old {i}")).pub_id for i in range(3)}
+            issued_by = time.time()
             with pytest.raises(InvalidCommand, match="'soon' is not all"):
                 await late.subscribe("news", history="soon")
             with pytest.raises(InvalidCommand, match="a count must be ≥ 1"):
@@ -261,6 +270,9 @@ def test_the_api_hands_over_the_history_marked_replayed() -> None:
             got = [await news.get(timeout=15) for _ in range(2)]
             assert all(isinstance(d, Delivery) and d.replayed for d in got), got
             assert {d.pub_id for d in got if isinstance(d, Delivery)} <= past
+            for d in got:  # each with its original publish time
+                assert isinstance(d, Delivery) and d.published is not None, d
+                assert issued - 0.01 <= d.published <= issued_by + 0.5 <= d.t + 0.5, d
             # later publications arrive live, not marked
             for _ in range(50):
                 receipt = await first.publish("news", "new")
@@ -269,6 +281,7 @@ def test_the_api_hands_over_the_history_marked_replayed() -> None:
                 except TimeoutError:
                     continue
                 assert isinstance(item, Delivery) and not item.replayed, item
+                assert item.published is None, item
                 assert item.pub_id not in past
                 break
             else:

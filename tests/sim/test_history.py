@@ -25,6 +25,7 @@ from pubmesh.proto.history import parse_history
 from pubmesh.scenario.model import parse_scenario
 from pubmesh.scenario.workload import plan
 from pubmesh.sim.runner import run_scenario
+from support.history import check_publish_times
 
 SEED = 4
 LATE_AT = 20.0
@@ -125,6 +126,9 @@ def test_late_subscribers_get_the_swarms_history_once(tmp_path: Path) -> None:
         assert replayed[node] >= wanted & before, f"node {node}: not replayed; {replay}"
         assert replayed[node] <= wanted, replay
     assert set(replayed) == {s["node"] for s in late}, "only late subscribers replay"
+    # each replayed copy carries its publish time: a member's first copy of it, a hop or a
+    # few after the publication (latency ≤ 50 ms a hop), and the answer's transit
+    check_publish_times(run_dir, replay, within=0.5)
 
 
 def test_the_same_seed_gives_the_same_history_byte_for_byte(tmp_path: Path) -> None:

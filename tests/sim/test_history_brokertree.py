@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from pubmesh.proto.content import matches
 from pubmesh.scenario.model import parse_scenario
 from pubmesh.sim.runner import run_scenario
+from support.history import check_publish_times
 
 SEED = 1
 LATE_AT = 10.0
@@ -149,6 +150,9 @@ def test_late_brokertree_subscribers_get_the_publishers_history_once_in_order(
         if run.publications[i]["publisher"] == node
     )
     assert 0 < sum(len(r) for r in run.replayed.values()) <= items + own, replay
+    # each replayed copy carries its publish time, dated by its publisher (items held until
+    # the flush count their wait): off by the answer's one hop at most (≤ 50 ms)
+    check_publish_times(tmp_path / "run", replay, within=0.06)
 
 
 def test_a_count_request_gets_at_most_that_many_from_each_publisher(tmp_path: Path) -> None:

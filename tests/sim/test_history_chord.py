@@ -26,6 +26,7 @@ from pubmesh.proto.chord.params import ChordParams
 from pubmesh.proto.content import matches
 from pubmesh.scenario.model import parse_scenario
 from pubmesh.sim.runner import run_scenario
+from support.history import check_publish_times
 
 SEED = 1
 LATE_AT = 10.0
@@ -136,6 +137,9 @@ def test_late_chord_subscribers_get_the_publishers_history_once(tmp_path: Path) 
     assert run.messages["ChordHistoryQuery"] == len(late) * (32 - 1), replay
     items = run.messages["ChordHistoryItem"]
     assert sum(len(r) for r in run.replayed.values()) <= items, replay
+    # each replayed copy carries its publish time, dated by its publisher: off by the
+    # answer's one hop at most (≤ 50 ms)
+    check_publish_times(tmp_path / "run", replay, within=0.06)
 
 
 def test_a_count_request_gets_at_most_that_many_from_each_publisher(tmp_path: Path) -> None:

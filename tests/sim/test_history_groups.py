@@ -38,6 +38,7 @@ from pubmesh.proto.relay.messages import Ref
 from pubmesh.scenario.model import parse_scenario
 from pubmesh.sim.runner import run_scenario
 from pubmesh.stacks.base import get_stack
+from support.history import check_publish_times
 
 STACKS = ("clique", "d2g")
 SEED = 4
@@ -131,6 +132,9 @@ def test_late_subscribers_get_the_contacts_history_once(stack: str, tmp_path: Pa
         assert not lacking, f"node {node}: {lacking[:10]} not replayed; {replay}"
         assert set(mine) <= by_topic[topic], f"node {node} replayed another topic's; {replay}"
     assert set(replayed) == {s["node"] for s in late}, f"only late subscribers replay; {replay}"
+    # each replayed copy carries its publish time as the contact dated it: its first copy,
+    # a few group hops after the publication, and the answer's transit
+    check_publish_times(tmp_path / "run", replay, within=0.5)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -202,7 +206,7 @@ def test_an_insider_can_neither_aim_the_history_nor_push_items(stack: str) -> No
     # a member pushes a publication straight at the waiting subscriber's in relay: refused
     forged = HistoryPub(
         topic="t", rid=in_rid, prev=1, sink=5, direct=True, hop=1,
-        pub_id=999, payload=b"forged", total=1,
+        pub_id=999, payload=b"forged", total=1, age=0.0,
     )  # fmt: skip
     cluster.run(5, Receive(2, forged))
     assert late.counters.get("history_refused") == 1, replay

@@ -407,6 +407,9 @@ class Delivered(_Event):
     #: true for a publication handed over from the topic's history (issued before the
     #: subscription); left out of the line otherwise
     replayed: bool | None = None
+    #: a replayed publication's original publish time (wall clock, as ``t``); left out of
+    #: the line otherwise
+    published: float | None = None
 
 
 @dataclass(frozen=True)

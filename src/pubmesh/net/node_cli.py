@@ -48,7 +48,7 @@ from pubmesh.net.control import PublishRefused
 from pubmesh.net.events import EVENT_LOGGED
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
-from pubmesh.net.runtime import MISWIRED, NodeRuntime
+from pubmesh.net.runtime import MISWIRED, NodeRuntime, published_at
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.net.transport import NetConfig, net_config
 from pubmesh.proto.core import Deliver, NodeId
@@ -91,7 +91,8 @@ On a terminal it opens a shell:
                            the filter, e.g.
                              subscribe quotes {"symbol": "s3", "price": {"lt": 100}}
                            (operators: eq ne lt le gt ge prefix in; a bare value is eq);
-                           --history also delivers the topic's past (marked "replayed"):
+                           --history also delivers the topic's past (marked "replayed",
+                           with "published", its original publish time):
                            all of it, the newest N or those of the last DURATION (90s, 5m,
                            1h), as far as the stack retains them: gossip the swarm's
                            caches (30 s), chord and brokertree each publisher's own,
@@ -142,7 +143,7 @@ commands:
   subscribe TOPIC --history all|N|DURATION
                            and the topic's past: all, the newest N, or the last 90s,
                            5m, 1h (as far as the stack retains it), shown as
-                           "replayed"
+                           "replayed" with the time each was published
   unsubscribe TOPIC        stop delivering TOPIC
   publish TOPIC MESSAGE    publish MESSAGE on TOPIC
   neighbors                overlay neighbours per topic
@@ -756,6 +757,9 @@ class NodeProcess:
             # a publication's own line breaks too: it cannot forge lines of its own
             topic, text = (s.translate(_SHOW_LINES) for s in (delivery.topic, text))
             how = f"{delivery.hops} hops" + (", replayed" if delivery.replayed else "")
+            published = published_at(delivery, t)
+            if published is not None:
+                how += ", published " + time.strftime("%H:%M:%S", time.localtime(published))
             self.say(f"\n[{topic}] #{delivery.pub_id} ({how}): {text}", droppable=True)
         elif self.options.delivery_lines:
             self.emit(
@@ -769,6 +773,7 @@ class NodeProcess:
                     attributes=attributes,
                     # only on replayed deliveries: the live ones' lines stay as they were
                     replayed=True if delivery.replayed else None,
+                    published=published_at(delivery, t),
                 )
             )
 

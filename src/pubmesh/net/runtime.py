@@ -147,6 +147,19 @@ class Delivery:
     t: float
     #: handed over from the topic's history (issued before the subscription asked for it)
     replayed: bool = False
+    #: a replayed publication's original publish time (wall clock), as the history's holder
+    #: dated it (``Deliver.age``); None for a live one
+    published: float | None = None
+
+
+def published_at(delivery: Deliver, t: float) -> float | None:
+    """A replayed delivery's original publish time on the wall clock: its delivery time ``t``
+    less its age (``Deliver.age``: how long before it was published, as the history's holder
+    dated it; the answer's transit not counted, so at most that much late). None for a live
+    delivery."""
+    if not delivery.replayed or delivery.age is None:
+        return None
+    return round(t - delivery.age, 6)
 
 
 class NodeRuntime:

@@ -383,7 +383,11 @@ class Send:
 class Deliver:
     """Hand a publication to the application. ``hops`` counts overlay hops from the publisher
     (0 when the publisher delivers its own publication). ``replayed``: a publication issued
-    before this subscription, handed over from the topic's history (``Subscribe.history``)."""
+    before this subscription, handed over from the topic's history (``Subscribe.history``);
+    ``age``, for a replayed one: how long before this delivery it was published, as the
+    history's holder knew it (the publisher itself on chord and brokertree; on gossip, clique
+    and d2g the member that answered, from when it first had it), the answer's transit not
+    counted. The runtimes turn it into the publication's original publish time."""
 
     topic: Topic
     pub_id: PubId
@@ -391,6 +395,7 @@ class Deliver:
     hops: int
     attributes: Mapping[str, Any] | None = None
     replayed: bool = False
+    age: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

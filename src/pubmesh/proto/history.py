@@ -41,6 +41,7 @@ item's signature beside it as it does a live copy's.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -182,6 +183,13 @@ class AnswerLimit:
         return True
 
 
+def item_age(age: float) -> float:
+    """The age a history item states (seconds since its holder first had the publication),
+    as its receiver takes it: a finite number ≥ 0, else 0. A member that answers can misdate
+    what it sends, no more: the age only says when the publication was published."""
+    return age if 0.0 <= age < math.inf else 0.0  # NaN fails both comparisons
+
+
 @mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HistoryQuery(Message):
@@ -196,11 +204,13 @@ class HistoryQuery(Message):
 @mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HistoryItem(Message):
-    """One retained publication, fetched by a :class:`HistoryFetch`."""
+    """One retained publication, fetched by a :class:`HistoryFetch`; ``age``: seconds since
+    the sender first had it."""
 
     topic: str
     pub_id: int
     payload: bytes
+    age: float
 
     def publication(self) -> int | None:
         return self.pub_id

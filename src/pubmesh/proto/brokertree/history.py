@@ -45,7 +45,7 @@ what the subscriber had of that publisher on other topics, and is delivered all 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pubmesh.proto.brokertree.messages import HistoryAsk, HistoryPub, OriginT, SeqT
@@ -63,7 +63,7 @@ from pubmesh.proto.core import (
     Timer,
     TraceRecord,
 )
-from pubmesh.proto.history import ANSWERED_KEPT, Retention
+from pubmesh.proto.history import ANSWERED_KEPT, Retention, item_age
 
 if TYPE_CHECKING:
     from pubmesh.proto.brokertree.node import BrokerTreeNode
@@ -121,6 +121,8 @@ class _Asking:
     waiting: dict[NodeId, dict[int, _Waiting]] = field(default_factory=dict)
     #: the ids delivered on the topic since the flush, live or replayed
     seen: set[int] = field(default_factory=set)
+    #: pub_id -> when a held item was published (this node's clock), for its age at the flush
+    published: dict[int, float] = field(default_factory=dict)
 
 
 class BrokerTreeHistory(Part["BrokerTreeNode"]):
@@ -246,6 +248,7 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
                 attributes=dict(r.attributes or {}),
                 seq=seqs[r.pub_id],
                 qid=ask.qid,
+                age=now - r.t,
             )
             if asker == self.n.node_id:
                 self.on_item(asker, item, now, out)
@@ -336,22 +339,27 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
             case HistoryFlush(life=life, topic=topic, token=token):
                 asking = self.asking.get(topic)
                 if asking is not None and asking.token == token and asking.holding:
-                    self._flush(asking, topic, out)
+                    self._flush(asking, topic, now, out)
             case HistoryDone(topic=topic, token=token):
                 asking = self.asking.get(topic)
                 if asking is not None and asking.token == token:
                     if asking.holding:
-                        self._flush(asking, topic, out)
+                        self._flush(asking, topic, now, out)
                     del self.asking[topic]
 
-    def _flush(self, asking: _Asking, topic: str, out: list[Output]) -> None:
-        """Deliver what waited, each publisher's in its sequence order (module doc)."""
+    def _flush(self, asking: _Asking, topic: str, now: float, out: list[Output]) -> None:
+        """Deliver what waited, each publisher's in its sequence order (module doc); a
+        replayed one's age counts its wait."""
         asking.holding = False
+        published = asking.published
         for publisher in sorted(asking.waiting):
             for seq, deliver, replayed in sorted(asking.waiting[publisher].values(), key=_by_seq):
                 asking.seen.add(deliver.pub_id)
+                if replayed:
+                    deliver = replace(deliver, age=now - published[deliver.pub_id])
                 self._emit(publisher, seq, deliver, replayed, out)
         asking.waiting.clear()
+        published.clear()
 
     def _emit(
         self, publisher: NodeId, seq: SeqT, deliver: Deliver, replayed: bool, out: list[Output]
@@ -367,7 +375,12 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
             out.append(
                 TraceRecord(
                     "history.replayed",
-                    {"topic": deliver.topic, "pub_id": deliver.pub_id, "from": publisher},
+                    {
+                        "topic": deliver.topic,
+                        "pub_id": deliver.pub_id,
+                        "from": publisher,
+                        "age": deliver.age,
+                    },
                 )
             )
 
@@ -395,10 +408,12 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
             return
         asking.accepted += 1
         seq = norm_seq(item.seq)
-        deliver = Deliver(topic, item.pub_id, item.payload, 1, attributes, replayed=True)
+        age = item_age(item.age)
+        deliver = Deliver(topic, item.pub_id, item.payload, 1, attributes, replayed=True, age=age)
         if asking.holding:
             # the history had it: one delivery, replayed, whether or not a live copy came too
             asking.waiting.setdefault(src, {})[item.pub_id] = (seq, deliver, True)
+            asking.published[item.pub_id] = now - age
             return
         if item.pub_id in asking.seen:
             return

@@ -288,7 +288,8 @@ register_message(HistoryAsk, 420, layer=HISTORY)
 class HistoryPub(Message):
     """One retained publication of the sender, sent straight to the asker of query ``qid``
     (spec §14): ``seq`` is the sender's own sequence number for it (the origin of its live
-    copies, which the asker's per-publisher high-water mark compares)."""
+    copies, which the asker's per-publisher high-water mark compares); ``age``: seconds since
+    the sender published it."""
 
     topic: str
     pub_id: int
@@ -296,6 +297,7 @@ class HistoryPub(Message):
     attributes: Mapping[str, Any]
     seq: SeqT
     qid: int
+    age: float
 
     def publication(self) -> int | None:
         return self.pub_id

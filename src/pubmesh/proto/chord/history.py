@@ -58,7 +58,7 @@ from pubmesh.proto.core import (
     Timer,
     TraceRecord,
 )
-from pubmesh.proto.history import AnswerLimit, Retention
+from pubmesh.proto.history import AnswerLimit, Retention, item_age
 
 if TYPE_CHECKING:
     from pubmesh.proto.chord.node import ChordNode
@@ -165,6 +165,7 @@ class ChordHistory(Part["ChordNode"]):
                 payload=r.payload,
                 attributes=dict(r.attributes or {}),
                 qid=query.qid,
+                age=now - r.t,
             )
             if asker == self.n.node_id:
                 self.on_item(asker, item, now, out)
@@ -258,11 +259,16 @@ class ChordHistory(Part["ChordNode"]):
         if not self.first(topic, item.pub_id):
             return
         node.delivered += 1
+        age = item_age(item.age)
         out.append(
-            Deliver(topic, item.pub_id, item.payload, 1, dict(item.attributes), replayed=True)
+            Deliver(
+                topic, item.pub_id, item.payload, 1, dict(item.attributes), replayed=True, age=age
+            )
         )
         out.append(
-            TraceRecord("history.replayed", {"topic": topic, "pub_id": item.pub_id, "from": src})
+            TraceRecord(
+                "history.replayed", {"topic": topic, "pub_id": item.pub_id, "from": src, "age": age}
+            )
         )
 
 

@@ -172,13 +172,14 @@ register_message(ChordHistoryQuery, 540, layer="history")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChordHistoryItem(Message):
     """One retained publication, sent by its publisher straight to the asker of query
-    ``qid`` (spec §14)."""
+    ``qid`` (spec §14); ``age``: seconds since it published it."""
 
     topic: str
     pub_id: int
     payload: bytes
     attributes: Mapping[str, Any]
     qid: int
+    age: float
 
     def publication(self) -> int | None:
         return self.pub_id

@@ -161,11 +161,12 @@ register_message(JoinWithHistory, 550, layer="history")
 class HistoryPub(GroupMessage):
     """One retained publication, sent by the contact to a member that joined with
     :class:`JoinWithHistory`; ``total``: the publications of that answer (the member stops
-    waiting once it has them all)."""
+    waiting once it has them all); ``age``: seconds since the contact first had it."""
 
     pub_id: int
     payload: bytes
     total: int
+    age: float
 
     def publication(self) -> int | None:
         return self.pub_id

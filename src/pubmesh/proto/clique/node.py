@@ -111,7 +111,7 @@ from pubmesh.proto.core import (
     TraceRecord,
     Unsubscribe,
 )
-from pubmesh.proto.history import AnswerLimit, Retention
+from pubmesh.proto.history import AnswerLimit, Retention, item_age
 from pubmesh.proto.relay.layer import IN, PORT, ROUTED, Delivery, Outcome, Relay, RelayLayer
 from pubmesh.proto.relay.messages import (
     Adopt,
@@ -750,7 +750,7 @@ class CliqueNode(StackNode):
         for item in items:
             reply = HistoryPub(
                 topic=topic, rid=0, prev=0, sink=0, direct=False, hop=0,
-                pub_id=item.pub_id, payload=item.payload, total=len(items),
+                pub_id=item.pub_id, payload=item.payload, total=len(items), age=now - item.t,
             )  # fmt: skip
             self._send(u, reply, now, out)
         self._count("history_served")
@@ -790,10 +790,12 @@ class CliqueNode(StackNode):
             return
         instance.seen[message.pub_id] = now + self.params.dedup_ttl
         self.delivered += 1
-        out.append(Deliver(topic, message.pub_id, message.payload, 1, replayed=True))
+        age = item_age(message.age) if type(message.age) is float else 0.0
+        out.append(Deliver(topic, message.pub_id, message.payload, 1, replayed=True, age=age))
         out.append(
             TraceRecord(
-                "history.replayed", {"topic": topic, "pub_id": message.pub_id, "from": self.contact}
+                "history.replayed",
+                {"topic": topic, "pub_id": message.pub_id, "from": self.contact, "age": age},
             )
         )
 

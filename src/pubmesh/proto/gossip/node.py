@@ -110,6 +110,7 @@ from pubmesh.proto.history import (
     HistoryItem,
     HistoryOffer,
     HistoryQuery,
+    item_age,
 )
 
 __all__ = ["GossipNode", "GossipParams", "Swarm", "SwarmTimer"]
@@ -189,9 +190,9 @@ class Swarm:
         #: members asked for the history -> the ids fetched from them and not yet come
         #: (None: its offer is awaited); made on first use
         self.asked: dict[NodeId, set[int] | None] | None = None
-        #: nodes whose history query this member answered -> (when, the ids offered; None
-        #: once their fetch is served); made on first use
-        self.answered: dict[NodeId, tuple[float, frozenset[int] | None]] | None = None
+        #: nodes whose history query this member answered -> (when, the ids offered with
+        #: when this node first had each; None once their fetch is served); made on first use
+        self.answered: dict[NodeId, tuple[float, dict[int, float] | None]] | None = None
 
 
 @mypyc_attr(native_class=False)  # its base, StackNode, is an interpreted class
@@ -541,13 +542,12 @@ class GossipNode(StackNode):
                 offered = last[1]
                 for pub_id in msg.ids[: p.history_items]:  # type: ignore[attr-defined]
                     payload = payloads.get(pub_id)
-                    if pub_id in offered and payload is not None:
-                        out.append(
-                            Send(
-                                src,
-                                HistoryItem(topic=swarm.topic, pub_id=pub_id, payload=payload),
-                            )
+                    first = offered.get(pub_id)
+                    if first is not None and payload is not None:
+                        answer = HistoryItem(
+                            topic=swarm.topic, pub_id=pub_id, payload=payload, age=now - first
                         )
+                        out.append(Send(src, answer))
                 return
             if last is not None and now - last[0] < p.history_interval:
                 counters = swarm.broadcast.counters
@@ -560,7 +560,7 @@ class GossipNode(StackNode):
             count = min(query.count, p.history_items) if query.count > 0 else p.history_items
             held = swarm.broadcast.cached(count, max(query.seconds, 0.0), now)
             ids = tuple(pub_id for pub_id, _, _ in held)
-            answered[src] = (now, frozenset(ids))
+            answered[src] = (now, {pub_id: now - age for pub_id, _, age in held})
             out.append(Send(src, HistoryOffer(topic=swarm.topic, ids=ids)))
             return
         asked = swarm.asked
@@ -589,12 +589,14 @@ class GossipNode(StackNode):
         item: HistoryItem = msg  # type: ignore[assignment]
         fetched.discard(item.pub_id)
         outputs: list[BroadcastOutput] = []
-        if swarm.broadcast.replay(item.pub_id, item.payload, src, now, outputs):
+        age = item_age(item.age)
+        if swarm.broadcast.replay(item.pub_id, item.payload, src, now, outputs, age=age):
             self.delivered += 1
-            out.append(Deliver(swarm.topic, item.pub_id, item.payload, 1, replayed=True))
+            out.append(Deliver(swarm.topic, item.pub_id, item.payload, 1, replayed=True, age=age))
             out.append(
                 TraceRecord(
-                    "history.replayed", {"topic": swarm.topic, "pub_id": item.pub_id, "from": src}
+                    "history.replayed",
+                    {"topic": swarm.topic, "pub_id": item.pub_id, "from": src, "age": age},
                 )
             )
         self._broadcast_out(swarm, outputs, out)

@@ -647,7 +647,11 @@ class Plumtree:
         parent: NodeId,
         now: float,
         out: list[BroadcastOutput],
+        *,
+        first: float | None = None,
     ) -> None:
+        """``first``: when the publication was first had (a replayed one: by its sender),
+        for the payload cache's age; now if not given."""
         if pub_id not in self.missing:
             self._note_seen(pub_id, now, out)
         self.received[pub_id] = (rnd, parent)
@@ -659,7 +663,7 @@ class Plumtree:
         payloads[pub_id] = payload
         if self._payload_seen is None:
             self._payload_seen = []
-        self._payload_seen.append((now, pub_id))
+        self._payload_seen.append((now if first is None else first, pub_id))
         # the byte bound, inline (a call per received message is a forwarding node's cost)
         self.payload_bytes += size
         budget = self.budget
@@ -685,14 +689,23 @@ class Plumtree:
         return found[-count:] if count else found
 
     def replay(
-        self, pub_id: PubId, payload: bytes, src: NodeId, now: float, out: list[BroadcastOutput]
+        self,
+        pub_id: PubId,
+        payload: bytes,
+        src: NodeId,
+        now: float,
+        out: list[BroadcastOutput],
+        *,
+        age: float = 0.0,
     ) -> bool:
         """A publication from the topic's history (pubmesh.proto.history): True, and it is
         received (cached, its id known, so a live copy is a duplicate) if it is new; False if
-        the node has it already. It is not forwarded: the members have it."""
+        the node has it already. It is not forwarded: the members have it. Cached as first
+        seen ``age`` seconds ago (when its sender first had it), so this node's own answers
+        date it as the sender did, not from the replay."""
         if pub_id in self.received:
             return False
-        self._mark_received(pub_id, payload, 0, src, now, out)
+        self._mark_received(pub_id, payload, 0, src, now, out, first=now - age)
         self.graft_generation.pop(pub_id, None)
         self._settled(self.missing.pop(pub_id, []))
         return True
