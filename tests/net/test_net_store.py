@@ -172,6 +172,13 @@ def test_a_directory_or_file_the_node_must_not_trust_is_refused_in_one_line(
     line = _refused(tmp_path, planted)
     assert f"{planted / DB_FILE}: its stack state is not a JSON object" in line
 
+    # a topic history planted in a gossip node's directory (gossip keeps none on disk)
+    with sqlite3.connect(planted / DB_FILE) as db:
+        db.execute("DELETE FROM meta WHERE key = 'stack_state'")
+        db.execute("INSERT INTO retained VALUES ('news', 7, 1.0, x'00', NULL, NULL)")
+    line = _refused(tmp_path, planted)
+    assert "the topic history kept there cannot be gossip's" in line, line
+
     # a directory others can write: a database planted there would be the node's memory
     open_dir = tmp_path / "open"
     open_dir.mkdir()
@@ -245,3 +252,98 @@ def test_the_stack_state_is_kept_at_each_commit(tmp_path: Path) -> None:
     again = Store(directory)
     assert again.remembered().state == {"last": [[5, 12.5, 3]]}
     again.close()
+
+
+def test_the_retained_history_is_kept_by_its_bounds_and_an_old_layout_is_upgraded(
+    tmp_path: Path,
+) -> None:
+    """The retained publications are written with the group commit, read back oldest first
+    with their attributes and marks, and forgotten past their retention's count and age at
+    the prune; a directory of layout 1 (before the history was kept) gets its table."""
+    from pubmesh.net.store import SCHEMA_VERSION, Store
+    from pubmesh.proto.history import Retained, Retention
+
+    now = [1000.0]
+    store = Store(tmp_path / "data", clock=lambda: now[0])
+    kept = Retention(count=3, seconds=100.0, max_bytes=1 << 20, topic="news")
+    for i in range(5):  # ids with the top bit set too: SQLite's integers are signed
+        item = Retained((1 << 63) + i, b"p%d" % i, 0.0, {"k": i} if i else None, [1.5, i])
+        store.retained(kept, item, 990.0 + i)
+    assert store.commit()  # the first commit prunes: the newest three are left
+    rows = store.remembered().retained
+    assert [(topic, r.pub_id, r.t) for topic, r in rows] == [
+        ("news", (1 << 63) + i, 990.0 + i) for i in (2, 3, 4)
+    ]
+    assert rows[0][1].payload == b"p2" and rows[0][1].attributes == {"k": 2}
+    assert rows[0][1].mark == [1.5, 2]
+    now[0] = 1093.5  # past the next prune: older than 100 s goes
+    store.retained(kept, Retained(99, b"new", 0.0), now[0])
+    assert store.commit()
+    assert [r.pub_id for _, r in store.remembered().retained] == [(1 << 63) + 4, 99]
+    store.close()
+
+    old = tmp_path / "old"
+    Store(old).close()
+    with sqlite3.connect(old / DB_FILE) as db:
+        db.execute("DROP TABLE retained")
+        db.execute("PRAGMA user_version = 1")
+    upgraded = Store(old)
+    assert upgraded.remembered().retained == []
+    (version,) = upgraded._db.execute("PRAGMA user_version").fetchone()
+    assert version == SCHEMA_VERSION == 2
+    upgraded.close()
+
+
+def test_a_chord_publisher_killed_and_started_again_still_answers_with_its_history(
+    tmp_path: Path,
+) -> None:
+    """A chord publisher's retained publications are on its data directory: SIGKILLed after
+    publishing and started again on it, it answers a late subscriber's history query with
+    what it published in its last life, each with its original publish time."""
+    data = tmp_path / "data"
+
+    def chord(name: str, *extra: str) -> NodeProcess:
+        return NodeProcess(
+            ["--stack", "chord", "--listen", "127.0.0.1:0", *extra], log=tmp_path / f"{name}.log"
+        )
+
+    contact = chord("contact")
+    publisher = chord("publisher", "--contact", contact.address, "--data-dir", str(data))
+    again = None
+    try:
+        issued = time.time()
+        past = {
+            publisher.command({"op": "publish", "topic": "news", "payload": f"old {i}"})["pub_id"]
+            for i in range(5)
+        }
+        time.sleep(0.5)  # their group commit (a write per loop turn) is long done
+        publisher.stop(signal.SIGKILL)
+        again = chord("again", "--data-dir", str(data))
+        done = subprocess.run(
+            [sys.executable, "-m", "pubmesh", "data", "inspect", str(data)],
+            capture_output=True, text=True, timeout=60, env=node_env(),
+        )  # fmt: skip
+        assert "retained       5 publications" in done.stdout, done.stdout
+        # the late subscriber asks once the restarted publisher is back on the ring
+        deadline = time.monotonic() + 30
+        got: dict[int, dict[str, object]] = {}
+        while not past <= set(got):
+            assert time.monotonic() < deadline, f"its history never came: {sorted(got)}"
+            late = chord(f"late{len(got)}-{time.monotonic():.0f}", "--contact", contact.address)
+            try:
+                assert late.command("subscribe news --history all")["ok"] is True
+                time.sleep(3.0)
+                got = {
+                    r["pub_id"]: r
+                    for r in late.records
+                    if r.get("event") == "deliver" and r.get("replayed")
+                }
+            finally:
+                late.stop()
+        assert set(got) == past, (sorted(got), sorted(past))
+        for record in got.values():  # dated by its last life: before the restart
+            assert issued - 0.01 <= float(record["published"]) <= issued + 1.0, record
+    finally:
+        for node in (again, publisher, contact):
+            if node is not None:
+                node.stop()

@@ -11,6 +11,7 @@ then delivers nothing twice and nothing out of its publishers' order.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from pubmesh.durable import retained_now
 from pubmesh.proto.brokertree.node import BrokerTreeNode
+from pubmesh.proto.history import Retained
 from pubmesh.scenario.model import parse_scenario
 from pubmesh.sim.engine import Simulation
 
@@ -71,6 +74,13 @@ def test_a_durable_client_comes_back_with_its_marks_and_keeps_order(tmp_path: Pa
         for n, node in sim.nodes.items()
         if isinstance(node, BrokerTreeNode) and node.client.last
     }
+    # and what each retains of its own publications for late subscribers, with their numbers
+    retained = {n: retained_now(node) for n, node in sim.nodes.items()}
+    seqs = {
+        n: {t: dict(s) for t, s in node.history.seqs.items()}
+        for n, node in sim.nodes.items()
+        if isinstance(node, BrokerTreeNode)
+    }
     sim.run(until=RECOVER_AT + 0.0001)  # the recover has run, nothing delivered since
     recovered = sorted(n for n in before if n in sim.nodes and n not in sim.crashed)
     crashed = [n for n in before if sim.incarnation.get(n, 0) > 0]
@@ -79,6 +89,10 @@ def test_a_durable_client_comes_back_with_its_marks_and_keeps_order(tmp_path: Pa
         node = sim.nodes[n]
         assert isinstance(node, BrokerTreeNode)
         assert node.client.last == before[n], f"client {n} came back without its marks; {REPLAY}"
+        assert retained_now(node) == retained[n], f"client {n} lost its history; {REPLAY}"
+        for topic, item in retained[n]:  # each with the sequence number it was issued with
+            assert node.history.seqs[topic][item.pub_id] == seqs[n][topic][item.pub_id], REPLAY
+    assert sum(len(retained[n]) for n in crashed) >= 10, f"a case with little to lose; {REPLAY}"
     assert recovered
     sim.run()
     sim.close()
@@ -114,3 +128,13 @@ def test_a_planted_mark_is_refused() -> None:
                 {"last": [[5, float("nan"), 1]]}, {"last": [[True, 1.0, 1]]}):  # fmt: skip
         with pytest.raises(ValueError):
             node.restore(bad)
+    # a retained publication comes back with its sequence number, or not at all
+    node.restore_retained("t0", Retained(7, b"p", 1.0, {"k": 1}, [2.5, 4]))
+    assert retained_now(node) == [("t0", Retained(7, b"p", 1.0, {"k": 1}, [2.5, 4]))]
+    for item in (Retained(8, b"p", 1.0), Retained(8, b"p", 1.0, None, [1.0, "k"]),
+                 Retained(8, "text", 1.0, None, [1.0, 1]),  # type: ignore[arg-type]
+                 Retained(8, b"p", math.nan, None, [1.0, 1]),
+                 Retained(8, b"p", 1.0, {3: 1}, [1.0, 1])):  # fmt: skip
+        with pytest.raises(ValueError):
+            node.restore_retained("t0", item)
+    assert len(retained_now(node)) == 1

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from pubmesh.proto.chord.params import ChordParams
 from pubmesh.proto.content import matches
 from pubmesh.scenario.model import parse_scenario
+from pubmesh.scenario.workload import plan
 from pubmesh.sim.runner import run_scenario
 from support.history import check_publish_times
 
@@ -169,3 +170,46 @@ def test_a_count_request_gets_at_most_that_many_from_each_publisher(tmp_path: Pa
             skipped_newer = [i for t, i in mine if t > oldest and i not in replayed]
             assert not skipped_newer, f"node {node} from {publisher}: {skipped_newer}; {replay}"
             assert sent == len(replayed)
+
+
+CRASH_AT, RECOVER_AT = 7.0, 8.0
+
+
+def test_a_publisher_restarted_durably_still_answers_with_what_it_published(
+    tmp_path: Path,
+) -> None:
+    """What a publisher retains is part of what its data directory keeps (issue 59, item 2):
+    eight publishers crash at 7 s and come back at 8 s, before the late subscribers ask.
+    Restarted durably, they answer with what they published before the crash; restarted
+    empty, none of it comes (the contrast: the check can fail)."""
+    planned = plan(parse_scenario(SCENARIO))
+    late = {s.node for s in planned.subscriptions if s.history is not None}
+    early = [p for p in planned.publications if p.t < CRASH_AT]
+    victims = sorted({p.publisher for p in early} - late - set(planned.contacts))[:8]
+    assert len(victims) == 8, (victims, planned.contacts)
+    faults = (
+        f'\n[[faults]]\nat = {CRASH_AT}\nkind = "crash"\nnodes = {victims}\n'
+        f'[[faults]]\nat = {RECOVER_AT}\nkind = "recover"\nnodes = {victims}\n'
+    )
+    theirs: dict[bool, dict[int, set[int]]] = {}
+    for durable in (True, False):
+        text = SCENARIO + faults + f"durable = {str(durable).lower()}\n"
+        replay = _replay(text)
+        # the same publications up to the crash (after it, no victim is drawn while down)
+        assert [p for p in plan(parse_scenario(text)).publications if p.t < CRASH_AT] == early
+        run = _Run(text, tmp_path / f"durable-{durable}")
+        mine = {
+            i
+            for i, p in run.publications.items()
+            if p["publisher"] in victims and p["t"] < CRASH_AT
+        }
+        theirs[durable] = {}
+        for s in run.subscriptions:
+            if s["t_start"] >= LATE_AT:
+                wanted = run.wanted(s) & mine
+                theirs[durable][s["node"]] = wanted & set(run.replayed[s["node"]])
+                if durable:
+                    lacking = sorted(wanted - set(run.replayed[s["node"]]))
+                    assert not lacking, f"node {s['node']} lacks {lacking[:10]}; {replay}"
+    assert sum(map(len, theirs[True].values())) >= 5, theirs  # a case with something to lose
+    assert not any(theirs[False].values()), f"restarted empty, yet answered: {theirs[False]}"

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import json
 import logging
@@ -86,6 +87,7 @@ from pubmesh.proto.core import (
     Unsubscribe,
     node_random,
 )
+from pubmesh.proto.history import Journal
 from pubmesh.stacks.base import StackSpec, get_stack
 
 if TYPE_CHECKING:
@@ -198,6 +200,9 @@ class NodeRuntime:
         self._delivered_before: set[int] = set()
         #: the stack's durable state as last written to the store (JSON text; "": none)
         self._state_text = ""
+        #: with a data directory: the publications the stack's retentions kept since the
+        #: last group commit (StackNode.keep_retained), written at the next
+        self._journal: Journal = []
         #: deliveries waiting for their record's commit, and whether one is scheduled
         self._held: list[tuple[Deliver, float]] = []
         self._commit_scheduled = False
@@ -321,6 +326,8 @@ class NodeRuntime:
                     f"({error}); move node.db away to start with an empty memory"
                 ) from None
             self._state_text = json.dumps(memory.state, sort_keys=True)
+        if memory is not None:
+            self._restore_retained(memory)
         if self.trace_dir is not None:
             from pubmesh.net.tracing import PartialTrace  # pyarrow: only when tracing
 
@@ -371,6 +378,21 @@ class NodeRuntime:
             self.contacts = memory.contacts
         self._delivered_before = memory.delivered
         return memory
+
+    def _restore_retained(self, memory: Remembered) -> None:
+        """The topic history the node retained in its last life, back in its retentions
+        (each publication's wall time on this life's clock), then journaled from now on."""
+        node = self._node()
+        for topic, item in memory.retained:
+            t = item.t - self._epoch0 if isinstance(item.t, float) else item.t
+            try:
+                node.restore_retained(topic, dataclasses.replace(item, t=t))
+            except ValueError as error:
+                raise UserError(
+                    f"{self.data_dir}: the topic history kept there cannot be {self.spec.name}'s "
+                    f"({error}); move node.db away to start with an empty memory"
+                ) from None
+        node.keep_retained(self._journal)
 
     def _missed(self, memory: Remembered) -> HistoryRequest | None:
         """What a node started again on its data directory asks of its topics' history when
@@ -628,6 +650,8 @@ class NodeRuntime:
                     callback(out.kind, out.detail)
             else:
                 raise TypeError(f"unknown output {out!r}")
+        if self._journal:  # what the stack retained reaches the data directory
+            self._schedule_commit()
 
     def _fire(self, timer: Timer) -> None:
         """``dispatch(TimerFired(timer))`` without the wrapper: ``node.fire``, the route the
@@ -680,6 +704,12 @@ class NodeRuntime:
         store = self.store
         if store is None:
             return
+        journal = self._journal
+        if journal:
+            wall = self._epoch0
+            for retention, item in journal:
+                store.retained(retention, item, wall + item.t)
+            journal.clear()
         if self.node is not None:
             state = self.node.durable()
             if state or self._state_text:

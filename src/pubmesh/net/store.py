@@ -10,7 +10,12 @@
   before any command);
 * the **publications it delivered** in the last ``DELIVERED_SECONDS``, by id: a copy of one
   of them that reaches the node in its next life is not delivered again (the stack's own
-  duplicate filter starts empty at every start).
+  duplicate filter starts empty at every start);
+* the **topic history it retains** for late subscribers (``StackNode.retentions``: chord's
+  and brokertree's publishers, the clique and d2g contact), each publication with its topic,
+  time, attributes and the stack's mark, by the retention's bounds (count and age: the
+  rows past them go at the next prune; bytes when taken back): started again, the node
+  answers history queries with what it had published before its restart.
 
 The database is SQLite through the standard library (``sqlite3``), in write-ahead-log mode
 with ``synchronous = NORMAL``: a transaction is on disk once the log is, and a crash at any
@@ -48,12 +53,13 @@ from typing import Any
 from pubmesh.durable import DELIVERED_SECONDS
 from pubmesh.errors import UserError
 from pubmesh.private import private_dir, private_file, refuse_open_directory
+from pubmesh.proto.history import Retained, Retention
 
 #: the database file in a data directory
 DB_FILE = "node.db"
 #: SQLite's application_id of a pubmesh data directory ("pmsh"), and the layout's version
 APPLICATION_ID = 0x706D7368
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: at most this many delivered ids are kept (the oldest go first)
 DELIVERED_KEPT = 1 << 20
 #: seconds between forgetting delivered ids past DELIVERED_SECONDS (a commit's extra work)
@@ -62,15 +68,29 @@ PRUNE_INTERVAL = 10.0
 #: (counted in ``Store.dropped``): a node on a full disk for hours holds bounded memory
 PENDING_KEPT = 1 << 16
 
-SCHEMA = """
+RETAINED_SCHEMA = """
+CREATE TABLE retained (
+    topic TEXT NOT NULL, pub_id INTEGER NOT NULL, t REAL NOT NULL, payload BLOB NOT NULL,
+    attributes TEXT, mark TEXT, PRIMARY KEY (topic, pub_id)
+);
+CREATE INDEX retained_t ON retained (topic, t);
+"""
+SCHEMA = (
+    """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE contacts (node INTEGER PRIMARY KEY);
 CREATE TABLE subscriptions (topic TEXT PRIMARY KEY, filter TEXT);
 CREATE TABLE delivered (pub_id INTEGER PRIMARY KEY, t REAL NOT NULL);
 CREATE INDEX delivered_t ON delivered (t);
 """
-TABLES = {"meta", "contacts", "subscriptions", "delivered"}
+    + RETAINED_SCHEMA
+)
+TABLES = {"meta", "contacts", "subscriptions", "delivered", "retained"}
 DELIVERED_SQL = "INSERT OR REPLACE INTO delivered VALUES (?, ?)"
+RETAINED_SQL = "INSERT OR REPLACE INTO retained VALUES (?, ?, ?, ?, ?, ?)"
+#: writes a full disk may give up, oldest first, once PENDING_KEPT wait (the others, a
+#: subscription or an address, are few and kept)
+DROPPABLE = {DELIVERED_SQL, RETAINED_SQL}
 
 
 @dataclass
@@ -85,6 +105,8 @@ class Remembered:
     state: dict[str, Any] = field(default_factory=dict)
     #: when the node last delivered a publication (wall clock; None: never)
     last_delivery: float | None = None
+    #: the topic history it retained, oldest first: (topic, publication at its wall time)
+    retained: list[tuple[str, Retained]] = field(default_factory=list)
 
 
 class Store:
@@ -105,6 +127,8 @@ class Store:
         #: when a commit next forgets delivered ids past their time
         self._next_prune = 0.0
         self.commits = 0
+        #: topic -> (count, seconds): the bounds of the retentions whose rows it writes
+        self._bounds: dict[str, tuple[int, float]] = {}
 
     # ------------------------------------------------------------------ reading
     def remembered(self) -> Remembered:
@@ -124,7 +148,14 @@ class Store:
                     "--data-dir"
                 )
         (last_delivery,) = db.execute("SELECT max(t) FROM delivered").fetchone()
+        retained = [
+            (topic, Retained(_unsigned64(pub_id), payload, t, _json(attributes), _json(mark)))
+            for topic, pub_id, t, payload, attributes, mark in db.execute(
+                "SELECT topic, pub_id, t, payload, attributes, mark FROM retained ORDER BY t"
+            )
+        ]
         return Remembered(
+            retained=retained,
             state=state,
             last_delivery=last_delivery,
             address=meta.get("address"),
@@ -161,9 +192,22 @@ class Store:
 
     def delivered(self, pub_id: int, t: float) -> None:
         self._queue(DELIVERED_SQL, (_signed64(pub_id), t))
+        self._bound_pending()
+
+    def retained(self, retention: Retention, item: Retained, t: float) -> None:
+        """A publication ``retention`` keeps, first had at wall time ``t``; the store keeps
+        it by the retention's bounds (its newest ``count``, none older than ``seconds``)."""
+        attributes = json.dumps(dict(item.attributes), sort_keys=True) if item.attributes else None
+        mark = json.dumps(item.mark) if item.mark is not None else None
+        row = (retention.topic, _signed64(item.pub_id), t, item.payload, attributes, mark)
+        self._queue(RETAINED_SQL, row)
+        self._bounds[retention.topic] = (retention.count, retention.seconds)
+        self._bound_pending()
+
+    def _bound_pending(self) -> None:
         if len(self._pending) > PENDING_KEPT:
-            kept = [w for w in self._pending if w[0] != DELIVERED_SQL]
-            records = [w for w in self._pending if w[0] == DELIVERED_SQL]
+            kept = [w for w in self._pending if w[0] not in DROPPABLE]
+            records = [w for w in self._pending if w[0] in DROPPABLE]
             cut = len(self._pending) - PENDING_KEPT
             self.dropped += cut
             self._pending = kept + records[cut:]
@@ -191,6 +235,7 @@ class Store:
                     self._db.execute(
                         "DELETE FROM delivered WHERE t < ?", (now - DELIVERED_SECONDS,)
                     )
+                    self._prune_retained(now)
         except sqlite3.Error as error:
             self._pending = pending + self._pending
             self.failures += 1
@@ -202,6 +247,19 @@ class Store:
         self.problem = None
         return True
 
+    def _prune_retained(self, now: float) -> None:
+        """Forget retained publications past their retention's bounds (count, age)."""
+        for topic, (count, seconds) in sorted(self._bounds.items()):
+            if seconds > 0:
+                self._db.execute(
+                    "DELETE FROM retained WHERE topic = ? AND t < ?", (topic, now - seconds)
+                )
+            self._db.execute(
+                "DELETE FROM retained WHERE topic = ? AND pub_id NOT IN (SELECT pub_id FROM "
+                "retained WHERE topic = ? ORDER BY t DESC LIMIT ?)",
+                (topic, topic, max(count, 0)),
+            )
+
     def close(self) -> None:
         self.commit()
         self._db.close()
@@ -210,6 +268,22 @@ class Store:
 def _signed64(value: int) -> int:
     """A 64-bit id as SQLite's signed integer (ids use all 64 bits)."""
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _unsigned64(value: Any) -> Any:
+    """The id :func:`_signed64` stored (anything else as it is: the stack refuses it)."""
+    return value & ((1 << 64) - 1) if isinstance(value, int) else value
+
+
+def _json(text: Any) -> Any:
+    """A JSON column's value, None for NULL; a text that is not JSON is kept as text (the
+    stack refuses it, naming the row)."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def data_directory(directory: Path, what: str = "a node's data directory") -> Path:
@@ -255,6 +329,10 @@ def _open(directory: Path) -> sqlite3.Connection:
                 f"{path}: written by a newer pubmesh (layout {version}, this one reads "
                 f"{SCHEMA_VERSION}); upgrade pubmesh or {remedy}"
             )
+        elif version == 1 and tables >= TABLES - {"retained"}:
+            with db:  # layout 1 (before the topic history was kept): add its table
+                db.executescript(RETAINED_SCHEMA)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         elif not tables >= TABLES:
             db.close()
             raise UserError(f"{path}: pubmesh's but missing tables; {remedy}")
@@ -298,5 +376,12 @@ def describe(directory: Path) -> str:
     lines.append(
         f"delivered ids  {total:,} ({len(memory.delivered):,} within the last "
         f"{DELIVERED_SECONDS:.0f} s: not delivered again)"
+    )
+    topics: dict[str, int] = {}
+    for topic, _item in memory.retained:
+        topics[topic] = topics.get(topic, 0) + 1
+    lines.append(
+        f"retained       {len(memory.retained):,} publications for late subscribers"
+        + "".join(f"\n  {topic}  {n:,}" for topic, n in sorted(topics.items()))
     )
     return "\n".join(lines)

@@ -53,7 +53,10 @@ import typing
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+if TYPE_CHECKING:
+    from pubmesh.proto.history import Journal, Retained, Retention
 
 NodeId: TypeAlias = int
 """Nodes are named by integers. The simulator uses 0..n-1; the TCP runtime packs an IPv4
@@ -565,12 +568,15 @@ class StackNode(abc.ABC):
 
     # slots here let a stack's node class declare its own and carry no per-node __dict__ (the
     # gossip node does: it matters at 10^6 nodes); a subclass without __slots__ gets one
-    __slots__ = ("ctx", "node_id", "rng")
+    __slots__ = ("ctx", "node_id", "retained_journal", "rng")
 
     def __init__(self, ctx: NodeContext) -> None:
         self.ctx = ctx
         self.node_id: NodeId = ctx.node_id
         self.rng: random.Random = ctx.rng
+        #: with a data directory: where the node's retentions journal what they keep
+        #: (:meth:`keep_retained`); None otherwise
+        self.retained_journal: Journal | None = None
 
     @abc.abstractmethod
     def handle(self, event: Input, now: float) -> list[Output]:
@@ -621,6 +627,26 @@ class StackNode(abc.ABC):
         nothing, so it takes nothing: any state given it is refused."""
         if state:
             raise ValueError(f"{type(self).__name__} keeps no state across its lives")
+
+    def retentions(self) -> Iterable[Retention]:
+        """The topic history the node keeps in :class:`~pubmesh.proto.history.Retention`
+        objects (chord's and brokertree's publishers, the clique and d2g contact): what a data
+        directory keeps across its lives. None on the other stacks (the default): gossip's
+        history is Plumtree's 30 s cache, skipring's its trie."""
+        return ()
+
+    def restore_retained(self, topic: str, item: Retained) -> None:
+        """Take back one publication the node retained in its last life (before Start, oldest
+        first; ``item.t`` on this life's clock). ValueError, saying what is wrong, for one it
+        cannot take. The default keeps no retention, so it takes none."""
+        raise ValueError(f"{type(self).__name__} keeps no topic history across its lives")
+
+    def keep_retained(self, journal: Journal) -> None:
+        """From now on every publication the node retains is also appended to ``journal``
+        (the runtime writes it to the data directory at its next group commit)."""
+        self.retained_journal = journal
+        for retention in self.retentions():
+            retention.journal = journal
 
     def held_bytes(self) -> int:
         """Bytes of payloads and per-message state the node holds (caches kept to answer

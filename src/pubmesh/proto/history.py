@@ -107,18 +107,38 @@ class Retained:
     #: when the node first had it (its run time)
     t: float
     attributes: Mapping[str, Any] | None = None
+    #: the stack's own mark for it, JSON-able (brokertree: its sequence number), or None
+    mark: Any = None
+
+
+#: what a node's retentions journal for its data directory: each publication kept, with the
+#: retention that keeps it (its topic and bounds)
+Journal = list[tuple["Retention", Retained]]
 
 
 class Retention:
     """A node's retained publications of one topic, for stacks that have no cache of their
     own to serve a history from: the newest ``count`` (0: none kept), none older than
     ``seconds``, at most ``max_bytes`` of payload; the oldest go first whichever bound is
-    hit. Kept in the order first had, one entry per id."""
+    hit. Kept in the order first had, one entry per id.
 
-    __slots__ = ("bytes", "count", "items", "max_bytes", "seconds")
+    With a ``journal`` (a node with a data directory: ``StackNode.keep_retained``) each
+    publication kept is also appended to it, for the runtime to write at its next group
+    commit; what the bounds drop the store drops by the same bounds."""
 
-    def __init__(self, count: int, seconds: float, max_bytes: int) -> None:
+    __slots__ = ("bytes", "count", "items", "journal", "max_bytes", "seconds", "topic")
+
+    def __init__(
+        self,
+        count: int,
+        seconds: float,
+        max_bytes: int,
+        topic: str = "",
+        journal: Journal | None = None,
+    ) -> None:
         self.count, self.seconds, self.max_bytes = count, seconds, max_bytes
+        self.topic = topic
+        self.journal = journal
         self.items: OrderedDict[int, Retained] = OrderedDict()
         self.bytes = 0
 
@@ -128,12 +148,15 @@ class Retention:
         payload: bytes,
         now: float,
         attributes: Mapping[str, Any] | None = None,
+        mark: Any = None,
     ) -> None:
         """Keep a publication (once per id), then drop what the bounds exclude."""
         if self.count <= 0 or pub_id in self.items:
             return
-        self.items[pub_id] = Retained(pub_id, payload, now, attributes)
+        item = self.items[pub_id] = Retained(pub_id, payload, now, attributes, mark)
         self.bytes += len(payload)
+        if self.journal is not None:
+            self.journal.append((self, item))
         self.expire(now)
 
     def expire(self, now: float) -> None:
@@ -157,6 +180,24 @@ class Retention:
         self.expire(now)
         found = [r for r in self.items.values() if not seconds or now - r.t <= seconds]
         return found[-count:] if count else found
+
+
+def checked_retained(item: Retained) -> Retained:
+    """``item`` as a data directory gave it back, if it is one (an id, bytes, a finite time,
+    attributes with text keys); ValueError naming what is wrong otherwise (a damaged or
+    planted file: the node refuses to start rather than serve it to late subscribers)."""
+    if not isinstance(item.pub_id, int) or isinstance(item.pub_id, bool):
+        raise ValueError(f"a retained publication's id is not an integer: {item.pub_id!r}")
+    if not isinstance(item.payload, bytes):
+        raise ValueError(f"retained publication {item.pub_id}: its payload is not bytes")
+    if not isinstance(item.t, float) or not math.isfinite(item.t):
+        raise ValueError(f"retained publication {item.pub_id}: its time is not a number")
+    attributes = item.attributes
+    if attributes is not None and not (
+        isinstance(attributes, Mapping) and all(isinstance(k, str) for k in attributes)
+    ):
+        raise ValueError(f"retained publication {item.pub_id}: its attributes are not a map")
+    return item
 
 
 class AnswerLimit:

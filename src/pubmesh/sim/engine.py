@@ -55,7 +55,7 @@ from heapq import heappush
 from pathlib import Path
 from typing import Any
 
-from pubmesh.durable import DeliveredMemory
+from pubmesh.durable import DeliveredMemory, retained_now
 from pubmesh.proto.core import (
     MESSAGE_INFO,
     Command,
@@ -77,6 +77,7 @@ from pubmesh.proto.core import (
     node_random,
     node_seed,
 )
+from pubmesh.proto.history import Retained
 from pubmesh.scenario.model import Scenario
 from pubmesh.scenario.workload import (
     PlanEvent,
@@ -171,6 +172,8 @@ class Simulation:
         self.duplicates_across_lives = 0
         #: the stack's durable() state of each crashed node, for a durable recover
         self._kept: dict[NodeId, dict[str, Any]] = {}
+        #: the topic history each crashed node retained, for a durable recover
+        self._kept_retained: dict[NodeId, list[tuple[str, Retained]]] = {}
         #: the workload, planned (pubmesh.scenario.workload); the simulator runs its events in order
         with _no_collections():
             self.plan: WorkloadPlan = plan(scenario)
@@ -287,13 +290,20 @@ class Simulation:
         return obj
 
     def _start_node(
-        self, node: NodeId, event: str = "up", restore: dict[str, Any] | None = None
+        self,
+        node: NodeId,
+        event: str = "up",
+        restore: dict[str, Any] | None = None,
+        retained: Iterable[tuple[str, Retained]] = (),
     ) -> None:
         """Boot ``node`` now (its workload subscriptions are events of the plan), with
-        ``restore``: its last life's durable state (a durable recover)."""
+        ``restore`` and ``retained``: its last life's durable state and topic history (a
+        durable recover)."""
         obj = self._create(node)
         if restore:
             obj.restore(restore)
+        for topic, item in retained:
+            obj.restore_retained(topic, item)
         if self.writer:
             self.writer.node(node, self.now, event, self.roles.get(node, "peer"))
         self._apply(node, obj.handle(Start(self.contacts), self.now))
@@ -342,6 +352,7 @@ class Simulation:
             self.alive.discard(node)
             if self._durable:
                 self._kept[node] = self.nodes[node].durable()
+                self._kept_retained[node] = retained_now(self.nodes[node])
             del self.nodes[node]
             self.crashed.add(node)
             self._end_all_subscriptions(node)
@@ -374,12 +385,18 @@ class Simulation:
             self.left.discard(node)
             memory = self._delivered.get(node)
             kept = self._kept.pop(node, None)
+            retained = self._kept_retained.pop(node, [])
             if durable and memory is not None:
                 self._before[node] = memory.remembered(self.now)
             else:
                 self._before.pop(node, None)
                 self._delivered.pop(node, None)
-            self._start_node(node, event="recover", restore=kept if durable else None)
+            self._start_node(
+                node,
+                event="recover",
+                restore=kept if durable else None,
+                retained=retained if durable else (),
+            )
 
     def _across_lives(self, node: NodeId, pub_id: int, now: float) -> bool:
         """Whether ``node`` delivered ``pub_id`` in a life its data directory remembers (then

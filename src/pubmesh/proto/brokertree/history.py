@@ -161,10 +161,10 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
             if p.history_count <= 0:
                 return
             kept = self.retained[topic] = Retention(
-                p.history_count, p.history_seconds, p.history_bytes
+                p.history_count, p.history_seconds, p.history_bytes, topic, self.n.retained_journal
             )
             self.seqs[topic] = {}
-        kept.add(pub_id, payload, now, attributes)
+        kept.add(pub_id, payload, now, attributes, list(seq))
         seqs = self.seqs[topic]
         if pub_id in kept.items:
             seqs.setdefault(pub_id, seq)

@@ -204,6 +204,7 @@ from pubmesh.proto.core import (
     TraceRecord,
     Unsubscribe,
 )
+from pubmesh.proto.history import Retained, Retention, checked_retained
 
 _FRAMES = (
     Hello,
@@ -752,6 +753,27 @@ class BrokerTreeNode(StackNode):
                 raise ValueError(f"not a high-water mark [publisher, epoch, number]: {entry!r}")
             last[entry[0]] = (float(entry[1]), entry[2])
         self.client.last = last
+
+    def retentions(self) -> Iterable[Retention]:
+        """A client's own publications, retained per topic with their sequence numbers
+        (pubmesh.proto.brokertree.history): kept in a data directory across its lives. Their
+        numbers stay valid in the next life: its epoch is later, so its new ones are greater."""
+        return self.history.retained.values()
+
+    def restore_retained(self, topic: str, item: Retained) -> None:
+        checked_retained(item)
+        mark = item.mark
+        if not (
+            isinstance(mark, list)
+            and len(mark) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in mark)
+            and isinstance(mark[1], int)
+            and math.isfinite(mark[0])
+        ):
+            raise ValueError(f"retained publication {item.pub_id}: no sequence number [epoch, k]")
+        seq: SeqT = (float(mark[0]), mark[1])
+        attributes = dict(item.attributes or {})
+        self.history.retain(topic, item.pub_id, item.payload, attributes, seq, item.t)
 
     def active_peers(self) -> list[NodeId]:
         return sorted(p for p, link in self.links.items() if link.state == ACTIVE)

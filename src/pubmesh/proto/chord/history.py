@@ -101,7 +101,7 @@ class ChordHistory(Part["ChordNode"]):
             if p.history_count <= 0:
                 return
             kept = self.retained[topic] = Retention(
-                p.history_count, p.history_seconds, p.history_bytes
+                p.history_count, p.history_seconds, p.history_bytes, topic, self.n.retained_journal
             )
         kept.add(pub_id, payload, now, attributes)
 

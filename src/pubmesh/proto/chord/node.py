@@ -126,6 +126,7 @@ from pubmesh.proto.core import (
     TraceRecord,
     Unsubscribe,
 )
+from pubmesh.proto.history import Retained, Retention, checked_retained
 
 __all__ = [
     "IDLE",
@@ -380,6 +381,15 @@ class ChordNode(StackNode):
                 self.filters.fire(timer, out)
 
     # ------------------------------------------------------------------------- queries
+    def retentions(self) -> Iterable[Retention]:
+        """Its own publications, retained per topic for late subscribers (module doc of
+        pubmesh.proto.chord.history): kept in a data directory across its lives."""
+        return self.history.retained.values()
+
+    def restore_retained(self, topic: str, item: Retained) -> None:
+        checked_retained(item)
+        self.history.retain(topic, item.pub_id, item.payload, dict(item.attributes or {}), item.t)
+
     def monitored_peers(self) -> Iterable[NodeId]:
         if self.state in (JOINING, JOINED, LEAVING):
             return sorted(self.ring.peers())

@@ -111,7 +111,7 @@ from pubmesh.proto.core import (
     TraceRecord,
     Unsubscribe,
 )
-from pubmesh.proto.history import AnswerLimit, Retention, item_age
+from pubmesh.proto.history import AnswerLimit, Retained, Retention, checked_retained, item_age
 from pubmesh.proto.relay.layer import IN, PORT, ROUTED, Delivery, Outcome, Relay, RelayLayer
 from pubmesh.proto.relay.messages import (
     Adopt,
@@ -719,7 +719,7 @@ class CliqueNode(StackNode):
         retention = self.retained.get(topic)
         if retention is None:
             retention = self.retained[topic] = Retention(
-                p.history_count, p.history_seconds, p.history_bytes
+                p.history_count, p.history_seconds, p.history_bytes, topic, self.retained_journal
             )
         retention.add(pub_id, payload, now)
 
@@ -843,6 +843,15 @@ class CliqueNode(StackNode):
         return True
 
     # -------------------------------------------------------------------------- queries
+    def retentions(self) -> Iterable[Retention]:
+        """The contact's retained publications per topic (module essay, "Topic history"):
+        kept in a data directory across its lives."""
+        return self.retained.values()
+
+    def restore_retained(self, topic: str, item: Retained) -> None:
+        checked_retained(item)
+        self._retain(topic, item.pub_id, item.payload, item.t)
+
     def monitored_peers(self) -> Iterable[NodeId]:
         return sorted(self.layer.peers())
 
