@@ -24,7 +24,7 @@ SPEC = register(
         warm_start=warm_start,
         timeout_param="timeout",
         demo_scenario="clique_demo.toml",
-        extra_metrics=("convergence_time",),
+        extra_metrics=("convergence_time", "history_reliability", "replayed"),
         description=(
             "self-stabilizing topic cliques in the relay model (Scheideler's lecture): "
             "Build-Clique with safe introductions, delegation, Leave with an anchor; flooding "

@@ -25,7 +25,7 @@ SPEC = register(
         warm_start=warm_start,
         timeout_param="timeout",
         demo_scenario="d2g_demo.toml",
-        extra_metrics=("convergence_time",),
+        extra_metrics=("convergence_time", "history_reliability", "replayed"),
         description=(
             "self-stabilizing topic digraphs of diameter about 2 in the relay model "
             "(Scheideler's lecture §9.3): Build-D2G with the FIFO neighbour queue, twins, the "
