@@ -166,9 +166,10 @@ class NodeProcess:
         cli: bool = False,
         env: Any = None,
         prefix: Sequence[str] = (),
+        cwd: Path | None = None,
     ) -> None:
         """``prefix``: a command that execs the node (``unshare ... sh -c '...; exec "$@"'``),
-        so the process is still the node's."""
+        so the process is still the node's; ``cwd``: where it runs (relative paths)."""
         module = ["-m", "pubmesh", "node"] if cli else ["-m", "pubmesh.net.node_cli"]
         self.log = log
         with open(log, "wb") as stderr:
@@ -179,6 +180,7 @@ class NodeProcess:
                 stderr=stderr,
                 env=env or node_env(),
                 start_new_session=True,
+                cwd=cwd,
             )
         self.records: list[dict[str, Any]] = []
         self._results: queue.Queue[dict[str, Any]] = queue.Queue()
