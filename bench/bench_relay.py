@@ -50,7 +50,7 @@ def simulate_clique(kind: str, n: int, seed: int, out: Path) -> tuple[bool, floa
     duration = bound(n) * T_CLIQUE + 5.0
     command = [
         sys.executable, "-m", "pubmesh", "sim", str(CLIQUE_SCENARIO), "--quiet",
-        "--seed", str(seed), "--out", str(run_dir),
+        "--seed", str(seed), "--out", str(run_dir), "--force",
         "--set", f"run.nodes={n}", "--set", f"init.corruption={kind}",
         "--set", f"init.junk_messages={n}", "--set", f"run.duration={duration}",
         "--set", "workload.publications=0",

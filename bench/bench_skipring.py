@@ -99,8 +99,10 @@ def simulate(
         saved = json.loads(record.read_text())
         return bool(saved["finished"]), float(saved["cpu_s"]), run_dir, saved.get("reached")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # --force: a run of an earlier bench (without --reuse) is replaced
+    command = [sys.executable, "-m", "pubmesh", "sim", str(scenario), "--quiet", "--force"]
     done = subprocess.run(
-        [sys.executable, "-m", "pubmesh", "sim", str(scenario), "--quiet", "--out", str(run_dir)],
+        [*command, "--out", str(run_dir)],
         capture_output=True,
         text=True,
         preexec_fn=cap,

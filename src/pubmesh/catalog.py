@@ -3,7 +3,7 @@
 ``pubmesh sim gossip_crash`` and ``pubmesh sweep paper004_failures`` work from any directory,
 as ``pubmesh sim scenarios/gossip_crash.toml`` does from the repository's root: an argument
 that is not an existing file is looked up among the shipped files by name (``.toml`` may be
-left out). ``pubmesh scenarios`` lists them with the first line of each file's comment.
+left out). ``pubmesh scenarios`` lists them with the first sentence of each file's comment.
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ def entries() -> list[Entry]:
     return found
 
 
-def describe(path: Path, width: int = 110) -> str:
-    """The first sentence of the comment a file opens with, on one line and cut at a word
-    near ``width`` ("" if none); indented comment lines (example commands) are skipped."""
+def describe(path: Path) -> str:
+    """The first sentence of the comment a file opens with, whole, on one line ("" if none;
+    ``pubmesh scenarios`` wraps it, never cuts it); indented comment lines (example commands)
+    are skipped."""
     lines: list[str] = []
     for line in path.read_text().splitlines():
         if not line.startswith("#"):
@@ -62,8 +63,6 @@ def describe(path: Path, width: int = 110) -> str:
     end = re.search(r"(?<!\bal)(?<!\bFig)(?<!\bFigs)(?<!e\.g)(?<!i\.e)\. (?=[A-Z])", summary)
     if end is not None:
         summary = summary[: end.start() + 1]
-    if len(summary) > width:
-        summary = summary[:width].rsplit(" ", 1)[0].rstrip(",;:(") + " …"
     return summary
 
 

@@ -47,15 +47,19 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
     from pubmesh.catalog import find
     from pubmesh.scenario.model import load_scenario, timing_warnings
-    from pubmesh.sim.runner import SimulationStopped, leave_to_exit, run_scenario
+    from pubmesh.sim.runner import SimulationStopped, claim_run_dir, leave_to_exit, run_scenario
 
+    # each override is named in errors as the user wrote it: --set #2 'run.nodes=0'
     overrides = list(args.set or [])
+    labels = [f"--set #{number} {text!r}" for number, text in enumerate(overrides, 1)]
     if args.seed is not None:
         overrides.append(f"run.seed={args.seed}")
-    scenario = load_scenario(find(args.scenario), overrides)
+        labels.append(f"--seed {args.seed}")
+    scenario = load_scenario(find(args.scenario), overrides, labels)
     for line in timing_warnings(scenario):
         print(f"pubmesh: warning: {line}", file=sys.stderr)
     out = Path(args.out) if args.out else Path("runs") / f"{scenario.name}-s{scenario.run.seed}"
+    claim_run_dir(out, args.force, "--out" if args.out else "run directory")
     console = Console(stderr=False)
     try:
         result = run_scenario(
@@ -140,7 +144,15 @@ def _stack_parameters(name: str) -> int:
     kind = "content-based (filters on attributes)" if spec.content_based else "topic-based"
     console.print(f"[bold]{spec.name}[/]: {escape(spec.description)}", highlight=False)
     own = spec.create.__module__.startswith("pubmesh.")
-    notes = f"; protocol notes: docs/protocols/{spec.name}.md in the repository" if own else ""
+    docs = parameter_docs(spec.params_type)
+    # the parameters cite the stack's protocol notes as "spec §N": say which document that is
+    cited = any("spec" in text for text in docs.values())
+    notes = (
+        f"; its spec, the protocol notes docs/protocols/{spec.name}.md in the repository"
+        + (' ("spec §N" below is its section N)' if cited else "")
+        if own
+        else ""
+    )
     console.print(f"{kind}{notes}", highlight=False)
     roles = sorted(set(spec.infrastructure(100, spec.params_type()).values()))
     if roles:
@@ -151,7 +163,6 @@ def _stack_parameters(name: str) -> int:
     table.add_column("parameter")
     table.add_column("default", justify="right")
     table.add_column("meaning")
-    docs = parameter_docs(spec.params_type)
     for f in dataclasses.fields(spec.params_type):
         default = getattr(spec.params_type(), f.name)
         table.add_row(f.name, escape(repr(default)), escape(docs.get(f.name, "")))
@@ -161,21 +172,20 @@ def _stack_parameters(name: str) -> int:
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
     """``pubmesh scenarios``: the shipped scenarios and grids, by name."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    import shutil
+    import textwrap
 
     from pubmesh.catalog import SHIPPED, entries
 
-    table = Table(title=f"shipped scenarios and grids ({SHIPPED})")
-    table.add_column("name")
-    table.add_column("kind")
-    table.add_column("stack")
-    table.add_column("what it runs")
+    # each description whole, wrapped to the terminal (never cut): a name line, then the text
+    width = max(40, min(shutil.get_terminal_size().columns, 100))
+    print(f"shipped scenarios and grids ({SHIPPED}):")
     for entry in entries():
-        table.add_row(entry.name, entry.kind, entry.stack, escape(entry.description))
-    Console().print(table)
-    print("run one by name from anywhere: pubmesh sim NAME, pubmesh sweep GRID")
+        what = f"{entry.kind}, stack {entry.stack}" if entry.stack else entry.kind
+        print(f"\n{entry.name} ({what})")
+        for line in textwrap.wrap(entry.description, width - 4, break_on_hyphens=False):
+            print(f"    {line}")
+    print("\nrun one by name from anywhere: pubmesh sim NAME, pubmesh sweep GRID")
     return 0
 
 
@@ -215,6 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override a scenario key, e.g. --set network.loss=0.05 (repeatable)",
     )
+    sim.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the run directory if one is there (without it, a rerun is refused)",
+    )
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
     sim.set_defaults(func=_cmd_sim)
 
@@ -241,6 +256,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _suggest_command(parser: argparse.ArgumentParser, words: list[str]) -> None:
+    """An unknown COMMAND (the first word that is not an option) is refused in one line that
+    names the close command (argparse's names none) and exits 2."""
+    from pubmesh.errors import did_you_mean
+
+    first = next((w for w in words if not w.startswith("-")), None)
+    if first is None or words[:1] != [first]:
+        return
+    commands = [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
+    if commands and first not in commands:
+        print(
+            f"pubmesh: error: no command {first!r}{did_you_mean(first, commands)} "
+            f"(commands: {', '.join(commands)})",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     if words[:1] == ["node"]:
@@ -250,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return node_cli.main(words[1:])
     parser = build_parser()
+    _suggest_command(parser, words)
     args = parser.parse_args(argv)
     # main() of the command line itself (argv from sys.argv): the process ends when the
     # command does; a caller that passes argv (a test, a script) runs on

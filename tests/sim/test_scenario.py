@@ -88,7 +88,7 @@ def test_overrides_apply_before_validation() -> None:
         parse_scenario(GOOD, overrides=["network.loss=2"])
     faulty = GOOD + '[[faults]]\nat = 1.0\nkind = "crash"\nfraction = 0.5\n'
     assert parse_scenario(faulty, overrides=["faults.0.fraction=0.8"]).faults[0].fraction == 0.8
-    with pytest.raises(ScenarioError, match="no item 3"):
+    with pytest.raises(ScenarioError, match=r"no faults\.3 \(\[\[faults\]\] #4\): the scenario"):
         parse_scenario(faulty, overrides=["faults.3.fraction=0.8"])
 
 

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, get_args, get_origin
 
 from pubmesh import typed
+from pubmesh.errors import did_you_mean
 from pubmesh.proto.content import attributes_problem, filter_problem
 from pubmesh.proto.content.filters import EXAMPLE_ATTRIBUTES, EXAMPLE_FILTER
 from pubmesh.proto.core import HistoryRequest
@@ -650,7 +651,7 @@ def _command(record: dict[str, Any]) -> Command:
         raise ControlError('a JSON command needs "op"')
     cls = _COMMANDS.get(op)
     if cls is None:
-        raise ControlError(f"unknown command {op!r} (try help)")
+        raise ControlError(f"unknown command {op!r}{did_you_mean(str(op), _COMMANDS)} (try help)")
     return _build(cls, record, op)
 
 

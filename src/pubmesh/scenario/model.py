@@ -80,7 +80,9 @@ names the file, the key and what would be accepted (:class:`pubmesh.errors.Scena
 
 Overrides given as ``section.key=value`` (``--set`` on the command line) are applied before
 validation; a value is read as TOML, so ``--set run.nodes=64 --set network.loss=0.1`` work, and
-a bare word is taken as a string. ``faults.0.fraction=0.8`` reaches into the first fault.
+a bare word is taken as a string. ``faults.0.fraction=0.8`` reaches into the first fault:
+``faults.N`` counts the ``[[faults]]`` tables from 0, so errors call ``faults.0`` ``[[faults]] #1``.
+An override's mistake is named by the override (``--set #2 'run.nodes=0': ...``), not the file.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from pubmesh import typed
-from pubmesh.errors import ScenarioError
+from pubmesh.errors import ScenarioError, did_you_mean
 from pubmesh.proto.content.filters import topic_based
 from pubmesh.proto.history import parse_history
 from pubmesh.stacks.base import all_stack_names, get_stack
@@ -312,7 +314,11 @@ SECTIONS: dict[str, type] = {
 # --------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------
-def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+def load_scenario(
+    path: str | Path, overrides: list[str] | None = None, labels: list[str] | None = None
+) -> Scenario:
+    """The scenario file at ``path`` with ``overrides`` (``section.key=value``) applied; see
+    :func:`parse_scenario` for ``labels``."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -320,7 +326,13 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
         raise ScenarioError(f"{path}: no such scenario file") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ScenarioError(f"{path}: cannot read scenario file ({error})") from None
-    return parse_scenario(text, source=str(path), overrides=overrides or [], default_name=path.stem)
+    return parse_scenario(
+        text,
+        source=str(path),
+        overrides=overrides or [],
+        default_name=path.stem,
+        labels=labels,
+    )
 
 
 def parse_scenario(
@@ -329,20 +341,60 @@ def parse_scenario(
     source: str = "<string>",
     overrides: list[str] | None = None,
     default_name: str = "scenario",
+    labels: list[str] | None = None,
 ) -> Scenario:
+    """The scenario in ``text`` with ``overrides`` applied. ``labels``, one per override, are
+    how the user gave them (``--set #1 'run.nodes=0'``): a mistake in an override, or a value
+    an override set that validation refuses, is then named by its label rather than blamed on
+    ``source``."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ScenarioError(f"{source}: not valid TOML: {error}") from None
-    for override in overrides or []:
-        apply_override(data, override, source)
+    overrides = overrides or []
+    if labels is not None and len(labels) != len(overrides):
+        raise ValueError("parse_scenario: one label per override")
+    for index, override in enumerate(overrides):
+        apply_override(data, override, source, labels[index] if labels else None)
+    try:
+        return _validated(data, source, default_name)
+    except ScenarioError as error:
+        if labels:
+            raise _blamed(error, source, overrides, labels) from None
+        raise
 
+
+def _blamed(
+    error: ScenarioError, source: str, overrides: list[str], labels: list[str]
+) -> ScenarioError:
+    """``error`` named by the last override that set the key it names (``[run] nodes`` for
+    ``run.nodes=0``), else as it was."""
+    text = str(error)
+    rest = text.removeprefix(f"{source}: ")
+    for override, label in reversed(list(zip(overrides, labels, strict=True))):
+        for shown in _shown_keys(override.partition("=")[0].strip().split(".")):
+            if rest.startswith(shown) and rest[len(shown) : len(shown) + 1] in (" ", ":"):
+                return ScenarioError(f"{label}: {rest}")
+    return error
+
+
+def _shown_keys(parts: list[str]) -> list[str]:
+    """How the scenario's errors write the key an override's path names, longest first:
+    ``faults.0.at`` is ``[[faults]] #1 at``, ``network.latency.min`` ``[network] latency``."""
+    if parts[0] == "faults" and len(parts) > 1 and parts[1].isdigit():
+        at = f"[[faults]] #{int(parts[1]) + 1}"
+        return [f"{at} {parts[2]}", at] if len(parts) > 2 else [at]
+    return [f"[{'.'.join(parts[:j])}] {parts[j]}" for j in range(len(parts) - 1, 0, -1)]
+
+
+def _validated(data: dict[str, Any], source: str, default_name: str) -> Scenario:
     where = source
     unknown = sorted(set(data) - {*SECTIONS, "faults", "stack"})
     if unknown:
         raise ScenarioError(
-            f"{where}: unknown section [{unknown[0]}] (sections: run, network, workload, init, "
-            "faults, trace, stack.<name>)"
+            f"{where}: unknown section [{unknown[0]}]"
+            f"{did_you_mean(unknown[0], [*SECTIONS, 'faults', 'stack'])} (sections: run, "
+            "network, workload, init, faults, trace, stack.<name>)"
         )
     _check_content_tables(data, where)
     sections: dict[str, Any] = {}
@@ -361,7 +413,8 @@ def parse_scenario(
         raise ScenarioError(f"{where}: [run] stack is required (one of {', '.join(stacks)})")
     if run.stack not in stacks:
         raise ScenarioError(
-            f"{where}: [run] stack: unknown stack {run.stack!r} (one of {', '.join(stacks)})"
+            f"{where}: [run] stack: unknown stack {run.stack!r}{did_you_mean(run.stack, stacks)}"
+            f" (one of {', '.join(stacks)})"
         )
     try:
         spec = get_stack(run.stack)
@@ -383,7 +436,9 @@ def parse_scenario(
         raise ScenarioError(f"{where}: [stack] must hold tables like [stack.{run.stack}]")
     for other in stack_tables:
         if other not in stacks:
-            raise ScenarioError(f"{where}: unknown section [stack.{other}]")
+            raise ScenarioError(
+                f"{where}: unknown section [stack.{other}]{did_you_mean(other, stacks)}"
+            )
     own = stack_tables.get(run.stack, {})
     if not isinstance(own, dict):
         raise ScenarioError(f"{where}: [stack.{run.stack}] must be a table")
@@ -409,6 +464,67 @@ def parse_scenario(
     if own:
         canonical["stack"] = {run.stack: own}
     return dataclasses.replace(scenario, text=dump_toml(canonical))
+
+
+def _override_problem(parts: list[str], data: dict[str, Any]) -> str | None:
+    """What is wrong with the key path of an override (``stack.gossip.activ_view``), in the
+    user's words and with the close name, before it is applied; None if nothing (its value is
+    validated with the rest of the scenario)."""
+    section = parts[0]
+    if section == "faults":
+        faults = data.get("faults", [])
+        if not isinstance(faults, list):
+            return None  # validation names it
+        if len(parts) != 3 or not parts[1].isdigit():
+            return (
+                "write faults.N.FIELD=VALUE, N counting the [[faults]] tables from 0 "
+                "(faults.0 is [[faults]] #1), e.g. faults.0.at=10"
+            )
+        index, count = int(parts[1]), len(faults)
+        if index >= count:
+            have = {0: "no [[faults]] table", 1: "one [[faults]] table, faults.0"}.get(
+                count, f"{count} [[faults]] tables, faults.0 to faults.{count - 1}"
+            )
+            return f"no faults.{index} ([[faults]] #{index + 1}): the scenario has {have}"
+        names = [f.name for f in dataclasses.fields(Fault)]
+        if parts[2] not in names:
+            return (
+                f"no field {parts[2]} in a [[faults]] table{did_you_mean(parts[2], names)} "
+                f"(fields: {', '.join(names)})"
+            )
+        return None
+    if section == "stack":
+        stacks = all_stack_names()
+        if parts[1] not in stacks:
+            return (
+                f"no stack {parts[1]}{did_you_mean(parts[1], stacks)} (stacks: {', '.join(stacks)})"
+            )
+        if len(parts) < 3:
+            return None
+        try:
+            params = get_stack(parts[1]).params_type
+        except KeyError as error:
+            return str(error.args[0])
+        names = [f.name for f in dataclasses.fields(params)]
+        if parts[2] not in names:
+            return (
+                f"no parameter {parts[2]} for stack {parts[1]}{did_you_mean(parts[2], names)}"
+                f" (pubmesh stacks {parts[1]} lists them)"
+            )
+        return None
+    if section not in SECTIONS:
+        known = [*SECTIONS, "faults", "stack"]
+        return (
+            f"no section [{section}]{did_you_mean(section, known)} "
+            "(sections: run, network, workload, init, faults, trace, stack.NAME)"
+        )
+    names = [f.name for f in dataclasses.fields(SECTIONS[section])]
+    if parts[1] not in names:
+        return (
+            f"no key {parts[1]} in [{section}]{did_you_mean(parts[1], names)} "
+            f"(keys: {', '.join(names)})"
+        )
+    return None
 
 
 #: fault kinds whose effect on deliveries needs publications after them (a heal or a
@@ -491,30 +607,38 @@ def effective_signature(scenario: Scenario, leave_out: Iterable[str] = ()) -> st
     return json.dumps(data, sort_keys=True, default=repr)
 
 
-def apply_override(data: dict[str, Any], override: str, source: str) -> None:
+def apply_override(
+    data: dict[str, Any], override: str, source: str, label: str | None = None
+) -> None:
+    """``override`` (``section.key=value``) applied to the scenario's ``data``. Its mistakes
+    (no such section, key, stack, parameter or fault; not ``section.key=value``) are named by
+    ``label``, how the user gave it (``--set #1 'run.nodez=3'``), else by ``source`` and the
+    override."""
+    said = label or f"{source}: override {override!r}"
     key, sep, raw = override.partition("=")
     key = key.strip()
     if not sep or not key or "." not in key:
-        raise ScenarioError(
-            f"{source}: override {override!r}: write section.key=value, e.g. run.nodes=64"
-        )
+        raise ScenarioError(f"{said}: write section.key=value, e.g. run.nodes=64")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
     parts = key.split(".")
+    problem = _override_problem(parts, data)
+    if problem:
+        raise ScenarioError(f"{said}: {problem}")
     target: Any = data
     for i, part in enumerate(parts[:-1]):
         if isinstance(target, list):
             if not part.isdigit() or int(part) >= len(target):
-                raise ScenarioError(f"{source}: override {key}: no item {part} in {parts[i - 1]}")
+                raise ScenarioError(f"{said}: no item {part} in {parts[i - 1]}")
             target = target[int(part)]
         else:
             target = target.setdefault(part, {})
         if not isinstance(target, dict | list):
-            raise ScenarioError(f"{source}: override {key}: {part} is not a table")
+            raise ScenarioError(f"{said}: {'.'.join(parts[: i + 1])} is not a table")
     if isinstance(target, list):
-        raise ScenarioError(f"{source}: override {key}: name a field of an item, e.g. faults.0.at")
+        raise ScenarioError(f"{said}: name a field of an item, e.g. faults.0.at")
     target[parts[-1]] = value
 
 
@@ -526,7 +650,10 @@ def _build(cls: type, table: dict[str, Any], where: str) -> Any:
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(table) - set(names))
     if unknown:
-        raise ScenarioError(f"{where} {unknown[0]}: unknown key (known: {', '.join(names)})")
+        raise ScenarioError(
+            f"{where} {unknown[0]}: unknown key{did_you_mean(unknown[0], names)} "
+            f"(known: {', '.join(names)})"
+        )
     values: dict[str, Any] = {}
     for name in names:
         if name in table:

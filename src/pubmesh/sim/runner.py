@@ -95,6 +95,41 @@ def _stopping_on_signals(sim: Simulation, enabled: bool) -> Iterator[list[int]]:
             signal.signal(number, signal.SIG_IGN if absorb else old)
 
 
+def claim_run_dir(out: Path, force: bool, flag: str = "--out") -> None:
+    """Make ``out`` ready for a new run, or refuse in one line: an existing run directory is
+    left whole unless ``force``, which removes it (only a run directory: ``run.json`` or a
+    trace table in it, or nothing at all; any other directory is never removed)."""
+    import shutil
+
+    from pubmesh.errors import UserError
+    from pubmesh.trace.schema import TABLES
+
+    try:
+        if not out.exists():
+            return
+        if not out.is_dir():
+            raise UserError(f"{flag} {out}: exists and is not a directory")
+        held = sorted(p.name for p in out.iterdir())
+    except OSError as error:  # e.g. a parent this user may not enter
+        raise UserError(f"{flag} {out}: {error.strerror or error}") from None
+    if not held:
+        return
+    if not any(name == "run.json" or name in TABLES for name in held):
+        raise UserError(
+            f"{flag} {out}: a directory that is not a run directory (no run.json or trace "
+            f"tables in it) is never replaced, even with --force; choose another {flag}"
+        )
+    if not force:
+        raise UserError(
+            f"{flag} {out}: a run directory is already there; add --force to replace it, or "
+            f"choose another {flag}"
+        )
+    try:
+        shutil.rmtree(out)
+    except OSError as error:
+        raise UserError(f"{flag} {out}: cannot remove the old run: {error}") from None
+
+
 def run_scenario(
     scenario: Scenario,
     run_dir: Path | str,

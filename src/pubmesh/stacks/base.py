@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pubmesh.errors import did_you_mean
 from pubmesh.proto.core import NodeContext, NodeId, StackNode
 
 
@@ -136,7 +137,8 @@ def get_stack(name: str) -> StackSpec:
         have = ", ".join(sorted(STACKS)) or "none"
         if name in KNOWN_STACKS:
             raise KeyError(f"stack {name!r} is not implemented yet (available: {have})") from None
-        raise KeyError(f"unknown stack {name!r} (available: {have})") from None
+        hint = did_you_mean(name, STACKS)
+        raise KeyError(f"unknown stack {name!r} (available: {have}){hint}") from None
 
 
 def available_stacks() -> list[str]:
