@@ -139,3 +139,16 @@ def test_stack_parameters_name_the_document_they_cite() -> None:
         'its spec, the protocol notes docs/protocols/chord.md in the repository ("spec §N" '
         "below is its section N)" in done.stdout
     ), done.stdout
+
+
+def test_a_cluster_rerun_into_its_run_directory_needs_force(tmp_path: Path) -> None:
+    """``pubmesh cluster --out`` as ``pubmesh sim --out``: refused before any node starts."""
+    out = tmp_path / "net"
+    out.mkdir()
+    (out / "run.json").write_text("{}")
+    line = error_line("cluster", "--stack", "gossip", "--nodes", "3", "--out", str(out))
+    assert line == (
+        f"pubmesh: error: --out {out}: a run directory is already there; add --force to "
+        "replace it, or choose another --out"
+    ), line
+    assert (out / "run.json").read_text() == "{}"

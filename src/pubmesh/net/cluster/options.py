@@ -118,6 +118,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, help="seed of the workload and the nodes")
     parser.add_argument("--out", metavar="DIR", help="run directory (default runs/net-...)")
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the run directory if one is there (without it, a rerun is refused)",
+    )
+    parser.add_argument(
         "--key",
         metavar="FILE",
         help="cluster key (default: $PUBMESH_KEY, else a fresh random key for this run)",
@@ -446,11 +451,9 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         else Path("runs")
         / (f"net-{spec.name}-n{args.nodes}-s{scenario.run.seed}-{time.strftime('%Y%m%dT%H%M%S')}")
     )
-    try:
-        if out.exists() and not out.is_dir():
-            raise UserError(f"--out {out}: exists and is not a directory")
-    except OSError as error:  # e.g. a parent this user may not enter
-        raise UserError(f"--out {out}: {error.strerror or error}") from None
+    from pubmesh.sim.runner import claim_run_dir  # (the simulator's modules: only here)
+
+    claim_run_dir(out, args.force)  # a previous run there: refused unless --force
     snapshot = (
         args.snapshot_interval
         if args.snapshot_interval is not None
