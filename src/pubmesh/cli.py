@@ -43,6 +43,7 @@ any directory (`pubmesh sim gossip_crash`).
 
 def _cmd_sim(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from pubmesh.catalog import find
@@ -96,9 +97,30 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     ]:
         value = s[key] / 2**20 if key == "peak_memory_bytes" else s[key]
         table.add_row(label, "–" if value is None else fmt.format(value))
+        if key == "messages_lost" and value:
+            for cause, n in _lost_by(s["messages_lost_by"]):
+                table.add_row(f"  {cause}", f"{n:,}")
+            table.caption = escape(LOST_CAPTION)
     console.print(table)
     console.print(f"trace: [bold]{out}[/]  (run id {result.run_id}); next: pubmesh analyze {out}")
     return 0
+
+
+#: under pubmesh sim's table when messages were lost: what the figure counts
+LOST_CAPTION = (
+    "messages lost: sent to a node not running (not started yet, crashed or left: also in a "
+    "run without faults or loss), cut by a partition, or lost to [network] loss"
+)
+
+
+def _lost_by(causes: dict[str, int]) -> list[tuple[str, int]]:
+    """The "messages lost" figure by cause, for the rows under it (those not zero)."""
+    said = {
+        "receiver_not_running": "to nodes not running",
+        "partition": "across a partition",
+        "network_loss": "to network loss",
+    }
+    return [(said[cause], n) for cause, n in causes.items() if n]
 
 
 def _cmd_stacks(args: argparse.Namespace) -> int:

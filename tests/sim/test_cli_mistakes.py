@@ -152,3 +152,21 @@ def test_a_cluster_rerun_into_its_run_directory_needs_force(tmp_path: Path) -> N
         "replace it, or choose another --out"
     ), line
     assert (out / "run.json").read_text() == "{}"
+
+
+def test_messages_lost_are_explained_where_they_are_printed(tmp_path: Path) -> None:
+    """A run with no fault and no loss still loses messages (sent to nodes not started yet):
+    the table says to what, by cause, and what the figure counts; run.json has the causes."""
+    import json
+
+    out = tmp_path / "run"
+    done = pubmesh("sim", *SMALL, "--out", str(out), columns=100)
+    assert done.returncode == 0, done.stderr
+    stats = json.loads((out / "run.json").read_text())
+    by, lost = stats["messages_lost_by"], stats["messages_lost"]
+    assert lost > 0 and sum(by.values()) == lost, (lost, by)
+    assert by["receiver_not_running"] == lost, by  # paper004: no fault, no loss
+    assert re.search(rf"│   to nodes not running\s+│\s+{lost:,} │", done.stdout), done.stdout
+    assert "messages lost: sent to a node not running (not started yet" in " ".join(
+        line.strip() for line in done.stdout.splitlines()
+    ), done.stdout

@@ -135,6 +135,12 @@ class Simulation:
         self.events_processed = 0
         self.messages_sent = 0
         self.messages_lost = 0
+        #: why they were lost: the receiver not running (not started yet, crashed or left;
+        #: a message already on its way when it went counts here too), a partition between
+        #: the two, the network's random ``loss``
+        self.lost_not_running = 0
+        self.lost_partition = 0
+        self.lost_network = 0
         self.deliveries: list[tuple[int, int, float, int]] = []
         self.delivery_count = 0
         #: the simulated time of the latest delivery (None before the first): how long the
@@ -441,16 +447,19 @@ class Simulation:
         self.messages_sent += 1
         now = self.now
         if dst not in self.alive:
+            self.lost_not_running += 1
             self._lost(now, src, dst, message)
             if self._detection >= 0:
                 self._notify_down(src, dst, now + self._detection)
             return
         if self._partition is not None and self._partition.get(src) != self._partition.get(dst):
+            self.lost_partition += 1
             self._lost(now, src, dst, message)
             if self.scenario.network.partition_notices:
                 self._notify_down(src, dst, now + self._detection)
             return
         if self._loss and self._net_rng.random() < self._loss:
+            self.lost_network += 1
             self._lost(now, src, dst, message)
             return
         self._seq += 1
@@ -635,6 +644,7 @@ class Simulation:
                         )
                 if node is None:
                     self.messages_lost += 1
+                    self.lost_not_running += 1
                     continue
                 apply(a, node.receive(b, c, t))
             elif kind == TIMER:

@@ -202,6 +202,12 @@ def run_scenario(
         "events_per_second": sim.events_processed / wall if wall > 0 else 0.0,
         "messages_sent": sim.messages_sent,
         "messages_lost": sim.messages_lost,
+        # what "lost" counts (pubmesh sim's table says it): by cause
+        "messages_lost_by": {
+            "receiver_not_running": sim.lost_not_running,
+            "partition": sim.lost_partition,
+            "network_loss": sim.lost_network,
+        },
         "deliveries": sim.delivery_count,
         "last_delivery_at": sim.last_delivery,
         "alive_at_end": len(sim.alive),
