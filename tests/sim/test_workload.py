@@ -392,8 +392,13 @@ def test_net_workload_is_the_same_plan_for_the_cluster() -> None:
         NAMED.split("[[faults]]")[0] + '[[faults]]\nat = 3.0\nkind = "crash"\nfraction = 0.5\n'
     )
     assert net.plan(scenario) == plan(scenario)
-    with pytest.raises(ScenarioError, match=r"#5 kind: 'recover' is not supported"):
+    # the cluster plays recover faults too (it starts the killed processes again); a
+    # partition needs network namespaces
+    with pytest.raises(ScenarioError, match=r"#7 kind: a partition cuts real links .* --netns"):
         net.plan(parse_scenario(NAMED))
+    recovering = parse_scenario(NAMED.split("[[faults]]\nat = 8.0")[0])
+    assert any(f.kind == "recover" for f in recovering.faults)
+    assert net.plan(recovering) == plan(recovering)
 
 
 # ------------------------------------------------------------------------------------------
