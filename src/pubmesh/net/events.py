@@ -6,6 +6,12 @@ Events a peer can provoke at will are rate-limited, so a flood cannot flood the 
 log: drops and refusals of one kind toward one peer (:meth:`NodeEvents.rate_limited`) and
 rejected frames and connections (:meth:`NodeEvents.rejected`); the rows left out are counted
 into the next one (``suppressed``), not lost.
+
+A peer that cannot be reached or refuses this node for good (another cluster key, another
+security mode: :class:`pubmesh.net.transport.Trouble`) is said once, in one sentence
+(``net.trouble``, :meth:`NodeEvents.trouble`), and once more when it is reached at last
+(``net.trouble-over``); the drops, peer-downs and refusals that repeat it are still traced, and
+:func:`repeats_trouble` tells a node's output to leave them out.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pubmesh.proto.core import NodeId
 
 if TYPE_CHECKING:
     from pubmesh.net.runtime import NodeRuntime
+    from pubmesh.net.transport import Trouble
 
 log = logging.getLogger("pubmesh.net")
 
@@ -93,12 +100,115 @@ class NodeEvents:
         if self._rejections_suppressed:
             record["suppressed"] = self._rejections_suppressed
             self._rejections_suppressed = 0
-        log.warning(
-            "%s: refused %s (%s): %s",
-            format_id(self.runtime.node_id),
-            remote,
-            reason,
-            detail,
-            extra={EVENT_LOGGED: "net.rejected"},
-        )
+        transport = self.runtime.transport
+        if transport is None or transport.trouble_of(None, remote) is None:
+            # (a refusal that repeats a trouble already said is traced, not logged again)
+            log.warning(
+                "%s: refused %s (%s): %s",
+                format_id(self.runtime.node_id),
+                remote,
+                reason,
+                detail,
+                extra={EVENT_LOGGED: "net.rejected"},
+            )
         self.event("net.rejected", record)
+
+    # ------------------------------------------------------------------ troubles
+    def trouble(self, trouble: Trouble, over: bool) -> None:
+        """A peer that cannot be reached or refuses this node (:class:`Trouble`) starts to be
+        one (``net.trouble``) or is reached at last (``net.trouble-over``): one event each, with
+        the sentence a person reads (``message``)."""
+        record = trouble_record(trouble, self.runtime)
+        if over:
+            record["message"] = over_sentence(trouble, self.runtime)
+        log.warning(
+            "%s: %s",
+            format_id(self.runtime.node_id),
+            record["message"],
+            extra={EVENT_LOGGED: TROUBLE_OVER if over else TROUBLE},
+        )
+        self.event(TROUBLE_OVER if over else TROUBLE, record)
+
+
+#: the events of a trouble starting and ending (NodeEvents.trouble)
+TROUBLE = "net.trouble"
+TROUBLE_OVER = "net.trouble-over"
+
+#: why a dial failed, said for a person
+_WHY = {
+    "refused": "nothing listens there (connection refused)",
+    "timeout": "no answer (connection timed out)",
+    "no-route": "no route to that host",
+    "network-unreachable": "its network is unreachable",
+    "reset": "the connection was reset",
+    "handshake-timeout": "it accepts connections but does not complete pubmesh's handshake",
+    "handshake-aborted": "it closes connections during pubmesh's handshake",
+    "oversized-frame": "something else listens there: it does not speak pubmesh's handshake",
+    "bad-handshake": "something else listens there: it does not speak pubmesh's handshake",
+}
+
+
+def _who(trouble: Trouble, runtime: NodeRuntime) -> str:
+    if trouble.peer is None:
+        return f"a node at {trouble.address}"
+    if trouble.peer in runtime.contacts:
+        return f"the contact {trouble.address}"
+    return trouble.address
+
+
+def trouble_record(trouble: Trouble, runtime: NodeRuntime) -> dict[str, Any]:
+    """A trouble as an event's detail or a stats entry: its fields, ``contact`` (one of the
+    node's contacts), ``who`` (the peer, for a person), ``state`` (a few words) and
+    ``message`` (the sentence)."""
+    who = _who(trouble, runtime)
+    address = trouble.address
+    match trouble.problem:
+        case "unreachable":
+            why = _WHY.get(trouble.reason) or f"{trouble.reason}: {trouble.detail}"
+            message = f"cannot reach {who}: {why}; retrying quietly"
+            state = f"unreachable: {why}"
+        case "speaks-tls":
+            message = (
+                f"{address} speaks TLS: it runs in identity mode; this node uses a shared key"
+                " (the nodes of a cluster all use --identity, or all the same key)"
+            )
+            state = "speaks TLS (identity mode)"
+        case "speaks-shared-key":
+            message = (
+                f"{address} speaks pubmesh's shared-key handshake: it runs with a cluster key;"
+                " this node uses identity mode (certificates)"
+            )
+            state = "speaks the shared-key handshake (cluster key)"
+        case _:
+            key = runtime.key
+            mismatch = key.mismatch() if key is not None else "the cluster keys differ"
+            message = f"{address} holds another cluster key: {mismatch}"
+            state = "holds another cluster key"
+    record = trouble.as_dict()
+    record.update(
+        contact=trouble.peer is not None and trouble.peer in runtime.contacts,
+        who=who,
+        state=state,
+        message=message,
+    )
+    return record
+
+
+def over_sentence(trouble: Trouble, runtime: NodeRuntime) -> str:
+    who = _who(trouble, runtime)
+    if who.startswith("the contact"):
+        return f"reached {who} at last: joining through it"
+    return f"reached {who} at last"
+
+
+def repeats_trouble(runtime: NodeRuntime, kind: str, detail: Mapping[str, Any]) -> bool:
+    """``kind`` (a drop, a peer down, a refusal) only repeats a trouble already said
+    (:meth:`NodeEvents.trouble`): traced, not shown to a person again."""
+    transport = runtime.transport
+    if transport is None or not transport.troubles:
+        return False
+    if kind in ("net.dropped", "net.peer-down"):
+        return transport.trouble_of(detail.get("peer")) is not None
+    if kind == "net.rejected":
+        return transport.trouble_of(None, str(detail.get("remote", ""))) is not None
+    return False

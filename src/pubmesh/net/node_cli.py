@@ -45,7 +45,7 @@ from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.admission import InvalidCommand, PublicationTooLarge
 from pubmesh.net.control import PublishRefused
-from pubmesh.net.events import EVENT_LOGGED
+from pubmesh.net.events import EVENT_LOGGED, TROUBLE, TROUBLE_OVER, repeats_trouble
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
 from pubmesh.net.runtime import MISWIRED, NodeRuntime, published_at
@@ -509,6 +509,14 @@ def summary(stats: Mapping[str, Any], neighbors: Mapping[str, Iterable[int]]) ->
     if memory:
         used, budget = memory.get("used", 0), memory.get("budget", 0)
         lines.append(f"memory {used / 1024:,.0f} KiB of {budget / 1048576:,.0f} MiB")
+    if stats.get("alone"):
+        lines.append("alone: no neighbours, no connections")
+    for trouble in stats.get("troubles") or []:
+        since = time.strftime("%H:%M:%S", time.localtime(trouble.get("since", 0)))
+        lines.append(
+            f"{trouble.get('who') or trouble.get('address')}: {trouble.get('state')} since {since}"
+            f" ({trouble.get('count', 0):,} times)"
+        )
     lines.append("(stats --json: every counter)")
     return "\n".join(lines)
 
@@ -787,7 +795,22 @@ class NodeProcess:
             else:
                 print(f"pubmesh: {line}", file=sys.stderr, flush=True)
                 self.emit(control.NetEvent(kind=kind, detail=detail, t=self.runtime.wall()))
+        if kind in (TROUBLE, TROUBLE_OVER):
+            # a peer that cannot be reached or refuses this node, in one sentence, once; the
+            # drops, peer-downs and refusals that repeat it are not shown (events.py)
+            if self.shell:
+                self.say(f"\n{detail['message']}")
+                self.lines.write(PROMPT + _typed(), droppable=True, end="")
+            else:
+                self.emit(control.NetEvent(kind=kind, detail=detail, t=self.runtime.wall()))
+            return
         if kind.startswith("net."):
+            # the JSON channel keeps every refusal (one record per connection: scripts match
+            # them by remote address); drops and peer-downs of a trouble said are left out
+            if repeats_trouble(self.runtime, kind, detail) and (
+                self.shell or kind != "net.rejected"
+            ):
+                return
             if self.shell:
                 self.say(f"\n({kind}: {json.dumps(detail, default=str)})", droppable=True)
             else:

@@ -61,7 +61,7 @@ from pubmesh.net.runtime_stats import RuntimeStatistics, collect
 from pubmesh.net.security import ClusterKey
 from pubmesh.net.signing import Signed, Signer, Verifier, carries_payload, credential_of
 from pubmesh.net.store import Remembered, Store
-from pubmesh.net.transport import NetConfig, Transport
+from pubmesh.net.transport import NetConfig, Transport, Trouble
 from pubmesh.proto.core import (
     Command,
     Deliver,
@@ -852,6 +852,9 @@ class NodeRuntime:
     def net_lost(self, peer: NodeId) -> None:
         if peer in self.net_monitored():
             self._peer_down(peer, "connection-lost")
+
+    def net_trouble(self, trouble: Trouble, over: bool) -> None:
+        self.events.trouble(trouble, over)
 
     def net_unreachable(self, peer: NodeId, reason: str) -> None:
         self._peer_down(peer, reason)

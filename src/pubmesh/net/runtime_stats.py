@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pubmesh.net.address import format_id
+from pubmesh.net.events import trouble_record
 from pubmesh.net.transport import TransportStatistics
 from pubmesh.proto.core import NodeId, NodeStatistics
 
@@ -29,6 +30,13 @@ def collect(runtime: NodeRuntime) -> RuntimeStatistics:
             error = repr(exc)
     transport = runtime.transport
     admission = runtime.admission
+    troubles = (
+        tuple(trouble_record(t, runtime) for t in list(transport.troubles.values()))
+        if transport is not None
+        else ()
+    )
+    connected = transport is not None and any(p.open for p in transport.peers.values())
+    alone = node is not None and not connected and not _any_neighbour(runtime)
     return RuntimeStatistics(
         node=runtime.node_id,
         address=format_id(runtime.node_id),
@@ -51,7 +59,16 @@ def collect(runtime: NodeRuntime) -> RuntimeStatistics:
         trace=_trace_statistics(runtime),
         duplicates_across_lives=runtime.duplicates_across_lives,
         store=_store_statistics(runtime),
+        alone=alone,
+        troubles=troubles,
     )
+
+
+def _any_neighbour(runtime: NodeRuntime) -> bool:
+    try:
+        return any(runtime.neighbors().values())
+    except Exception:  # a stack's bug must not take the shell down
+        return False
 
 
 def _store_statistics(runtime: NodeRuntime) -> StoreStatistics | None:
@@ -162,6 +179,12 @@ class RuntimeStatistics:
     duplicates_across_lives: int = 0
     #: the node's data directory (--data-dir), when it has one
     store: StoreStatistics | None = None
+    #: no overlay neighbour and no connection: the node is on its own (``troubles`` may say
+    #: why: its contact unreachable, another key or security mode)
+    alone: bool = False
+    #: the peers this node cannot reach or that refuse it, each with since when and the
+    #: sentence it was said in (pubmesh.net.events.trouble_record)
+    troubles: tuple[Mapping[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-able copy, for the control protocol and logs."""
@@ -191,4 +214,6 @@ class RuntimeStatistics:
             "trace": None if self.trace is None else asdict(self.trace),
             "duplicates_across_lives": self.duplicates_across_lives,
             "store": None if self.store is None else asdict(self.store),
+            "alone": self.alone,
+            "troubles": [dict(trouble) for trouble in self.troubles],
         }

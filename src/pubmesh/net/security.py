@@ -321,6 +321,12 @@ def check_refusal(body: bytes, key: ClusterKey | None = None) -> None:
     ):
         return
     reason = body[_REFUSED.size :].decode("utf-8", "replace")
+    if reason == IDENTITY_MODE_REFUSAL:
+        raise AuthError(
+            "speaks-tls",
+            "the peer runs in identity mode (TLS with certificates); this node uses a shared "
+            "cluster key",
+        )
     if not reason:
         why = key.mismatch() if key is not None else "the cluster keys differ"
         raise AuthError("auth-failed", f"the peer refused our proof: {why}")
@@ -458,3 +464,41 @@ class TlsOpener:
         _check_order(version, seq, self.seq)
         self.seq += 1
         return tag, t_send, memoryview(frame)[PREFIX.size :]
+
+
+# --------------------------------------------------------------------------------------------
+# Another security mode at the other end (identity mode's TLS, or this handshake)
+# --------------------------------------------------------------------------------------------
+#: The REFUSED reason an identity-mode node sends a dialer that opened with this module's HELLO
+#: (shared-key mode): the dialer then names the mismatch (check_refusal: ``speaks-tls``).
+IDENTITY_MODE_REFUSAL = "identity mode: this node speaks TLS with certificates, not a cluster key"
+#: The REFUSED reason a shared-key node sends a dialer that opened with a TLS ClientHello
+#: (identity mode); its TLS session fails on it and it names the mismatch from these bytes
+#: (:func:`speaks_shared_key`).
+SHARED_KEY_REFUSAL = "shared-key mode: this node speaks pubmesh's handshake with a cluster key"
+
+
+def speaks_tls(data: bytes) -> bool:
+    """``data`` (a connection's first bytes) opens a TLS record: content type 20-23
+    (a ClientHello is a handshake record, 22; an alert 21), then version 3.x. This
+    handshake's first bytes are a frame's length, under 256: never 0x14-0x17 first."""
+    return len(data) >= 3 and 20 <= data[0] <= 23 and data[1] == 3 and data[2] <= 4
+
+
+def speaks_shared_key(data: bytes) -> bool:
+    """``data`` (a connection's first bytes) is a frame of this module's handshake: a length,
+    then the magic (a TLS record never has it there)."""
+    return data[LENGTH.size : LENGTH.size + len(MAGIC)] == MAGIC
+
+
+def hello_claim(data: bytes) -> int | None:
+    """The node id a HELLO at the start of ``data`` claims (unproven), or None if ``data`` does
+    not start with a whole HELLO frame."""
+    size = LENGTH.size + _HELLO.size
+    if len(data) < size or LENGTH.unpack_from(data)[0] != _HELLO.size:
+        return None
+    try:
+        node, _nonce = parse_hello(data[LENGTH.size : size])
+    except AuthError:
+        return None
+    return node

@@ -69,6 +69,23 @@ handshake's bytes arrive.
 
 Writes are coalesced: frames queued during one turn of the event loop go out in one
 ``write`` call at the end of it.
+
+Another mode. A node in shared-key mode and one in identity mode cannot talk, and each can
+tell from the other's first bytes: a TLS record starts 0x14-0x17, 0x03, 0x00-0x04 (a
+ClientHello 0x16 0x03 0x01), this handshake's frames a length, then ``PMSH``. The connection is
+then refused as ``speaks-tls`` or ``speaks-shared-key``, and an acceptor first answers with a
+REFUSED its dialer's own handshake reads (:data:`security.IDENTITY_MODE_REFUSAL`, or a
+shared-key REFUSED whose bytes the dialer's TLS session shows it), so both ends name the
+mismatch instead of a TLS error and an aborted handshake.
+
+Troubles. A peer this node has never reached and cannot (a wrong or dead contact: refused,
+timed out, no route), or that refuses it for a reason retrying cannot fix (the cluster keys
+differ, another security mode), is a :class:`Trouble`, kept by address in ``troubles``: the
+owner's events hear of it once when it starts (``NodeEvents.trouble``), the transport dials it
+once per backoff (``TROUBLE_BACKOFF_INITIAL`` doubling up to ``TROUBLE_BACKOFF_MAX``) instead
+of ``dial_attempts`` times per send, and its repeats are counted (statistics, ``troubles``),
+not said again; it is over, and said so once, when a connection with the peer opens. A peer
+that was reached and went away keeps the usual pace of redials (the failure detector above).
 """
 
 from __future__ import annotations
@@ -76,10 +93,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import errno
 import socket
 import ssl
 import struct
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol, cast
@@ -242,6 +260,10 @@ class TransportOwner(Protocol):
     def net_slow(self, peer: NodeId, backlog: int, seconds: float) -> None:
         """``peer``'s queue has held over half of ``max_queue_bytes`` for ``seconds``."""
 
+    def net_trouble(self, trouble: Trouble, over: bool) -> None:
+        """A peer that cannot be reached or refuses this node starts to be one (said once),
+        or is reached at last (``over``)."""
+
     def net_monitored(self) -> set[NodeId]: ...
 
 
@@ -303,6 +325,8 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
+        #: the first bytes received (up to _HEAD_BYTES): another security mode shows there
+        self._head = b""
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -338,6 +362,11 @@ class Connection(asyncio.Protocol):
         if self.state is State.HANDSHAKE and not self.dialer and not self.heard:
             self._first_heard()
         tls = self._tls
+        if self.state is State.HANDSHAKE and len(self._head) < _HEAD_BYTES:
+            # the first bytes tell another security mode at the other end (module docstring)
+            self._head += data[: _HEAD_BYTES - len(self._head)]
+            if self._other_mode(data):
+                return
         if tls is None:
             self.buffer.extend(data)
         else:
@@ -354,6 +383,36 @@ class Connection(asyncio.Protocol):
                 self.reject("tls-failed", _tls_problem(error))
                 return
         self._drain()
+
+    def _other_mode(self, data: bytes) -> bool:
+        """The peer's first bytes are another security mode's (module docstring, "Another
+        mode"): refuse the connection naming the mismatch, telling an acceptor's dialer so in
+        words its own handshake reads. True when refused."""
+        head = self._head
+        tls = self._tls
+        if tls is None and security.speaks_tls(head):
+            if not self.dialer:
+                assert self.transport is not None
+                self.transport.write(security.refused_frame(security.SHARED_KEY_REFUSAL))
+            self.reject(
+                "speaks-tls",
+                "it speaks TLS: it runs in identity mode (certificates); this node uses a "
+                "shared cluster key",
+                flush=not self.dialer,
+            )
+            return True
+        if tls is not None and not tls.established and security.speaks_shared_key(head):
+            if not self.dialer:
+                self.claimed = security.hello_claim(data)
+                tls.raw.write(security.refused_frame(security.IDENTITY_MODE_REFUSAL))
+            self.reject(
+                "speaks-shared-key",
+                "it speaks pubmesh's shared-key handshake: it runs with a cluster key; this "
+                "node uses identity mode (certificates)",
+                flush=not self.dialer,
+            )
+            return True
+        return False
 
     def _first_heard(self) -> None:
         """An accepted connection's first bytes came in time (``hello_timeout``): the rest of
@@ -416,6 +475,7 @@ class Connection(asyncio.Protocol):
                 "handshake-aborted",
                 f"the peer closed the connection during {during}" + self._claim(),
                 handshake=True,
+                conn=self,
             )
         if not self.opened.done():
             self.opened.set_exception(
@@ -760,7 +820,9 @@ class Connection(asyncio.Protocol):
             self.opened.set_exception(AuthError(reason, detail))
             self.opened.exception()  # mark retrieved: nobody may be waiting
         peer = self.peer if self.peer is not None else self.expected
-        self.hub._reject(peer, self.remote, reason, detail + self._claim(), handshake=handshake)
+        self.hub._reject(
+            peer, self.remote, reason, detail + self._claim(), handshake=handshake, conn=self
+        )
         if self.transport is not None:
             if flush:
                 self.transport.close()
@@ -824,6 +886,76 @@ class _Pending:
     t_send: float
     message: Message
     signed: Signed | None
+
+
+#: handshake refusals that are a trouble of their own: trying again cannot help until one of
+#: the two nodes is started otherwise (reason -> Trouble.problem)
+_PROBLEMS = {
+    "auth-failed": "wrong-key",
+    "speaks-tls": "speaks-tls",
+    "speaks-shared-key": "speaks-shared-key",
+}
+#: dial failures that take seconds (a connect timeout, an unanswered ARP): a never-reached
+#: peer's trouble is said at the first of them, not after the whole round of attempts
+_SLOW_FAILURES = frozenset({"timeout", "no-route", "network-unreachable"})
+#: a peer in trouble is dialed again after this long, doubling per failure up to the max
+TROUBLE_BACKOFF_INITIAL = 1.0
+TROUBLE_BACKOFF_MAX = 30.0
+#: troubles kept at most, and forgotten after this long without a repeat (seconds)
+MAX_TROUBLES = 256
+TROUBLE_FORGET = 300.0
+#: new troubles announced per window (seconds) at most
+ANNOUNCEMENTS = 20
+ANNOUNCE_WINDOW = 10.0
+MAX_QUIET = 1024
+MAX_REACHED = 1 << 16
+#: the bytes of a connection's start that show another security mode
+_HEAD_BYTES = 8
+
+
+@dataclass(eq=False)
+class Trouble:
+    """A peer this node cannot reach, or that refuses it for a reason retrying cannot fix (the
+    cluster keys differ, the other node runs in another security mode): said once when it
+    starts (``announced``), counted while it lasts, over once a connection with the peer opens
+    (module docstring, "Troubles")."""
+
+    #: the peer's address (a dialer that named none: its source address)
+    address: str
+    peer: NodeId | None
+    #: unreachable, wrong-key, speaks-tls, speaks-shared-key
+    problem: str
+    #: the last failure's reason (refused, timeout, no-route, auth-failed, ...) and detail
+    reason: str
+    detail: str
+    #: wall-clock time it started
+    since: float
+    #: this node dialed the peer and failed (not only refused its dials)
+    dialed: bool = False
+    #: dials failed, and refusals or failures in all, since it started
+    failures: int = 0
+    count: int = 0
+    #: loop times: the last failure, the next dial allowed (dialed troubles)
+    last: float = 0.0
+    next_dial: float = 0.0
+    announced: bool = False
+
+    def gated(self, peer: NodeId, reached: set[NodeId]) -> bool:
+        """Dials wait for the backoff: another key or mode, or a peer never reached (a peer
+        that was reached and went away keeps the transport's usual pace)."""
+        return self.problem != "unreachable" or peer not in reached
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "peer": self.peer,
+            "problem": self.problem,
+            "reason": self.reason,
+            "detail": self.detail,
+            "since": self.since,
+            "failures": self.failures,
+            "count": self.count,
+        }
 
 
 class Peer:
@@ -898,6 +1030,17 @@ class Transport:
         self._dirty: list[Connection] = []
         self._last_message: Message | None = None
         self._last_encoded: tuple[int, bytes] = (0, b"")
+        #: peers that cannot be reached or refuse us (another key or security mode), by
+        #: address: each said once (module docstring, "Troubles")
+        self.troubles: dict[str, Trouble] = {}
+        #: the peers this transport has had a connection with (a dead contact is not a
+        #: typo: its redials keep their pace)
+        self._reached: set[NodeId] = set()
+        #: remote addresses of connections refused as a trouble already said, and the
+        #: trouble's address (bounded; quiet while the trouble lasts)
+        self.quiet_remotes: OrderedDict[str, str] = OrderedDict()
+        self._announce_window = -ANNOUNCE_WINDOW
+        self._announced = 0
 
     @property
     def key_if_shared(self) -> ClusterKey | None:
@@ -1044,7 +1187,17 @@ class Transport:
         if self.is_banned(peer.id):
             host, reason = "", "banned"
         if host:
-            for attempt in range(config.dial_attempts):
+            attempts = config.dial_attempts
+            trouble = self.troubles.get(format_id(peer.id))
+            if trouble is not None and trouble.dialed and trouble.gated(peer.id, self._reached):
+                # a peer in trouble is dialed once per backoff, quietly (module docstring)
+                attempts = 1
+                wait = trouble.next_dial - self.loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            detail = ""
+            said: Trouble | None = None
+            for attempt in range(attempts):
                 if peer.open or self.closed:
                     return
                 try:
@@ -1052,13 +1205,27 @@ class Transport:
                     self.counters["dials_ok"] += 1
                     return
                 except AuthError as error:
-                    reason = error.reason
+                    reason, detail = error.reason, error.detail
                 except (OSError, ConnectionError, TimeoutError) as error:
-                    reason = _dial_failure(error)
+                    reason, detail = _dial_failure(error), str(error)
+                    if reason in _SLOW_FAILURES and not said and peer.id not in self._reached:
+                        # a dial that took seconds to fail: said now, not after the round
+                        said = self._trouble(
+                            format_id(peer.id), peer.id, "unreachable", reason, detail, dialed=True
+                        )
                 self.counters["dials_failed"] += 1
-                if attempt + 1 < config.dial_attempts:
+                if reason in _PROBLEMS:
+                    break  # another key or mode: trying again at once cannot help
+                if attempt + 1 < attempts:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, config.backoff_max)
+            if peer.open or self.closed:
+                return
+            if reason not in _PROBLEMS and not said and peer.id not in self._reached:
+                # never reached (a wrong or dead contact): said once, before its drops
+                self._trouble(
+                    format_id(peer.id), peer.id, "unreachable", reason, detail, dialed=True
+                )
         if peer.open or self.closed:
             return
         while peer.pending:
@@ -1081,6 +1248,8 @@ class Transport:
     def _opened(self, conn: Connection) -> None:
         assert conn.peer is not None
         self.counters["connections_opened"] += 1
+        if conn.peer not in self._reached or self.troubles:
+            self._trouble_over(conn.peer)
         peer = self.peers.get(conn.peer)
         if peer is None:
             peer = self.peers[conn.peer] = Peer(conn.peer)
@@ -1280,12 +1449,113 @@ class Transport:
                 del self._unproven_by_source[source]
 
     def _reject(
-        self, peer: NodeId | None, remote: str, reason: str, detail: str, *, handshake: bool
+        self,
+        peer: NodeId | None,
+        remote: str,
+        reason: str,
+        detail: str,
+        *,
+        handshake: bool,
+        conn: Connection | None = None,
     ) -> None:
         self.rejections[reason] += 1
         if handshake:
             self.handshake_rejections[reason] += 1
+            if conn is not None:
+                trouble = self._refused_trouble(conn, reason, detail)
+                if trouble is not None and trouble.announced:
+                    self._quiet_remote(remote, trouble)
         self.owner.net_rejected(peer, remote, reason, detail)
+
+    # ------------------------------------------------------------------ troubles
+    def _refused_trouble(self, conn: Connection, reason: str, detail: str) -> Trouble | None:
+        """A connection refused in its handshake: the trouble it starts or repeats (another
+        key, another security mode), or the one its peer already has; None otherwise."""
+        peer = conn.expected if conn.dialer else conn.claimed
+        key = format_id(peer) if peer is not None else conn.source
+        problem = _PROBLEMS.get(reason)
+        if problem is None:
+            # a repeat of a known peer's trouble (not a bare source address: strangers share it)
+            return self.troubles.get(key) if peer is not None else None
+        return self._trouble(key, peer, problem, reason, detail, dialed=conn.dialer)
+
+    def _trouble(
+        self,
+        key: str,
+        peer: NodeId | None,
+        problem: str,
+        reason: str,
+        detail: str,
+        *,
+        dialed: bool,
+    ) -> Trouble:
+        """Note that ``key`` (a peer's address, or a dialer's source address) is in trouble;
+        a new trouble is announced (once: its repeats are counted, not said again), and a
+        dialed peer's next dial waits its backoff (module docstring, "Troubles")."""
+        now = self.loop.time()
+        trouble = self.troubles.get(key)
+        if trouble is None or trouble.problem != problem:
+            if trouble is None and len(self.troubles) >= MAX_TROUBLES:
+                oldest = min(self.troubles.values(), key=lambda t: t.last)
+                del self.troubles[oldest.address]
+            trouble = Trouble(key, peer, problem, reason, detail, since=self.owner.net_clock())
+            self.troubles[key] = trouble
+            self.counters["troubles"] += 1
+        trouble.reason, trouble.detail, trouble.last = reason, detail, now
+        trouble.count += 1
+        if dialed:
+            trouble.dialed = True
+            trouble.failures += 1
+            backoff = TROUBLE_BACKOFF_INITIAL * 2 ** min(trouble.failures - 1, 16)
+            trouble.next_dial = now + min(backoff, TROUBLE_BACKOFF_MAX)
+        if trouble.count == 1:
+            self._announce(trouble, now)
+        return trouble
+
+    def _announce(self, trouble: Trouble, now: float) -> None:
+        """Tell the owner of a new trouble, at most ANNOUNCEMENTS per ANNOUNCE_WINDOW (a
+        stranger naming new ids cannot flood the log with them; the rest are not announced,
+        and their refusals are shown as before)."""
+        if now - self._announce_window >= ANNOUNCE_WINDOW:
+            self._announce_window, self._announced = now, 0
+        if self._announced >= ANNOUNCEMENTS:
+            return
+        self._announced += 1
+        trouble.announced = True
+        self.owner.net_trouble(trouble, False)
+
+    def _trouble_over(self, peer: NodeId) -> None:
+        """``peer`` is connected: its trouble, if any, is over (said once if it was said)."""
+        self._reached.add(peer)
+        if len(self._reached) > MAX_REACHED:
+            self._reached = {peer}
+        trouble = self.troubles.pop(format_id(peer), None)
+        if trouble is not None and trouble.announced:
+            self.owner.net_trouble(trouble, True)
+
+    def _quiet_remote(self, remote: str, trouble: Trouble) -> None:
+        quiet = self.quiet_remotes
+        quiet[remote] = trouble.address
+        quiet.move_to_end(remote)
+        while len(quiet) > MAX_QUIET:
+            quiet.popitem(last=False)
+
+    def trouble_of(self, peer: NodeId | None, remote: str = "") -> Trouble | None:
+        """The announced trouble a refusal or drop concerns, if any: a peer's (by its id) or a
+        connection's already refused as one (by its remote address)."""
+        if peer is not None:
+            trouble = self.troubles.get(format_id(peer))
+            if trouble is not None and trouble.announced:
+                return trouble
+        key = self.quiet_remotes.get(remote) if remote else None
+        return self.troubles.get(key) if key is not None else None
+
+    def _forget_troubles(self, now: float) -> None:
+        """Troubles not seen for TROUBLE_FORGET seconds are forgotten (said again if they
+        come back)."""
+        stale = [t.address for t in self.troubles.values() if now - t.last > TROUBLE_FORGET]
+        for key in stale:
+            del self.troubles[key]
 
     # ------------------------------------------------------------------ maintenance
     def _maintain(self) -> None:
@@ -1305,6 +1575,8 @@ class Transport:
             if not peer.open:
                 self._dial(peer)
         self._heartbeat(now)
+        if self.troubles:
+            self._forget_troubles(now)
         idle = self.config.idle_timeout
         for peer in list(self.peers.values()):
             if peer.id in monitored:
@@ -1408,6 +1680,7 @@ class Transport:
             rejected=dict(sorted(self.rejections.items())),
             handshake_rejected=dict(sorted(self.handshake_rejections.items())),
             dropped=dict(sorted(self.drops.items())),
+            troubles=tuple(trouble.as_dict() for trouble in self.troubles.values()),
         )
 
 
@@ -1439,10 +1712,13 @@ class TransportStatistics:
     handshake_rejected: Mapping[str, int] = field(default_factory=dict)
     #: messages dropped by reason (unreachable, queue-full, ...)
     dropped: Mapping[str, int] = field(default_factory=dict)
+    #: peers that cannot be reached or refuse this node (Trouble.as_dict), now
+    troubles: tuple[Mapping[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["peers_connected"] = list(self.peers_connected)
+        out["troubles"] = [dict(trouble) for trouble in self.troubles]
         out["rejected"] = dict(self.rejected)
         out["handshake_rejected"] = dict(self.handshake_rejected)
         out["dropped"] = dict(self.dropped)
@@ -1454,4 +1730,15 @@ def _dial_failure(error: BaseException) -> str:
         return "timeout"
     if isinstance(error, ConnectionRefusedError):
         return "refused"
+    if isinstance(error, OSError) and error.errno in _DIAL_ERRNOS:
+        return _DIAL_ERRNOS[error.errno]
     return "connection-failed"
+
+
+#: dial failures named by errno (the others are connection-failed)
+_DIAL_ERRNOS = {
+    errno.EHOSTUNREACH: "no-route",
+    errno.ENETUNREACH: "network-unreachable",
+    errno.ETIMEDOUT: "timeout",
+    errno.ECONNRESET: "reset",
+}
