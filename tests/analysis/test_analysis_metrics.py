@@ -458,6 +458,33 @@ def test_diameter_estimate_on_large_graphs_is_flagged_and_never_above_exact() ->
     assert connected and not exact and value == 20  # double sweeps find a ring's diameter
 
 
+def test_the_exact_diameter_is_the_largest_bfs_eccentricity() -> None:
+    """The bit-parallel all-pairs BFS (graph._all_pairs_diameter) against a BFS from every
+    vertex, on random graphs of 1 to 60 vertices, connected or not (seeded)."""
+    import random
+
+    from pubmesh.analysis.graph import _eccentricity
+
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(400):
+        n, p = rng.randint(1, 60), rng.random() * 0.3
+        edges = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < p]
+        if rng.random() < 0.7:
+            edges += [(i, i + 1) for i in range(n - 1)]
+        value, connected, exact = diameter(range(n), edges)
+        adjacency: dict[int, list[int]] = {v: [] for v in range(n)}
+        for a, b in edges:
+            adjacency[a].append(b)
+            adjacency[b].append(a)
+        eccentricities = [_eccentricity(v, adjacency) for v in range(n)]
+        assert connected == (eccentricities[0][2] == n) and exact, (n, edges)
+        if connected:
+            assert value == max(e for e, _, _ in eccentricities), (n, edges, value)
+            checked += 1
+    assert checked > 200
+
+
 def test_convergence_time_is_when_the_predicate_starts_holding_for_good(spark: Any) -> None:
     checks = frame(
         spark,

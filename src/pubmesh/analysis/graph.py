@@ -27,9 +27,10 @@ def diameter(
 ) -> tuple[int | None, bool, bool]:
     """(diameter, connected, exact) of an undirected graph.
 
-    Exact (BFS from every vertex) up to ``exact_limit`` vertices; above it the largest
-    eccentricity found by four double sweeps from spread-out vertices, a lower bound that is
-    usually the diameter on overlays like these. ``None`` when the graph is disconnected.
+    Exact (a BFS from every vertex, bit-parallel) up to ``exact_limit`` vertices; above it
+    the largest eccentricity found by four double sweeps from spread-out vertices, a lower
+    bound that is usually the diameter on overlays like these. ``None`` when the graph is
+    disconnected.
     """
     adjacency: dict[int, list[int]] = {v: [] for v in vertices}
     for a, b in edges:
@@ -42,11 +43,34 @@ def diameter(
     if reached < len(order):
         return None, False, True
     if len(order) <= exact_limit:
-        best = max([ecc, *(_eccentricity(v, adjacency)[0] for v in order[1:])])
-        return best, True, True
+        return _all_pairs_diameter(order, adjacency), True, True
     best = ecc
     for start in order[:: max(1, len(order) // 4)][:4]:
         _, far, _ = _eccentricity(start, adjacency)
         ecc, _, _ = _eccentricity(far, adjacency)
         best = max(best, ecc)
     return best, True, False
+
+
+def _all_pairs_diameter(order: list[int], adjacency: dict[int, list[int]]) -> int:
+    """The exact diameter of a connected graph: a BFS from every vertex at once, bit-parallel.
+    Vertex i's set of vertices within k hops is an integer bitset; the sets within k + 1 hops
+    are each vertex's set OR its neighbours'. The diameter is the first k at which every set
+    is every vertex. Python's integers do the ORs in C, a machine word per 64 vertices, so a
+    1,000-vertex overlay takes a few thousand ORs per hop instead of 1,000 Python BFSs (the
+    same value: each k-hop set is what the BFS from that vertex reaches in k hops)."""
+    index = {v: i for i, v in enumerate(order)}
+    neighbours = [[index[w] for w in adjacency[v]] for v in order]
+    full = (1 << len(order)) - 1
+    reach = [1 << i for i in range(len(order))]
+    hops = 0
+    while any(r != full for r in reach):
+        hops += 1
+        previous = reach
+        reach = []
+        for i, ws in enumerate(neighbours):
+            r = previous[i]
+            for w in ws:
+                r |= previous[w]
+            reach.append(r)
+    return hops
