@@ -403,7 +403,8 @@ class Node:
         return dataclasses.replace(self.runtime.statistics(), subscription_queues=queues)
 
     def neighbors(self) -> dict[str, list[str]]:
-        """Overlay neighbours per topic, as addresses."""
+        """Overlay neighbours per topic, as addresses; an overlay every topic shares
+        (brokertree's broker tree, chord's ring) under ``"*"``."""
         return {
             topic: [format_id(n) for n in ids] for topic, ids in self.runtime.neighbors().items()
         }

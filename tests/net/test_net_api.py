@@ -174,6 +174,11 @@ def test_the_api_example_runs_on_every_stack(stack: str, tmp_path: Path) -> None
     supervisor (it ended in a TimeoutError traceback on brokertree before)."""
     result = run_example("api_example.py", stack, tmp_path)
     assert result.stdout.count("bob got [news]") == 3, result.stdout
+    # neighbours by topic; an overlay every topic shares (brokertree, chord) under "*", not
+    # under an empty name
+    assert "bob's neighbours: {" in result.stdout and "{''" not in result.stdout, result.stdout
+    if stack in ("brokertree", "chord"):
+        assert "bob's neighbours: {'*': ['127.0.0.1:" in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize("stack", ["chord", "brokertree"])

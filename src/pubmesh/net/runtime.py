@@ -895,10 +895,12 @@ class NodeRuntime:
         self.events.event("net.trace-error", {"error": message})
 
     def neighbors(self) -> dict[str, list[NodeId]]:
-        """Per topic, the peers the protocol's snapshot names (all layers together)."""
+        """Per topic, the peers the protocol's snapshot names (all layers together); an
+        overlay every topic shares (brokertree's broker tree, chord's ring) under
+        :data:`EVERY_TOPIC`."""
         out: dict[str, set[NodeId]] = {}
         for row in self._snapshot_rows():
-            out.setdefault(row.topic, set()).update(row.neighbors)
+            out.setdefault(row.topic or EVERY_TOPIC, set()).update(row.neighbors)
         return {topic: sorted(ids) for topic, ids in sorted(out.items())}
 
     def _snapshot_rows(self) -> Iterable[Any]:
@@ -912,6 +914,11 @@ class NodeRuntime:
         """Counters for humans: the node shell's ``stats``, the cluster's live table
         (:func:`pubmesh.net.runtime_stats.collect`)."""
         return collect(self)
+
+
+#: the key of an overlay that every topic shares in :meth:`NodeRuntime.neighbors` (its
+#: snapshot rows name no topic)
+EVERY_TOPIC = "*"
 
 
 def _clock_pair(loop: asyncio.AbstractEventLoop) -> tuple[float, float]:
