@@ -114,13 +114,13 @@ def test_a_sweep_opens_with_what_was_swept_and_where_the_extremes_are(tmp_path: 
         {key: "0.5", "reliability_mean": 0.9, "latency_p50_mean": 0.020},
     ]
     assert sweep_headline(grid, comparison) == (
-        "4 runs (2 points × 2 seeds; faults.0.fraction = 0.0, 0.5): reliability from 90.00% "
-        "(faults.0.fraction = 0.5) to 100.00% (faults.0.fraction = 0.0); latency p50 from "
-        "20 ms (faults.0.fraction = 0.5) to 30 ms (faults.0.fraction = 0.0)."
+        "4 runs (2 points × 2 seeds; failed = 0%, 50%): reliability from 90.00% "
+        "(failed = 50%) to 100.00% (failed = 0%); latency p50 from "
+        "20 ms (failed = 50%) to 30 ms (failed = 0%)."
     )
     same = [{**row, "reliability_mean": 1.0} for row in comparison]
     assert "reliability 100.00% at every point" in sweep_headline(grid, same)
     # a failed task is not counted among the runs the means are over
     assert sweep_headline(grid, comparison, failed=1).startswith(
-        "3 runs (2 points × 2 seeds; faults.0.fraction = 0.0, 0.5; 1 of 4 failed): "
+        "3 runs (2 points × 2 seeds; failed = 0%, 50%; 1 of 4 failed): "
     )

@@ -172,7 +172,7 @@ def figures(sweep: Any, meta: Any, table: Any) -> list[Chart]:
         out.append((
             "convergence",
             charts.metric_by_stack(
-                converged, "convergence_time", "seconds to a legitimate state",
+                converged, "convergence_time", "time to a legitimate state (s)",
                 "Convergence of the self-stabilizing stacks (mean ± sd over seeds)",
             ),
         ))  # fmt: skip

@@ -231,9 +231,9 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     """The small frames every plot is drawn from (pandas, aggregated by Spark): ``cdf``
     (run_id, q, latency), ``buckets`` (run_id, bucket_t, reliability) with
     ``bucket_seconds``, ``faults`` (run_id, t, kind), ``load`` (run_id, load_bin, count) with
-    ``load_width``, ``degrees`` (run_id, degree, count), ``per_second`` (second, type,
-    sent) and ``stacks`` (run_id → stack, for the colours). A frame the trace has no data
-    for is absent."""
+    ``load_width``, ``degrees`` (run_id, degree, count), ``per_second`` (run_id, second,
+    type, sent: each run's own, never summed across runs) and ``stacks`` (run_id → stack,
+    for the colours). A frame the trace has no data for is absent."""
     import pandas as pd
 
     runs = [r.asDict() for r in trace.runs.select("run_id", "stack", "nodes").collect()]
@@ -289,7 +289,7 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     if len(degree_hist):
         data["degrees"] = degree_hist
     per_second = (
-        result.messages_per_second.groupBy("second", "type")
+        result.messages_per_second.groupBy("run_id", "second", "type")
         .agg(F.sum("sent").alias("sent"))
         .toPandas()
     )
@@ -376,7 +376,9 @@ def make_plots(data: dict[str, Any]) -> dict[str, go.Figure]:
             unit="(node, topic) pairs",
         )  # fmt: skip
     if "per_second" in data:
-        figures["Messages per second by type"] = charts.messages_per_second(data["per_second"])
+        figures["Messages per second by type"] = charts.messages_per_second(
+            data["per_second"], stacks
+        )
     return figures
 
 
@@ -386,7 +388,7 @@ def _labelled(data: dict[str, Any]) -> dict[str, Any]:
     labels: dict[str, str] = data.get("labels", {})
     shown = dict(data)
     shown["stacks"] = {labels.get(r, r): s for r, s in data.get("stacks", {}).items()}
-    for name in ("cdf", "faults", "buckets", "load", "degrees"):
+    for name in ("cdf", "faults", "buckets", "load", "degrees", "per_second"):
         frame = data.get(name)
         if frame is not None:
             shown[name] = frame.assign(run_id=frame["run_id"].map(lambda r: labels.get(r, r)))

@@ -193,27 +193,110 @@ def run_headline(
     return text + "."
 
 
-#: Up to this many runs print as columns (one row per metric), which fits a terminal.
-TRANSPOSE_UP_TO = 6
+#: Terminal tables fit this many columns (a terminal of 100 columns shows them whole).
+TERMINAL_WIDTH = 100
+#: A column of a terminal table is at most this wide; longer headings wrap (never cut).
+COLUMN_MAX = 16
+
+
+def fitted_tables(
+    title: str,
+    corner: str,
+    labels: Sequence[str],
+    columns: Sequence[tuple[str, Sequence[str]]],
+    width: int = TERMINAL_WIDTH,
+    most: int | None = COLUMN_MAX,
+) -> list[Table]:
+    """A table with a row per label and a column per (heading, cells), split into as many
+    tables as it takes for each to fit ``width`` columns: headings and cells wrap (a column
+    at most ``most`` wide; None: as wide as its heading), nothing is cut to "…". Cells may
+    hold two lines (a mean over its spread)."""
+
+    def longest(text: str) -> int:
+        return max((len(line) for line in text.splitlines()), default=0)
+
+    def words(text: str) -> int:
+        return max((len(word) for word in text.split()), default=0)
+
+    left = min(max([len(corner), *(longest(label) for label in labels)]), 28)
+
+    def size(head: str, cells: Sequence[str]) -> int:
+        wide = max(1, len(head), *(longest(c) for c in cells))
+        if most is None:
+            return wide
+        # a heading wraps at its spaces only where it must
+        shown = len(head) if len(head) <= most else words(head)
+        return min(max(1, shown, *(longest(c) for c in cells)), most)
+
+    sizes = [size(head, cells) for head, cells in columns]
+
+    def split(pad: int) -> list[list[int]]:
+        # a column takes its width, its padding and a border: "│ 0.998 "
+        chunks: list[list[int]] = []
+        used = 1 + left + pad + 1
+        for index, needed in enumerate(sizes):
+            if not chunks or used + needed + pad + 1 > width:
+                chunks.append([])
+                used = 1 + left + pad + 1
+            chunks[-1].append(index)
+            used += needed + pad + 1
+        return chunks
+
+    # a space either side of a cell where that costs no second table, else on its left only
+    pad = 2 if len(split(2)) <= len(split(1)) else 1
+    chunks = split(pad)
+    tables = []
+    for number, chunk in enumerate(chunks or [[]], start=1):
+        part = f" ({number}/{len(chunks)})" if len(chunks) > 1 else ""
+        table = Table(title=title + part, padding=(0, pad - 1, 0, 1))
+        table.add_column(corner, width=left, overflow="fold")
+        for index in chunk:
+            heading = wrap_name(columns[index][0], sizes[index])
+            table.add_column(heading, justify="right", width=sizes[index], overflow="fold")
+        for row, label in enumerate(labels):
+            table.add_row(label, *(columns[index][1][row] for index in chunk))
+        tables.append(table)
+    return tables
+
+
+def wrap_name(name: str, width: int) -> str:
+    """A long name (a run id) in lines of at most ``width``, broken after its "-" and "_"
+    where it can be (``paper004_fail50-`` / ``gossip-s1``), else anywhere."""
+    if len(name) <= width:
+        return name
+    lines = [""]
+    for piece in re.findall(r"[^-_]*[-_]?", name):
+        while len(piece) > width:  # no joint to break at: fold
+            if lines[-1]:
+                lines.append("")
+            lines[-1], piece = piece[:width], piece[width:]
+            lines.append("")
+        if len(lines[-1]) + len(piece) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(line for line in lines if line)
 
 
 def print_runs(rows: Sequence[dict[str, Any]], title: str, console: Console | None = None) -> None:
+    """A row per metric and a column per run, headed by its whole id where the runs fit
+    :data:`TERMINAL_WIDTH` columns so, else by its name without the id's hash, wrapped, in
+    as many tables of that width as it takes."""
+    from pubmesh.analysis.job import run_labels
+
     console = console or Console()
     columns = present_columns(rows)
-    table = Table(title=title)
-    if len(rows) <= TRANSPOSE_UP_TO:
-        table.add_column("metric")
-        for row in rows:
-            table.add_column(str(row["run_id"]), justify="right", overflow="fold")
-        for key, heading, pattern in columns:
-            table.add_row(heading, *(fmt(row.get(key), pattern) for row in rows))
-    else:
-        table.add_column("run", overflow="fold")
-        for _, heading, _ in columns:
-            table.add_column(heading, justify="right")
-        for row in rows:
-            table.add_row(row["run_id"], *(fmt(row.get(k), p) for k, _, p in columns))
-    console.print(table)
+    labels = [h for _, h, _ in columns]
+    values = [[fmt(row.get(key), pattern) for key, _, pattern in columns] for row in rows]
+    ids = [str(row["run_id"]) for row in rows]
+    tables = fitted_tables(title, "metric", labels, list(zip(ids, values, strict=True)), most=None)
+    if len(tables) > 1:
+        names = run_labels(ids)  # without their hashes
+        cells = [(names[run_id], v) for run_id, v in zip(ids, values, strict=True)]
+        tables = fitted_tables(title, "metric", labels, cells, most=None)
+        if len(tables) > 1:
+            tables = fitted_tables(title, "metric", labels, cells)
+    for table in tables:
+        console.print(table)
 
 
 def html_table(
@@ -244,6 +327,7 @@ figure { margin: 0; } figure img { max-width: 100%; }
 p.note { font-size: 0.85em; color: #555; }
 p.headline { font-size: 1.1em; line-height: 1.5; max-width: 60em; }
 .scroll { overflow-x: auto; max-width: 100%; }
+table.points td small { color: #666; } table.points th { vertical-align: bottom; }
 .charts { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 8px; }
 @media (max-width: 1100px) { .charts { grid-template-columns: minmax(0, 1fr); } }
 details > summary { cursor: pointer; font-size: 1.15em; font-weight: bold; margin: 1.2em 0 0.4em; }

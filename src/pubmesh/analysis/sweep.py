@@ -32,6 +32,7 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import re
 import shutil
 import threading
 import time
@@ -468,20 +469,108 @@ def _is_number(value: Any) -> bool:
     return True
 
 
-def sweep_headline(grid: Grid, comparison: list[dict[str, Any]], failed: int = 0) -> str:
+def sweep_headline(
+    grid: Grid,
+    comparison: list[dict[str, Any]],
+    failed: int = 0,
+    expected: dict[int, float] | None = None,
+) -> str:
     """The sweep report's first sentence: what was swept, how many runs completed (``failed``
     tasks are said apart: the means are over the others), and where reliability and latency
-    were best and worst (means over seeds)."""
+    were best and worst (means over seeds); then, where a metric moved against intuition
+    (reliability rising as more nodes fail), what moved and why (:func:`against_intuition`;
+    ``expected``: point → mean expected deliveries per run)."""
+    return _extremes(grid, comparison, failed) + against_intuition(grid, comparison, expected)
+
+
+def _mean_at(rows: list[dict[str, Any]], column: str, value: float, metric: str) -> float | None:
+    found = [
+        float(r[metric])
+        for r in rows
+        if r.get(metric) is not None and _is_number(r.get(column)) and
+        abs(float(str(r[column])) - value) < 1e-12
+    ]  # fmt: skip
+    return sum(found) / len(found) if found else None
+
+
+def against_intuition(
+    grid: Grid, comparison: list[dict[str, Any]], expected: dict[int, float] | None = None
+) -> str:
+    """Sentences for what moved against intuition as a failed fraction grew, and why: ""
+    when nothing did. Reliability counts the (subscriber, publication) pairs of the nodes
+    alive to the end, so failing nodes removes pairs as well as paths: with most nodes failed
+    the few survivors' pairs may all be delivered (docs/metrics.md, reliability)."""
+    from pubmesh.analysis.charts import parameter_label
+
     swept = [k for k in grid.parameters if len({str(p.get(k)) for p in grid.points}) > 1]
+    faults = [k for k in swept if re.fullmatch(r"faults\.\d+\.fraction", k)]
+    sentences = []
+    for key in faults:
+        column = column_name(key)
+        values = sorted({float(str(p.get(key))) for p in grid.points if _is_number(p.get(key))})
+        if len(values) < 2:
+            continue
+        low, high = values[0], values[-1]
+        name = parameter_label(key, swept)
+        over = "; means over the other parameters" if len(swept) > 1 else ""
+        rel = (_mean_at(comparison, column, low, "reliability_mean"),
+               _mean_at(comparison, column, high, "reliability_mean"))  # fmt: skip
+        if rel[0] is not None and rel[1] is not None and rel[1] > rel[0]:
+            text = (
+                f" Reliability rises as more nodes fail ({rel[0]:.2%} with {low:.0%} {name}, "
+                f"{rel[1]:.2%} with {high:.0%}{over}) because it is counted over "
+                "the survivors: a failed node expects nothing, so fewer survivors leave fewer "
+                "(subscriber, publication) pairs to miss"
+            )
+            if expected:
+                pairs = [
+                    sum(v) / len(v) if v else None
+                    for v in (
+                        [expected[r["point"]] for r in comparison if r.get("point") in expected
+                         and abs(float(str(r.get(column))) - x) < 1e-12]
+                        for x in (low, high)
+                    )
+                ]  # fmt: skip
+                if pairs[0] and pairs[1]:
+                    text += (
+                        f" ({pairs[0]:,.0f} pairs expected per run with {low:.0%} {name}, "
+                        f"{pairs[1]:,.0f} with {high:.0%})"
+                    )
+            p50 = (_mean_at(comparison, column, low, "latency_p50_mean"),
+                   _mean_at(comparison, column, high, "latency_p50_mean"))  # fmt: skip
+            if p50[0] is not None and p50[1] is not None and p50[1] < p50[0]:
+                # the same cause: a smaller overlay of survivors, fewer hops to each
+                text += (
+                    f"; the survivors' smaller overlay is also why latency p50 falls "
+                    f"({p50[0] * 1000:,.0f} ms → {p50[1] * 1000:,.0f} ms"
+                )
+                hops = (_mean_at(comparison, column, low, "ldh_mean_mean"),
+                        _mean_at(comparison, column, high, "ldh_mean_mean"))  # fmt: skip
+                if hops[0] is not None and hops[1] is not None:
+                    text += f", LDH {hops[0]:.1f} → {hops[1]:.1f} hops"
+                text += ")"
+            sentences.append(text + ".")
+    return "".join(sentences)
+
+
+def _extremes(grid: Grid, comparison: list[dict[str, Any]], failed: int = 0) -> str:
+    from pubmesh.analysis.charts import parameter_label, parameter_value
+
+    swept = [k for k in grid.parameters if len({str(p.get(k)) for p in grid.points}) > 1]
+    # parameters as people write them (failed = 0%, 50%; active_view = 3, 4)
+    label = {k: parameter_label(k, swept) for k in swept}
     values = "; ".join(
-        f"{k} = {', '.join(dict.fromkeys(str(p.get(k)) for p in grid.points))}" for k in swept
+        f"{label[k]} = "
+        + ", ".join(dict.fromkeys(parameter_value(k, p.get(k)) for p in grid.points))
+        for k in swept
     )
     text = f"{len(grid.tasks) - failed} runs ({len(grid.points)} points × {len(grid.seeds)} seeds"
     text += f"; {values}" if values else ""
     text += f"; {failed} of {len(grid.tasks)} failed)" if failed else ")"
 
     def where(row: dict[str, Any]) -> str:
-        return ", ".join(f"{k} = {row.get(column_name(k))}" for k in swept) or "the base"
+        shown = (f"{label[k]} = {parameter_value(k, row.get(column_name(k)))}" for k in swept)
+        return ", ".join(shown) or "the base"
 
     def shown(metric: str, value: float) -> str:
         return f"{value * 1000:,.0f} ms" if metric == "latency_p50" else f"{value:.2%}"
@@ -523,15 +612,110 @@ def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, An
             if name == column_name("scenario"):
                 data[name] = data[name].map(scenario_name)
             data[name] = _numeric(data[name])
-        categorical = data[column].dtype == object
+        # text, or a few values (an active view of 3 or 4): a category each, not a scale
+        categorical = data[column].dtype == object or charts.few_valued(data[column])
         data = data.rename(columns={column: parameter})
+        names = {column_name(k): k for k in swept}
         for metric in present:
             if not varying(frame, metric):
                 continue
             figures[f"{metric} against {parameter}"] = charts.metric_against(
-                data, parameter, metric, others, categorical
+                data, parameter, metric, others, categorical, names
             )
     return figures
+
+
+#: the point table's metrics and their short headings (the legend under it spells them out)
+SHORT = {
+    "reliability": "rel.",
+    "history_reliability": "hist. rel.",
+    "latency_p50": "p50 ms",
+    "latency_p99": "p99 ms",
+    "rmr_mean": "RMR",
+    "ldh_mean": "LDH",
+    "control_overhead": "ctrl",
+    "convergence_time": "conv. s",
+}
+
+
+#: the printed metrics' names in a terminal table's rows (the report's glossary has them whole)
+TERSE = {
+    "reliability": "reliability",
+    "history_reliability": "history rel.",
+    "latency_p50": "latency p50 ms",
+    "latency_p99": "latency p99 ms",
+    "rmr_mean": "RMR",
+    "ldh_mean": "LDH (hops)",
+    "control_overhead": "ctrl/node/s",
+    "convergence_time": "converged (s)",
+}
+
+
+def mean_sd(row: dict[str, Any], metric: str) -> tuple[str, str]:
+    """A metric's mean and spread over seeds as the tables show them (latency in ms)."""
+    mean, sd = row.get(f"{metric}_mean"), row.get(f"{metric}_std")
+    if mean is None:
+        return "–", ""
+    if metric.startswith("latency"):
+        return f"{mean * 1000:.1f}", f"± {(sd or 0) * 1000:.1f}"
+    return f"{mean:.4g}", f"± {sd or 0:.2g}"
+
+
+def swept_keys(grid: Grid) -> list[str]:
+    """The grid keys whose values differ between the points."""
+    return [k for k in grid.parameters if len({str(p.get(k)) for p in grid.points}) > 1]
+
+
+def point_table(grid: Grid, comparison: list[dict[str, Any]], present: list[str]) -> str:
+    """The report's per-point table, near its top: a row per grid point, the swept
+    parameters as people write them (``active_view``, ``failed 85%``), the runs, and the
+    :data:`PRINTED` metrics as mean over ± sd in one narrow cell under a short heading, a
+    legend under it: no sideways scrolling (every metric: :func:`full_table`)."""
+    from pubmesh.analysis.charts import metric_axis, parameter_label, parameter_value
+    from pubmesh.analysis.report import GLOSSARY
+
+    keys = swept_keys(grid) or grid.parameters
+    shown = [m for m in PRINTED if m in present]
+    heads = ["point", *(parameter_label(k, keys) for k in keys), "runs"]
+    cells = "".join(f"<th>{html.escape(h)}</th>" for h in heads) + "".join(
+        f"<th title='{html.escape(GLOSSARY.get(m, m))}'>{html.escape(SHORT[m])}</th>" for m in shown
+    )
+    body = []
+    for row in shown_rows(comparison):
+        values = [str(row.get("point"))]
+        values += [parameter_value(k, row.get(column_name(k))) for k in keys]
+        values.append(str(row.get("runs")))
+        tds = "".join(f"<td>{html.escape(v)}</td>" for v in values)
+        for metric in shown:
+            mean, sd = mean_sd(row, metric)
+            tds += f"<td>{html.escape(mean)}<br><small>{html.escape(sd)}</small></td>"
+        body.append(f"<tr>{tds}</tr>")
+    legend = "; ".join(f"<b>{html.escape(SHORT[m])}</b>: {html.escape(metric_axis(m))}"
+                       for m in shown)  # fmt: skip
+    return (
+        f"<table class='points'><thead><tr>{cells}</tr></thead><tbody>{''.join(body)}"
+        f"</tbody></table><p class='note'>Each cell: the mean over seeds, under it ± the "
+        f"sample standard deviation. {legend}.</p>"
+    )
+
+
+def full_table(grid: Grid, comparison: list[dict[str, Any]], present: list[str]) -> str:
+    """Every compared metric per grid point (wide: collapsed, and it scrolls sideways)."""
+    from pubmesh.analysis.charts import parameter_label
+    from pubmesh.analysis.report import html_table
+
+    columns = [(column_name(k), parameter_label(k, grid.parameters), "{}")
+               for k in grid.parameters] + [("runs", "runs", "{}")]  # fmt: skip
+    for metric in present:
+        latency = metric.startswith("latency")
+        unit = " (ms)" if latency else ""
+        columns.append((f"{metric}_mean", f"{metric} mean{unit}", "ms" if latency else "{:.4g}"))
+        columns.append((f"{metric}_std", "sd", "ms" if latency else "{:.2g}"))
+    return (
+        f"<details><summary>Show the table ({len(present)} metrics, mean and sd each: wide, "
+        "it scrolls sideways)</summary>"
+        f"{html_table(shown_rows(comparison), columns, first='point')}</details>"
+    )
 
 
 @dataclass
@@ -551,6 +735,8 @@ class SweepResult:
     headline: str = ""
     #: the charts the report leads with (:func:`leading_captions`), by caption
     lead: dict[str, Any] = field(default_factory=dict)
+    #: the sections right under the headline: what changes nothing, the per-point table
+    overview: list[Any] = field(default_factory=list)
 
     def write_report(self, path: Path, leading: list[Any] | None = None) -> None:
         """``report.html``: the headline and the leading charts (or, given, ``leading``
@@ -563,9 +749,14 @@ class SweepResult:
         first: list[Any] = list(leading or [])
         if leading:
             figures = self.lead | figures
-        elif self.lead:
-            charts: list[str | Chart] = list(charts_of(self.lead, prefix="lead"))
-            first.append(("What the sweep shows (mean over seeds; every chart: All plots)", charts))
+            first += self.overview
+        else:
+            first += self.overview
+            if self.lead:
+                charts: list[str | Chart] = list(charts_of(self.lead, prefix="lead"))
+                first.append(
+                    ("What the sweep shows (mean over seeds; every chart: All plots)", charts)
+                )
 
         write_report(path, self.title, self.analysis.rows, charts_of(figures),
                      [*first, *self.sections], static=self.static,
@@ -615,21 +806,14 @@ def run_sweep(
     table.coalesce(1).write.mode("overwrite").parquet(str(out / "metrics" / "grid"))
     comparison = [row.asDict() for row in table.collect()]
     compared = comparison_plots(table, grid, present)
-    from pubmesh.analysis.report import html_table
-
     lead = leading_captions(compared, grid, table.toPandas())
     figures = {k: v for k, v in compared.items() if k not in lead} | analysis.figures
-    columns = [(column_name(k), k, "{}") for k in grid.parameters] + [("runs", "runs", "{}")]
-    for metric in present:
-        latency = metric.startswith("latency")
-        unit = " (ms)" if latency else ""
-        columns.append((f"{metric}_mean", f"{metric} mean{unit}", "ms" if latency else "{:.4g}"))
-        columns.append((f"{metric}_std", "sd", "ms" if latency else "{:.2g}"))
-    extra: list[Any] = [("Comparison by grid point (mean and sd over seeds)",
-              html_table(shown_rows(comparison), columns, first="point"))]  # fmt: skip
+    overview: list[Any] = [("Comparison by grid point (mean and sd over seeds)",
+                            point_table(grid, comparison, present))]  # fmt: skip
     inert = inert_section(grid)
     if inert is not None:
-        extra.insert(0, inert)
+        overview.insert(0, inert)
+    extra: list[Any] = [("Every metric by grid point", full_table(grid, comparison, present))]
     extra.extend(analysis.notes)
     if failures:
         items = "".join(
@@ -653,35 +837,43 @@ def run_sweep(
     result = SweepResult(
         grid, results, failures, comparison, present, analysis, figures, extra,
         title or f"pubmesh sweep: {grid.path.name}", static,
-        sweep_headline(grid, comparison, len(failures)), {k: compared[k] for k in lead},
+        sweep_headline(grid, comparison, len(failures), expected_per_point(results, analysis.rows)),
+        {k: compared[k] for k in lead}, overview,
     )  # fmt: skip
     if report:
         result.write_report(out / "report.html")
     return result
 
 
-def print_comparison(sweep: SweepResult, console: Any, title: str) -> None:
-    from rich.table import Table
+def expected_per_point(
+    results: list[dict[str, Any]], rows: list[dict[str, Any]]
+) -> dict[int, float]:
+    """point → the mean over its runs of the (subscriber, publication) pairs expected."""
+    expected = {r["run_id"]: r.get("expected") for r in rows}
+    found: dict[int, list[float]] = {}
+    for result in results:
+        value = expected.get(result.get("run_id"))
+        if result.get("ok") and value is not None:
+            found.setdefault(int(result["point"]), []).append(float(value))
+    return {point: sum(v) / len(v) for point, v in found.items()}
 
-    table = Table(title=title)
-    table.add_column("point", justify="right")
-    for key in sweep.grid.parameters:
-        table.add_column(key)
-    table.add_column("runs", justify="right")
+
+def print_comparison(sweep: SweepResult, console: Any, title: str) -> None:
+    """A column per grid point and a row per swept parameter and printed metric (mean over
+    ± sd), split into tables that fit 100 columns: no heading is cut."""
+    from pubmesh.analysis.charts import parameter_label, parameter_value
+    from pubmesh.analysis.report import fitted_tables
+
+    keys = swept_keys(sweep.grid) or sweep.grid.parameters
     shown = [m for m in sweep.present if m in PRINTED]
-    for metric in shown:
-        table.add_column(metric, justify="right")
+    labels = [*(parameter_label(k, keys) for k in keys), "runs", *(TERSE[m] for m in shown)]
+    columns = []
     for row in shown_rows(sweep.comparison):
-        cells = [str(row["point"])]
-        cells += [str(row[column_name(k)]) for k in sweep.grid.parameters]
+        cells = [parameter_value(k, row[column_name(k)]) for k in keys]
         cells.append(str(row["runs"]))
         for metric in shown:
-            mean, sd = row.get(f"{metric}_mean"), row.get(f"{metric}_std")
-            if mean is None:
-                cells.append("–")
-            elif metric.startswith("latency"):  # ms, as in every other table
-                cells.append(f"{mean * 1000:.1f} ± {(sd or 0) * 1000:.1f} ms")
-            else:
-                cells.append(f"{mean:.4g} ± {sd or 0:.2g}")
-        table.add_row(*cells)
-    console.print(table)
+            mean, sd = mean_sd(row, metric)
+            cells.append(f"{mean}\n{sd.replace(' ', '')}")
+        columns.append((f"point {row['point']}", cells))
+    for table in fitted_tables(title, "", labels, columns):
+        console.print(table)
