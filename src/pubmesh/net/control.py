@@ -278,6 +278,8 @@ class Ready(_Event):
     t: float
     #: where it serves /metrics (``--metrics``), or None
     metrics: str | None = None
+    #: how it runs: links (identity, shared-key), signed, acl, data_dir (runtime_stats.mode_of)
+    mode: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -319,6 +321,8 @@ class NeighborList(_Answer):
 
     OP: ClassVar[str] = "neighbors"
     neighbors: dict[str, tuple[int, ...]]
+    #: the same neighbours as addresses (``127.0.0.1:7001``)
+    addresses: dict[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -383,6 +387,10 @@ class StatsLine(_Event):
     rejected: int
     peer_down: int
     handler_errors: int
+    #: the node's address, and its neighbours' (``node`` and ``neighbors`` as ids stay: the
+    #: cluster's live table reads them)
+    address: str | None = None
+    neighbor_addresses: dict[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,8 @@ class NodeEvents:
         self._rejections_in_window += 1
         record: dict[str, Any] = {
             "peer": peer,
+            # the peer's address, as the other net.* events name it (None: not proven yet)
+            "address": format_id(peer) if peer is not None else None,
             "remote": remote,
             "reason": reason,
             "detail": detail,
@@ -128,6 +130,86 @@ class NodeEvents:
             extra={EVENT_LOGGED: TROUBLE_OVER if over else TROUBLE},
         )
         self.event(TROUBLE_OVER if over else TROUBLE, record)
+
+
+# ---------------------------------------------------------------------- names for people
+#: keys of an event's detail (or of ``stats``) that name a node by its id (``ip << 16 |
+#: port``): the runtime's own (``peer``, ``node``) and the stacks' (``from``, ``publisher``, ...)
+ID_KEYS = frozenset(
+    {
+        "peer",
+        "node",
+        "from",
+        "src",
+        "dst",
+        "publisher",
+        "claimed_publisher",
+        "origin",
+        "new_node",
+        "supervisor",
+        "broker",
+        "parent",
+        "child",
+        "successor",
+        "predecessor",
+    }
+)
+#: keys whose value is a list of node ids
+ID_LIST_KEYS = frozenset({"peers_connected", "neighbors", "neighbours", "contacts", "peers"})
+
+
+def _is_id(value: object) -> bool:
+    return type(value) is int
+
+
+def _id_list(value: object) -> bool:
+    return isinstance(value, list | tuple) and all(map(_is_id, value))
+
+
+def _addresses_of(value: Any) -> Any:
+    """A list of ids, or a mapping (per topic) of lists of ids, as addresses; None if it is
+    neither."""
+    if _id_list(value):
+        return [format_id(v) for v in value]
+    if isinstance(value, Mapping) and value and all(map(_id_list, value.values())):
+        return {k: [format_id(v) for v in ids] for k, ids in value.items()}
+    return None
+
+
+def with_addresses(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """An event's detail for a JSON line: the integer ids stay (scripts and the trace read
+    them), each with its address beside it: ``peer`` with ``address`` (the ``net.*`` events'
+    own convention), any other id ``K`` with ``K_address``, a list of ids ``K`` with
+    ``K_addresses``."""
+    out = dict(detail)
+    for key, value in detail.items():
+        if key in ID_KEYS and _is_id(value):
+            name = "address" if key == "peer" else f"{key}_address"
+            out.setdefault(name, format_id(value))
+        elif key in ID_LIST_KEYS and (addresses := _addresses_of(value)) is not None:
+            out.setdefault(f"{key}_addresses", addresses)
+    return out
+
+
+def for_people(value: Any) -> Any:
+    """``value`` (an event's detail, ``stats``) as a person reads it: every node id an
+    address, however deep (``peer`` then says the address, and an ``address`` beside it that
+    only repeats it is left out)."""
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in ID_KEYS and _is_id(item):
+                out[key] = format_id(item)
+            elif key in ID_LIST_KEYS and (addresses := _addresses_of(item)) is not None:
+                out[key] = addresses
+            else:
+                out[key] = for_people(item)
+        if _is_id(value.get("peer")) and out.get("address") == out.get("peer"):
+            del out["address"]
+        return out
+    if isinstance(value, list | tuple):
+        return [for_people(item) for item in value]
+    return value
 
 
 #: the events of a trouble starting and ending (NodeEvents.trouble)

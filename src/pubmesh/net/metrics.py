@@ -15,7 +15,12 @@ thread reads the runtime's dictionaries while the loop changes them.
 Metrics (all per node; ``_total`` ones are counters):
 
 ========================================== =================================================
-``pubmesh_info{node,address,stack,role}``  1
+``pubmesh_info{node,address,stack,role,``  1; ``node`` is the node's address (``127.0.0.1:
+``links,signed,acl,data_dir}``             7000``), as a person names it, ``links`` its
+                                           security (``identity``: certificates, TLS 1.3;
+                                           ``shared-key``), ``signed`` whether its
+                                           publications are, ``acl`` the ACL file and
+                                           ``data_dir`` the data directory (empty: none)
 ``pubmesh_deliveries_total``               publications delivered to the application
 ``pubmesh_topic_deliveries_total{topic}``  the same, per subscribed topic
 ``pubmesh_publications_total``             publications this node published
@@ -114,10 +119,26 @@ class NodeCollector:
         stats = runtime.statistics()
         transport = stats.transport
         info = GaugeMetricFamily(
-            "pubmesh_info", "The node: its id, address, stack and role.",
-            labels=["node", "address", "stack", "role"],
-        )  # fmt: skip
-        info.add_metric([str(stats.node), stats.address, stats.stack, stats.role], 1)
+            "pubmesh_info",
+            "The node: its address, stack, role, security, ACL and data directory.",
+            labels=["node", "address", "stack", "role", "links", "signed", "acl", "data_dir"],
+        )
+        mode = stats.mode
+        info.add_metric(
+            [
+                # the node by its address, as a person knows it (its id, ip << 16 | port,
+                # is a number nobody recognises)
+                stats.address,
+                stats.address,
+                stats.stack,
+                stats.role,
+                mode.links if mode is not None else "",
+                str(mode is not None and mode.signed).lower(),
+                (mode.acl or "") if mode is not None else "",
+                (mode.data_dir or "") if mode is not None else "",
+            ],
+            1,
+        )
         yield info
         yield _counter("pubmesh_deliveries", "Publications delivered.", stats.deliveries)
         yield _labelled(

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -45,10 +45,18 @@ from pubmesh.net.acl import Acl, load_acl
 from pubmesh.net.address import format_id, node_id, parse_hostport
 from pubmesh.net.admission import InvalidCommand, PublicationTooLarge
 from pubmesh.net.control import PublishRefused
-from pubmesh.net.events import EVENT_LOGGED, TROUBLE, TROUBLE_OVER, repeats_trouble
+from pubmesh.net.events import (
+    EVENT_LOGGED,
+    TROUBLE,
+    TROUBLE_OVER,
+    for_people,
+    repeats_trouble,
+    with_addresses,
+)
 from pubmesh.net.identity import Identity, bound_listen, load_identity
 from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
 from pubmesh.net.runtime import MISWIRED, NodeRuntime, published_at
+from pubmesh.net.runtime_stats import mode_lines, mode_of
 from pubmesh.net.security import ClusterKey, load_key
 from pubmesh.net.transport import NetConfig, net_config
 from pubmesh.proto.core import Deliver, NodeId
@@ -488,13 +496,17 @@ def summary(stats: Mapping[str, Any], neighbors: Mapping[str, Iterable[int]]) ->
     lines = [
         f"node {stats.get('address')} ({stats.get('stack')}, {stats.get('role')}), "
         f"up {stats.get('uptime', 0):.0f} s",
+        # how it runs: shared key or identity, signed or not, its ACL, its data directory
+        *mode_lines(stats.get("mode") or {}),
         f"deliveries {stats.get('deliveries', 0):,}, published {stats.get('published', 0):,}"
         + (f", refused {sum(stats['refused'].values()):,}" if stats.get("refused") else ""),
     ]
     for topic, ids in sorted(neighbors.items()):
         peers = sorted(ids)
         lines.append(f"{topic or 'overlay'}: {len(peers)} neighbours {_addresses(peers)}".rstrip())
-    connected = transport.get("peers_connected") or []
+    connected = sorted(transport.get("peers_connected") or [])
+    if connected:
+        lines.append(f"connected to {_addresses(connected)}")
     lines.append(
         f"connections {len(connected)}, frames in {transport.get('frames_received', 0):,} / out "
         f"{transport.get('frames_sent', 0):,}, bytes in {transport.get('bytes_received', 0):,} "
@@ -672,6 +684,7 @@ class NodeProcess:
                 pid=os.getpid(),
                 t=runtime.wall(),
                 metrics=metrics.address if metrics is not None else None,
+                mode=asdict(mode_of(runtime)),
             )
         )
         if metrics is not None:
@@ -680,6 +693,8 @@ class NodeProcess:
             f"pubmesh node {format_id(runtime.node_id)} ({runtime.spec.name}, "
             f"{runtime.role}); type 'help' for commands"
         )
+        for line in mode_lines(asdict(mode_of(runtime))):
+            self.say(line)
         for topic in self.options.subscribe:
             runtime.subscribe(topic)
         stats_task = None
@@ -739,14 +754,19 @@ class NodeProcess:
         runtime = self.runtime
         transport = runtime.transport
         counters = transport.counters if transport is not None else {}
+        neighbors = runtime.neighbors()
         return control.StatsLine(
             node=runtime.node_id,
+            address=format_id(runtime.node_id),
+            neighbor_addresses={
+                topic: tuple(map(format_id, ids)) for topic, ids in neighbors.items()
+            },
             t=runtime.wall(),
             booted=runtime.booted,
             deliveries=runtime.deliveries,
             published=runtime.published,
             subscriptions=tuple(sorted(runtime.subscribed)),
-            neighbors=_neighbors(runtime.neighbors()),
+            neighbors=_neighbors(neighbors),
             frames_sent=counters.get("frames_sent", 0),
             frames_received=counters.get("frames_received", 0),
             dropped=sum(transport.drops.values()) if transport is not None else 0,
@@ -794,7 +814,7 @@ class NodeProcess:
                 self.say(f"\n(miswired: {line})")
             else:
                 print(f"pubmesh: {line}", file=sys.stderr, flush=True)
-                self.emit(control.NetEvent(kind=kind, detail=detail, t=self.runtime.wall()))
+                self._emit_event(kind, detail)
         if kind in (TROUBLE, TROUBLE_OVER):
             # a peer that cannot be reached or refuses this node, in one sentence, once; the
             # drops, peer-downs and refusals that repeat it are not shown (events.py)
@@ -802,7 +822,7 @@ class NodeProcess:
                 self.say(f"\n{detail['message']}")
                 self.lines.write(PROMPT + _typed(), droppable=True, end="")
             else:
-                self.emit(control.NetEvent(kind=kind, detail=detail, t=self.runtime.wall()))
+                self._emit_event(kind, detail)
             return
         if kind.startswith("net."):
             # the JSON channel keeps every refusal (one record per connection: scripts match
@@ -812,9 +832,16 @@ class NodeProcess:
             ):
                 return
             if self.shell:
-                self.say(f"\n({kind}: {json.dumps(detail, default=str)})", droppable=True)
+                shown = json.dumps(for_people(detail), default=str)
+                self.say(f"\n({kind}: {shown})", droppable=True)
             else:
-                self.emit(control.NetEvent(kind=kind, detail=detail, t=self.runtime.wall()))
+                self._emit_event(kind, detail)
+
+    def _emit_event(self, kind: str, detail: Any) -> None:
+        """An event's JSON line: its node ids kept, each with its address beside it."""
+        if isinstance(detail, Mapping):
+            detail = with_addresses(detail)
+        self.emit(control.NetEvent(kind=kind, detail=detail, t=self.runtime.wall()))
 
     # ------------------------------------------------------------------ commands
     def _on_line(self, line: str) -> None:
@@ -903,11 +930,17 @@ class NodeProcess:
                     self.say(f"{name or '(overlay)'}: " + (" ".join(map(format_id, ids)) or "-"))
                 if not neighbors:
                     self.say("no neighbours yet")
-                return control.NeighborList(neighbors=_neighbors(neighbors))
+                return control.NeighborList(
+                    neighbors=_neighbors(neighbors),
+                    addresses={
+                        topic: tuple(map(format_id, ids)) for topic, ids in neighbors.items()
+                    },
+                )
             case control.Stats(full=full):
                 stats = self._statistics()
                 if full:
-                    self.say(json.dumps(stats, indent=2, default=str))
+                    # for a person: every node id as its address (the JSON answer keeps both)
+                    self.say(json.dumps(for_people(stats), indent=2, default=str))
                 else:
                     self.say(summary(stats, runtime.neighbors()))
                 return control.StatsReport(stats=stats)

@@ -61,7 +61,57 @@ def collect(runtime: NodeRuntime) -> RuntimeStatistics:
         store=_store_statistics(runtime),
         alone=alone,
         troubles=troubles,
+        mode=mode_of(runtime),
     )
+
+
+def mode_of(runtime: NodeRuntime) -> ModeStatistics:
+    """How the node secures its links and publications, and what it keeps on disk."""
+    if runtime.identity is not None:
+        links = "identity"
+    elif runtime.key is not None:
+        links = "shared-key"
+    else:
+        links = "none"
+    acl = runtime.acl
+    return ModeStatistics(
+        links=links,
+        signed=runtime.signing,
+        acl=acl.source if acl is not None else None,
+        revocations=str(runtime.revocations_file) if runtime.revocations_file else None,
+        data_dir=str(runtime.data_dir) if runtime.data_dir is not None else None,
+    )
+
+
+def mode_lines(mode: Mapping[str, Any]) -> list[str]:
+    """:class:`ModeStatistics` (as a dict) for a person: the node's security, then its data
+    directory, a line each (the node's banner and its ``stats``)."""
+    links = mode.get("links")
+    if links == "identity":
+        words = ["identity mode (certificates, TLS 1.3)"]
+        words.append(
+            "publications signed"
+            if mode.get("signed")
+            else "publications not signed (--unsigned: a member can forge)"
+        )
+        acl = mode.get("acl")
+        words.append(f"ACL {acl}" if acl else "no ACL (every member may publish and subscribe)")
+        if mode.get("revocations"):
+            words.append(f"revocation list {mode['revocations']}")
+    elif links == "shared-key":
+        words = [
+            "shared key (every link authenticated and encrypted with the cluster key)",
+            "publications not signed",
+        ]
+    else:
+        words = ["no security: links in the clear"]
+    data_dir = mode.get("data_dir")
+    return [
+        "security: " + ", ".join(words),
+        f"data directory: {data_dir} (remembered across restarts)"
+        if data_dir
+        else "data directory: none (a restart forgets this node's subscriptions)",
+    ]
 
 
 def _any_neighbour(runtime: NodeRuntime) -> bool:
@@ -141,6 +191,19 @@ class StoreStatistics:
 
 
 @dataclass(frozen=True, slots=True)
+class ModeStatistics:
+    """How the node runs: its links (``identity``: certificates and TLS 1.3; ``shared-key``:
+    the cluster key; ``none``), whether its publications are signed, the ACL file and the
+    revocation list it enforces, its data directory (``--data-dir``)."""
+
+    links: str
+    signed: bool = False
+    acl: str | None = None
+    revocations: str | None = None
+    data_dir: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimeStatistics:
     """A node process's counters, one frozen shape (trio's ``RunStatistics``): what the node
     shell's ``stats``, the control protocol's ``bye`` line and :meth:`pubmesh.Node.statistics`
@@ -185,6 +248,8 @@ class RuntimeStatistics:
     #: the peers this node cannot reach or that refuse it, each with since when and the
     #: sentence it was said in (pubmesh.net.events.trouble_record)
     troubles: tuple[Mapping[str, Any], ...] = ()
+    #: how the node secures its links and publications, and its data directory
+    mode: ModeStatistics | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-able copy, for the control protocol and logs."""
@@ -204,7 +269,13 @@ class RuntimeStatistics:
             "forged": dict(self.forged),
             "denied": dict(self.denied),
             "unsigned_dropped": self.unsigned_dropped,
-            "transport": self.transport.as_dict(),
+            "transport": {
+                **self.transport.as_dict(),
+                # the peers by address too, as a person knows them
+                "peers_connected_addresses": [
+                    format_id(peer) for peer in self.transport.peers_connected
+                ],
+            },
             "protocol": self.protocol.as_dict() if self.protocol is not None else None,
             "protocol_error": self.protocol_error,
             "subscription_queues": {
@@ -216,4 +287,5 @@ class RuntimeStatistics:
             "store": None if self.store is None else asdict(self.store),
             "alone": self.alone,
             "troubles": [dict(trouble) for trouble in self.troubles],
+            "mode": None if self.mode is None else asdict(self.mode),
         }

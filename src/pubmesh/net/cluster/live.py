@@ -3,8 +3,9 @@
 While the run lasts (on a terminal, without ``--quiet``) a :mod:`rich` table, redrawn four
 times a second, shows every node: its index, address, role and state, its topics, its
 overlay neighbours (as node indexes, the first eight), its deliveries and its frame counters —
-all from the node's latest ``stats`` line. At the end a summary table gives the headline
-figures of the gathered run (:func:`pubmesh.net.gather.summarize`) and the next command.
+all from the node's latest ``stats`` line; a legend under the table (:data:`LEGEND`) says what
+the less obvious columns count (``dropped``, ``refused``). At the end a summary table gives the
+headline figures of the gathered run (:func:`pubmesh.net.gather.summarize`) and the next command.
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ COLUMNS = (
     "refused",
 )
 LEFT_ALIGNED = ("address", "role", "state")
+#: what the less obvious columns count, said under the table
+LEGEND = (
+    "dropped: messages this node's transport gave up sending (the queue to a peer full, the "
+    "peer unreachable or banned, a message too large); refused: connections and frames it "
+    "refused (a wrong key or certificate, bad frames, a silent or slow peer); neighbours: "
+    "node indexes"
+)
 #: neighbours shown per node
 SHOWN_NEIGHBOURS = 8
 
@@ -63,7 +71,7 @@ def render_table(cluster: Cluster) -> Table:
         f"pubmesh cluster: {run.stack}, {run.nodes} nodes, t = {shown:5.1f} / "
         f"{run.duration:.0f} s, {cluster.publications_done} publications"
     )
-    table = Table(title=title)
+    table = Table(title=title, caption=LEGEND, caption_justify="left")
     for column in COLUMNS:
         table.add_column(column, justify="left" if column in LEFT_ALIGNED else "right")
     id_map = cluster.id_map
