@@ -158,7 +158,7 @@ def _cmd_spark(args: argparse.Namespace) -> int:
         )
         if args.warm_up:
             print(
-                "it now warms itself up with one analysis of a small run (~20 s in the "
+                "it now warms itself up with one analysis of a small run (about 40 s in the "
                 "background); `pubmesh spark status` says when it is warm"
             )
         return 0
@@ -293,7 +293,7 @@ def register(sub: Any) -> None:
         ),
         epilog=(
             "examples:\n"
-            "  pubmesh spark start               # once; ~5 s\n"
+            "  pubmesh spark start               # once; about 10 s\n"
             "  pubmesh analyze runs/a            # uses it\n"
             "  pubmesh spark status              # exit 0 if it runs, 1 if not\n"
             "  pubmesh spark stop\n"
