@@ -14,6 +14,7 @@ BENCHES = [
     "bench_analysis_floor.py",
     "bench_analysis_scale.py",
     "bench_analyze_warm.py",
+    "bench_readme_path.py",
     "bench_skipring.py",
     "bench_net.py",
     "bench_hop.py",
