@@ -16,9 +16,13 @@ CRASH = ROOT / "scenarios" / "gossip_crash.toml"
 SMALL = ["paper004", "--quiet", "--set", "run.nodes=12", "--set", "run.duration=3"]
 
 
-def pubmesh(*args: str, cwd: Path = ROOT, columns: int = 80) -> subprocess.CompletedProcess[str]:
+def pubmesh(
+    *args: str, cwd: Path = ROOT, columns: int = 80, key: str | None = None
+) -> subprocess.CompletedProcess[str]:
     path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "COLUMNS": str(columns)}
+    if key is not None:  # the cluster key a node needs (PUBMESH_KEY)
+        env["PUBMESH_KEY"] = key
     done = subprocess.run(
         [sys.executable, "-m", "pubmesh", *args],
         capture_output=True, text=True, cwd=cwd, env=env, timeout=60,
@@ -27,8 +31,8 @@ def pubmesh(*args: str, cwd: Path = ROOT, columns: int = 80) -> subprocess.Compl
     return done
 
 
-def error_line(*args: str) -> str:
-    done = pubmesh(*args)
+def error_line(*args: str, key: str | None = None) -> str:
+    done = pubmesh(*args, key=key)
     assert done.returncode == 2, done.stderr
     # one error line (a scenario's timing warnings may come before it)
     [line] = [x for x in done.stderr.splitlines() if not x.startswith("pubmesh: warning:")]
@@ -48,6 +52,19 @@ def test_set_typo_names_the_set_and_the_close_parameter() -> None:
     )
     line = error_line("sim", str(CRASH), "--set", "stack.gosip.fanout=3")
     assert "--set #1 'stack.gosip.fanout=3': no stack gosip; did you mean gossip?" in line
+    # the cluster's and the node's --set name the override the same way
+    line = error_line("cluster", "--stack", "gossip", "--nodes", "3", "--set", "run.seed=2",
+                      "--set", "stack.gossip.activ_view=3")  # fmt: skip
+    assert line.startswith(
+        "pubmesh: error: --set #2 'stack.gossip.activ_view=3': no parameter activ_view for "
+        "stack gossip; did you mean active_view?"
+    ), line
+    line = error_line("node", "--stack", "gossip", "--listen", "127.0.0.1:0", "--set",
+                      "activ_view=3", key="5e7c1d0a9b3f48e2a6d4c8b1f0e9273d")  # fmt: skip
+    assert line.startswith(
+        "pubmesh: error: --set #1 'activ_view=3': no parameter activ_view for stack gossip; "
+        "did you mean active_view?"
+    ), line
 
 
 def test_set_value_refused_by_validation_is_named_by_its_set() -> None:

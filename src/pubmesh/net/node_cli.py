@@ -371,7 +371,8 @@ def stack_params(spec: StackSpec, settings: list[str], *, where: str = "--set") 
         overrides.append(f"stack.{spec.name}.{key.strip()}={value}")
     # a run larger than any infrastructure the settings may ask for (brokertree's brokers)
     text = f'[run]\nstack = "{spec.name}"\nnodes = {1 << 16}\n'
-    scenario = parse_scenario(text, source=where, overrides=overrides)
+    labels = [f"--set #{number} {setting!r}" for number, setting in enumerate(settings, 1)]
+    scenario = parse_scenario(text, source=where, overrides=overrides, labels=labels)
     return scenario.stack_params
 
 

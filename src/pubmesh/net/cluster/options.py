@@ -345,8 +345,9 @@ def build_scenario(
     run = _run_table(data, source)
     run["stack"] = stack
     run["nodes"] = nodes
-    for setting in settings or []:  # after --stack and --nodes: a setting may change them
-        apply_override(data, setting, source)
+    # after --stack and --nodes: a setting may change them; its mistakes named by its --set
+    for number, setting in enumerate(settings or [], 1):
+        apply_override(data, setting, source, f"--set #{number} {setting!r}")
     run = _run_table(data, source)
     if seed is not None:
         run["seed"] = seed
