@@ -759,9 +759,7 @@ class NodeProcess:
         return control.StatsLine(
             node=runtime.node_id,
             address=format_id(runtime.node_id),
-            neighbor_addresses={
-                topic: tuple(map(format_id, ids)) for topic, ids in neighbors.items()
-            },
+            neighbor_addresses=_neighbor_addresses(neighbors),
             t=runtime.wall(),
             booted=runtime.booted,
             deliveries=runtime.deliveries,
@@ -928,14 +926,12 @@ class NodeProcess:
             case control.Neighbors():
                 neighbors = runtime.neighbors()
                 for name, ids in neighbors.items():
-                    self.say(f"{name or '(overlay)'}: " + (" ".join(map(format_id, ids)) or "-"))
+                    self.say(f"{name}: " + (" ".join(map(format_id, ids)) or "-"))
                 if not neighbors:
                     self.say("no neighbours yet")
                 return control.NeighborList(
                     neighbors=_neighbors(neighbors),
-                    addresses={
-                        topic: tuple(map(format_id, ids)) for topic, ids in neighbors.items()
-                    },
+                    addresses=_neighbor_addresses(neighbors),
                 )
             case control.Stats(full=full):
                 stats = self._statistics()
@@ -960,6 +956,11 @@ class NodeProcess:
 
 def _neighbors(neighbors: Mapping[str, Iterable[int]]) -> dict[str, tuple[int, ...]]:
     return {topic: tuple(ids) for topic, ids in neighbors.items()}
+
+
+def _neighbor_addresses(neighbors: Mapping[str, Iterable[int]]) -> dict[str, tuple[str, ...]]:
+    """The same neighbours as addresses (``127.0.0.1:7001``), for the JSON answers."""
+    return {topic: tuple(map(format_id, ids)) for topic, ids in neighbors.items()}
 
 
 class StdinReader:
