@@ -61,11 +61,12 @@ the TLS ClientHello) must arrive within ``hello_timeout`` (1 s) and the whole ha
 ``handshake_timeout``; at most ``max_handshakes`` are
 unproven at once, at most ``max_handshakes_per_source`` from one IP address; when a new
 connection finds its source's or the node's slots full, the *oldest* unproven connection (of
-that source, or of all) is closed for it, not the new one. So idle or stalled sockets, however
-many, hold a slot for at most a second or until newer ones come, and an honest node's
-handshake (two round trips; three with TLS) completes among them. In identity mode the
-connection drives its TLS session itself (:mod:`pubmesh.net.tls`) so that it sees the TLS
-handshake's bytes arrive.
+that source; of all, one that has sent nothing first, then one of the source holding the most
+slots) is closed for it, not the new one. So idle or stalled sockets, however many, hold a
+slot for at most a second or until newer ones come, and an honest node's handshake (two round
+trips; three with TLS) completes among them, however fast a stranger reopens its sockets. In
+identity mode the connection drives its TLS session itself (:mod:`pubmesh.net.tls`) so that it
+sees the TLS handshake's bytes arrive.
 
 Writes are coalesced: frames queued during one turn of the event loop go out in one
 ``write`` call at the end of it.
@@ -1428,10 +1429,18 @@ class Transport:
 
     def _oldest(self, source: str | None) -> Connection:
         """The unproven connection to close (of ``source``, or of all): the oldest that has
-        sent nothing yet, else the oldest. A handshake under way (an honest dialer sends its
-        HELLO at once) outlives any number of idle sockets."""
+        sent nothing yet, else the oldest of the source that holds the most unproven slots.
+        A handshake under way (an honest dialer sends its HELLO at once) outlives any number
+        of idle sockets; and a stranger whose sockets all send a HELLO (which takes no key)
+        and stall cannot churn an honest handshake out, however fast it reopens them, unless
+        it holds no more slots than the honest dialer's address does: one each, which takes
+        as many addresses as there are slots (``max_handshakes``)."""
         candidates = [c for c, s in self._unproven.items() if source is None or s == source]
-        return next((c for c in candidates if not c.heard), candidates[0])
+        idle = next((c for c in candidates if not c.heard), None)
+        if idle is not None or source is not None:
+            return idle or candidates[0]
+        most = max(self._unproven_by_source.values())
+        return next(c for c in candidates if self._unproven_by_source[c.source] == most)
 
     def _evict(self, conn: Connection, full: str) -> None:
         age = self.loop.time() - conn.started
