@@ -703,6 +703,8 @@ class NodeProcess:
             stats_task = loop.create_task(self._stats_loop(self.options.stats_interval))
         if self.shell:
             stats_task = loop.create_task(self._neighbour_news())
+        if self.shell:  # the banner is on the screen before input() draws the prompt
+            await asyncio.to_thread(self.lines.drain, 5.0)
         reader = StdinReader(loop, self._on_line, self._on_eof, prompt=self.shell)
         reader.start()
         await self.stop.wait()

@@ -138,7 +138,7 @@ class LineWriter:
                 data = data[written:]
             self._lines.append(data)
             self._pending += len(data)
-            self._cond.notify()
+            self._cond.notify_all()
         return True
 
     def _break(self, error: BaseException) -> None:
@@ -218,6 +218,16 @@ class LineWriter:
         while self._lines and written >= len(self._lines[0]):
             written -= len(self._lines.popleft())
         self._offset = written
+
+    def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until everything queued reached the stream; True if
+        it did. The shell waits so before its first prompt: readline writes the prompt to the
+        terminal itself, and a banner line still queued would be drawn through it."""
+        with self._cond:
+            return (
+                self._cond.wait_for(lambda: not self._lines or self.broken is not None, timeout)
+                and self.broken is None
+            )
 
     def close(self, timeout: float) -> bool:
         """Write what is queued (a last ``lagged`` line too) within ``timeout`` seconds; True
