@@ -14,7 +14,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from pubmesh.analysis import metrics
 from pubmesh.analysis.graph import diameter
-from pubmesh.analysis.job import BYTES_PER_PARTITION, shuffle_partitions
+from pubmesh.analysis.job import BYTES_PER_PARTITION, shuffle_partitions, static_plans
+from pubmesh.analysis.spark import SMALL_INPUT_BYTES
 from support.tracebuild import frame, trace
 
 INF = math.inf
@@ -668,4 +669,20 @@ def test_an_analysis_shuffles_into_partitions_by_input_size_and_restores_the_set
         assert three == min(4, int(before))
     with shuffle_partitions(spark, 10**13) as large:
         assert large == int(before)
+    assert spark.conf.get(key) == before
+
+
+def test_a_small_analysis_plans_without_adaptive_execution_and_restores_the_setting(
+    spark: Any,
+) -> None:
+    """Up to SMALL_INPUT_BYTES the plans are static (adaptive execution's stage-by-stage jobs
+    cost a small trace a sixth of its time); a larger input keeps the session's setting."""
+    key = "spark.sql.adaptive.enabled"
+    before = spark.conf.get(key)
+    assert before == "true"
+    with static_plans(spark, SMALL_INPUT_BYTES) as small:
+        assert (small, spark.conf.get(key)) == (True, "false")
+    assert spark.conf.get(key) == before
+    with static_plans(spark, SMALL_INPUT_BYTES + 1) as large:
+        assert (large, spark.conf.get(key)) == (False, before)
     assert spark.conf.get(key) == before

@@ -233,79 +233,125 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     ``bucket_seconds``, ``faults`` (run_id, t, kind), ``load`` (run_id, load_bin, count) with
     ``load_width``, ``degrees`` (run_id, degree, count), ``per_second`` (run_id, second,
     type, sent: each run's own, never summed across runs) and ``stacks`` (run_id → stack,
-    for the colours). A frame the trace has no data for is absent."""
+    for the colours). A frame the trace has no data for is absent.
+
+    Four Spark jobs in all, whatever the number of charts: the runs and the faults (a few rows
+    each), the two scales the bins need (publish-time span, top load), then every chart's
+    aggregate in one union collected at once. Each job is a fixed cost of a few hundred
+    milliseconds on a small trace; one job per chart made this the analysis's dearest step
+    after the metrics themselves (issue 60)."""
     import pandas as pd
 
     runs = [r.asDict() for r in trace.runs.select("run_id", "stack", "nodes").collect()]
-    faults = fault_summaries(trace, runs)
+    fault_rows = trace.faults.select("run_id", "t", "kind", "detail").collect()
+    faults = fault_summaries(fault_rows, runs)
     labels = run_labels([r["run_id"] for r in runs], faults)
     data: dict[str, Any] = {
         "stacks": {r["run_id"]: r["stack"] for r in runs},
         "labels": labels,
         "fault_summaries": faults,
+        "faults": pd.DataFrame(
+            [(r["run_id"], float(r["t"]), r["kind"]) for r in fault_rows],
+            columns=["run_id", "t", "kind"],
+        ).astype({"t": "float64"}),
     }
+    scales = (
+        result.publications.agg(F.min("t").alias("t_first"), F.max("t").alias("t_last"))
+        .crossJoin(result.nodes.agg(F.max("load").alias("top")))
+        .first()
+    )
+    bucket = width = None
+    if scales is not None and scales["t_first"] is not None:
+        bucket = max(1.0, math.ceil((scales["t_last"] - scales["t_first"]) / 40))
+    if scales is not None and scales["top"]:
+        width = max(1.0, math.ceil(scales["top"] / 30))
+
+    def part(name: str, frame: DataFrame, x: Any, y: Any, label: Any = None) -> DataFrame:
+        return frame.select(
+            F.lit(name).alias("plot"),
+            "run_id",
+            F.col(x).cast("double").alias("x") if isinstance(x, str) else x.alias("x"),
+            F.col(y).cast("double").alias("y") if isinstance(y, str) else y.alias("y"),
+            (F.lit(None).cast("string") if label is None else F.col(label)).alias("label"),
+        )
+
     cdf = result.first.groupBy("run_id").agg(F.percentile("latency", CDF_POINTS).alias("qs"))
-    cdf_rows = [
-        (r["run_id"], q, v)
-        for r in cdf.collect()
-        if r["qs"]
-        for q, v in zip(CDF_POINTS, r["qs"], strict=True)
+    parts = [
+        part(
+            "cdf",
+            cdf.select("run_id", F.posexplode("qs").alias("i", "latency")),
+            F.col("i").cast("double") / F.lit(100.0),
+            "latency",
+        ),
+        part(
+            "degrees",
+            metrics.at_last_snapshot(result.degrees).groupBy("run_id", "degree").count(),
+            "degree",
+            "count",
+        ),
+        part(
+            "per_second",
+            result.messages_per_second.groupBy("run_id", "second", "type").agg(
+                F.sum("sent").alias("sent")
+            ),
+            "second",
+            "sent",
+            "type",
+        ),
     ]
-    if cdf_rows:
-        data["cdf"] = pd.DataFrame(cdf_rows, columns=["run_id", "q", "latency"])
-    data["faults"] = trace.faults.select("run_id", "t", "kind").toPandas()
-    span = result.publications.agg(F.min("t"), F.max("t")).first()
-    if span is not None and span[0] is not None:
-        bucket = max(1.0, math.ceil((span[1] - span[0]) / 40))
-        buckets = (
-            result.publications.withColumn("bucket_t", F.floor(F.col("t") / bucket) * bucket)
-            .groupBy("run_id", "bucket_t")
-            .agg(
-                # a bucket whose publications nobody expected (content filters that match no
-                # one) has no reliability, rather than a division by zero under ANSI SQL
-                F.when(F.sum("expected") > 0, F.sum("delivered") / F.sum("expected")).alias(
-                    "reliability"
-                )
-            )
-            .where(F.col("reliability").isNotNull())
-            .toPandas()
+    if bucket is not None:
+        in_bucket = result.publications.withColumn(
+            "bucket_t", F.floor(F.col("t") / bucket) * bucket
         )
-        if len(buckets):
-            data["buckets"], data["bucket_seconds"] = buckets, bucket
-    load = result.nodes.select("run_id", "load")
-    top = load.agg(F.max("load")).first()
-    if top is not None and top[0]:
-        width = max(1.0, math.ceil(top[0] / 30))
-        data["load"] = (
-            load.withColumn("load_bin", F.floor(F.col("load") / width) * width)
-            .groupBy("run_id", "load_bin")
-            .agg(F.count("*").alias("count"))
-            .toPandas()
+        # a bucket whose publications nobody expected (content filters that match no one) has
+        # no reliability, rather than a division by zero under ANSI SQL
+        reliability = F.when(F.sum("expected") > 0, F.sum("delivered") / F.sum("expected"))
+        buckets = in_bucket.groupBy("run_id", "bucket_t").agg(reliability.alias("reliability"))
+        kept = buckets.where(F.col("reliability").isNotNull())
+        parts.append(part("buckets", kept, "bucket_t", "reliability"))
+    if width is not None:
+        binned = result.nodes.withColumn("load_bin", F.floor(F.col("load") / width) * width)
+        parts.append(
+            part("load", binned.groupBy("run_id", "load_bin").count(), "load_bin", "count")
         )
+    union = parts[0]
+    for more in parts[1:]:
+        union = union.unionByName(more)
+    rows = pd.DataFrame(union.toPandas())
+    by_plot = {name: frame for name, frame in rows.groupby("plot", sort=False)}
+
+    def frame(name: str, x: str, y: str, *, ints: Sequence[str] = (), label: str = "") -> None:
+        """The union's rows of chart ``name`` as its own frame: x and y (and the label)
+        under their names, counts back to integers."""
+        got = by_plot.get(name)
+        if got is None or not len(got):
+            return
+        names = {"x": x, **({"label": label} if label else {}), "y": y}
+        out = got[["run_id", *names]].rename(columns=names).reset_index(drop=True)
+        data[name] = out.astype({column: "int64" for column in ints})
+
+    frame("cdf", "q", "latency")
+    # a bin's start is whole when its width is (an int from math.ceil), as Spark typed it
+    frame("buckets", "bucket_t", "reliability", ints=["bucket_t"] * isinstance(bucket, int))
+    frame("load", "load_bin", "count", ints=["count"] + ["load_bin"] * isinstance(width, int))
+    frame("degrees", "degree", "count", ints=["degree", "count"])
+    frame("per_second", "second", "sent", ints=["second", "sent"], label="type")
+    if "buckets" in data:
+        data["bucket_seconds"] = bucket
+    if "load" in data:
         data["load_width"] = width
-    degree_hist = (
-        metrics.at_last_snapshot(result.degrees).groupBy("run_id", "degree").count().toPandas()
-    )
-    if len(degree_hist):
-        data["degrees"] = degree_hist
-    per_second = (
-        result.messages_per_second.groupBy("run_id", "second", "type")
-        .agg(F.sum("sent").alias("sent"))
-        .toPandas()
-    )
-    if len(per_second):
-        data["per_second"] = per_second
     return data
 
 
-def fault_summaries(trace: Trace, rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+def fault_summaries(faults: Sequence[Any], rows: Sequence[dict[str, Any]]) -> dict[str, str]:
     """run_id → what its faults did, in a few words ("50% crashed at 40 s, healed at 60 s"),
-    from the faults table (a few rows a run: one a fault; churn's per-node rows are left to
-    its own row), node counts as shares of the run's nodes."""
+    from the faults table's rows (run_id, t, kind, detail: a few a run, one a fault; churn's
+    per-node rows are left to its own row), node counts as shares of the run's nodes."""
     nodes = {str(r["run_id"]): r.get("nodes") or 0 for r in rows}
-    wanted = trace.faults.where(~F.col("kind").startswith("churn-"))
     found: dict[str, list[tuple[float, str]]] = {}
-    for row in wanted.select("run_id", "t", "kind", "detail").collect():
+    for row in faults:
+        if str(row["kind"]).startswith("churn-"):
+            continue
         run_id, at, kind = str(row["run_id"]), float(row["t"]), str(row["kind"])
         try:
             detail = json.loads(row["detail"] or "{}")
@@ -434,6 +480,27 @@ def shuffle_partitions(spark: SparkSession, size: int) -> Iterator[int]:
         spark.conf.set(key, before)
 
 
+@contextmanager
+def static_plans(spark: SparkSession, size: int) -> Iterator[bool]:
+    """Within the block, an input of at most :data:`pubmesh.analysis.spark.SMALL_INPUT_BYTES`
+    runs without adaptive query execution (True then; the session's setting is restored
+    after). Adaptive execution runs each shuffle stage as a job of its own and plans the rest
+    again after it: on a small trace there is nothing to coalesce, split or broadcast that
+    one partition a shuffle does not already give, and the analysis of the README's
+    1,000-node run ran 113 jobs instead of 58 and took a sixth longer (issue 60)."""
+    from pubmesh.analysis.spark import SMALL_INPUT_BYTES
+
+    key = "spark.sql.adaptive.enabled"
+    before = spark.conf.get(key) or "true"
+    static = size <= SMALL_INPUT_BYTES
+    if static:
+        spark.conf.set(key, "false")
+    try:
+        yield static
+    finally:
+        spark.conf.set(key, before)
+
+
 def analyze(
     spark: SparkSession,
     roots: Sequence[Path | TraceSource],
@@ -446,14 +513,16 @@ def analyze(
 ) -> Analysis:
     """Check, load, compute and write ``metrics/`` and ``summary.json`` (and ``report.html``
     unless ``report`` is false: a sweep adds its comparison first; ``static``: PNG charts),
-    with as many shuffle partitions as the input's size wants (:func:`shuffle_partitions`).
+    with as many shuffle partitions as the input's size wants (:func:`shuffle_partitions`),
+    a small input without adaptive execution (:func:`static_plans`).
     ``roots`` are run directories or sweep datasets, or what :func:`inspect` already made of
     them (the CLI checks the traces before it starts the JVM, and they are not read twice).
     ``step`` hears each of :data:`STEPS` as it starts."""
     sources = [r if isinstance(r, TraceSource) else inspect(r) for r in roots]
     trace = load(spark, sources)
     out = out.resolve()  # a Spark Connect server writes it, from a directory of its own
-    with shuffle_partitions(spark, sum(source.size for source in sources)):
+    size = sum(source.size for source in sources)
+    with shuffle_partitions(spark, size), static_plans(spark, size):
         return _analyze(
             spark, sources, trace, out, title=title, report=report, static=static, step=step
         )
