@@ -158,8 +158,8 @@ def _cmd_spark(args: argparse.Namespace) -> int:
         )
         if args.warm_up:
             print(
-                "it now warms itself up with one analysis of a small run (about 40 s in the "
-                "background); `pubmesh spark status` says when it is warm"
+                "it now warms itself up with one analysis of a small run (40-60 s on two "
+                "cores, in the background); `pubmesh spark status` says when it is warm"
             )
         return 0
     if args.action == "stop":
