@@ -249,3 +249,17 @@ def test_two_scenario_files_that_run_the_same_thing_are_flagged(tmp_path: Path) 
         "scenario changes nothing here: the scenario files differ only in their names"
         in (grid.warnings[0])
     )
+
+
+def test_a_grid_of_small_runs_is_analysed_as_a_small_input(tmp_path: Path) -> None:
+    """A sweep starts its Spark before any trace exists, so it sizes the analysis by the runs'
+    nodes: paper004_failures (24 runs of 17 nodes) is small (the client compiler alone: its
+    sweep took 80-92 s against 107 s with C2), three seeds of 1,000 nodes are not."""
+    from pubmesh.analysis.sweep import SMALL_NODE_RUNS
+    from pubmesh.catalog import find
+
+    failures = load_grid(find("paper004_failures", kind="grid"))
+    assert (failures.node_runs, failures.small) == (24 * 17, True)
+    large = _grid(tmp_path, "seeds = [1, 2, 3]\n[set]\n\"run.nodes\" = 1000\n")
+    assert large.node_runs == 3 * 1000 > SMALL_NODE_RUNS
+    assert not large.small

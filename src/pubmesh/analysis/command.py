@@ -104,7 +104,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     # run: say so)
     for line in [*grid.warnings, *grid.timing]:
         console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
-    spark = get_session(args.master)
+    # a grid of small runs analyses like a small trace: all start-up and one-off plans
+    spark = get_session(args.master, small=grid.small)
     sweep = run_sweep(
         spark, grid, out, progress=not args.quiet, console=console, static=args.static
     )

@@ -111,6 +111,20 @@ class Grid:
     warnings: list[str] = field(default_factory=list)
     #: the points' timing mistakes, each line once (:func:`pubmesh.scenario.model.timing_warnings`)
     timing: list[str] = field(default_factory=list)
+    #: nodes summed over every task's run: what the traces' size grows with
+    node_runs: int = 0
+
+    @property
+    def small(self) -> bool:
+        """Whether the traces will be small (:data:`SMALL_NODE_RUNS`): the sweep's Spark then
+        runs as for a small analysis (:func:`pubmesh.analysis.spark.driver_java_options`)."""
+        return self.node_runs <= SMALL_NODE_RUNS
+
+
+#: node-runs up to which a sweep's traces stay well under
+#: :data:`pubmesh.analysis.spark.SMALL_INPUT_BYTES` (the README's 1,000-node gossip run writes
+#: 17 MB, 17 KB a node; paper004_failures' 24 runs of 17 nodes are 408)
+SMALL_NODE_RUNS = 2_000
 
 
 def _toml_literal(value: Any) -> str:
@@ -168,6 +182,7 @@ def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
     points: list[dict[str, Any]] = []
     tasks: list[Task] = []
     firsts: list[Scenario] = []  # each point's scenario at its first seed
+    node_runs = 0
     combos = itertools.product(*(grid[k] for k in swept)) if swept else [()]
     for base, combo in itertools.product(bases, list(combos)):
         values: dict[str, Any] = {}
@@ -189,6 +204,7 @@ def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
                 raise ScenarioError(f"{path}: {where}: {error}") from None
             if len(firsts) == point:
                 firsts.append(scenario)
+            node_runs += scenario.run.nodes
             tasks.append(
                 Task(
                     index=len(tasks),
@@ -200,7 +216,7 @@ def load_grid(path: Path | str, *, seeds: list[int] | None = None) -> Grid:
                     text=scenario.text,
                 )
             )
-    grid_ = Grid(path, parameters, points, list(raw_seeds), tasks)
+    grid_ = Grid(path, parameters, points, list(raw_seeds), tasks, node_runs=node_runs)
     grid_.warnings = inert_warnings(grid_, firsts)
     grid_.timing = list(dict.fromkeys(line for s in firsts for line in timing_warnings(s)))
     return grid_
