@@ -260,6 +260,6 @@ def test_a_grid_of_small_runs_is_analysed_as_a_small_input(tmp_path: Path) -> No
 
     failures = load_grid(find("paper004_failures", kind="grid"))
     assert (failures.node_runs, failures.small) == (24 * 17, True)
-    large = _grid(tmp_path, "seeds = [1, 2, 3]\n[set]\n\"run.nodes\" = 1000\n")
+    large = _grid(tmp_path, 'seeds = [1, 2, 3]\n[set]\n"run.nodes" = 1000\n')
     assert large.node_runs == 3 * 1000 > SMALL_NODE_RUNS
     assert not large.small
