@@ -976,23 +976,21 @@ def per_run(
         F.sum(F.when(~F.col("payload"), F.col("sent")).otherwise(0)).alias("control_messages"),
     )
     runs = trace.runs.select("run_id", "stack", "runtime", "nodes", "seed", "duration")
-    out = (
-        runs.join(pubs, ["run_id"], "left")
-        .join(history, ["run_id"], "left")
-        .join(order_violations(first, trace.publications), ["run_id"], "left")
-        .join(latency, ["run_id"], "left")
-        .join(totals, ["run_id"], "left")
-        .join(load_summary(nodes), ["run_id"], "left")
-        .join(overlay_final(overlay), ["run_id"], "left")
-        .join(convergence, ["run_id"], "left")
-        .join(event_metrics(trace.events), ["run_id"], "left")
-        .join(config, ["run_id"], "left")
-        .join(edge_filters(trace.snapshots), ["run_id"], "left")
-        .fillna(0, ["publications", "expected", "delivered", "duplicates", "order_violations"])
-        .withColumn(
-            "reliability",
-            F.when(F.col("expected") > 0, F.col("delivered") / F.col("expected")),
-        )
+    parts = [
+        pubs, history, order_violations(first, trace.publications), latency, totals,
+        load_summary(nodes), overlay_final(overlay), convergence, event_metrics(trace.events),
+        config, edge_filters(trace.snapshots),
+    ]  # fmt: skip
+    out = runs
+    for part in parts:
+        # each part is one row a run, however large the trace: broadcast to the runs table,
+        # so no join shuffles, and the parts' own jobs run side by side
+        out = out.join(F.broadcast(part), ["run_id"], "left")
+    out = out.fillna(
+        0, ["publications", "expected", "delivered", "duplicates", "order_violations"]
+    ).withColumn(
+        "reliability",
+        F.when(F.col("expected") > 0, F.col("delivered") / F.col("expected")),
     )
     return out.select(*RUN_COLUMNS)
 
