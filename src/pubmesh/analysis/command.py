@@ -32,7 +32,7 @@ def _console() -> Any:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from pubmesh.analysis.job import STEPS, analyze
+    from pubmesh.analysis.job import STEPS, TASK_STEPS, analyze, in_tasks
     from pubmesh.analysis.load import inspect
     from pubmesh.analysis.progress import AnalysisProgress
     from pubmesh.analysis.report import print_runs
@@ -50,8 +50,13 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         spark = get_session(args.master, small=size <= SMALL_INPUT_BYTES, warm=True)
     where = master_of(spark)
     try:
-        with AnalysisProgress(spark, console, STEPS) as progress:
-            analysis = analyze(spark, sources, out, static=args.static, step=progress.step)
+        tasks = args.engine == "tasks" or (args.engine == "auto" and in_tasks(sources))
+        steps = TASK_STEPS if tasks else STEPS
+        with AnalysisProgress(spark, console, steps) as progress:
+            analysis = analyze(
+                spark, sources, out, static=args.static, step=progress.step,
+                engine="tasks" if tasks else "plan",
+            )  # fmt: skip
     finally:
         if is_connect(spark):  # the server drops this session's cached tables now
             spark.stop()
@@ -197,7 +202,11 @@ def register(sub: Any) -> None:
             "Writes OUT/metrics/*.parquet, OUT/summary.json and OUT/report.html: one file that\n"
             "opens offline, with interactive charts (hover for run and value, click a legend\n"
             "entry to hide a run, drag to zoom, the camera icon saves a PNG). --static draws\n"
-            "the same charts as PNG (in headless Chromium) into the page and OUT/figures/."
+            "the same charts as PNG (in headless Chromium) into the page and OUT/figures/.\n\n"
+            "How Spark runs it (--engine): a run whose trace is at most 64 MB of Parquet is\n"
+            "analysed whole in one Spark task, many runs side by side (auto, tasks); larger\n"
+            "runs by one Spark plan over every run's rows, spread over the cluster (plan).\n"
+            "Both give the same tables."
         ),
         epilog=(
             "examples:\n"
@@ -213,6 +222,11 @@ def register(sub: Any) -> None:
     analyze.add_argument("--out", help="output directory (default RUN_DIR/analysis)")
     analyze.add_argument("--master", help=ANALYZE_MASTER_HELP)
     analyze.add_argument("--static", action="store_true", help=STATIC_HELP)
+    analyze.add_argument(
+        "--engine", choices=("auto", "tasks", "plan"), default="auto",
+        help="one Spark task per run (tasks), one Spark plan over all runs (plan), or tasks "
+        "when every run is at most 64 MB (auto, the default)",
+    )  # fmt: skip
     analyze.set_defaults(func=_cmd_analyze)
 
     sweep = sub.add_parser(

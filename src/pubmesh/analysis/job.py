@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pubmesh.analysis import charts, metrics
-from pubmesh.analysis.load import TraceSource, inspect, load
+from pubmesh.analysis import charts, metrics, runtask
+from pubmesh.analysis.load import TraceSource, inspect, load, read_table
 from pubmesh.analysis.metrics import Trace
 from pubmesh.errors import TraceError
 from pubmesh.stacks.base import StackSpec, available_stacks, get_stack
@@ -65,9 +67,11 @@ class Metrics:
     overlay: DataFrame
     messages_per_second: DataFrame
     runs: DataFrame
-    first: DataFrame
-    #: :func:`metrics.node_degrees` of the overlay, per snapshot (the degree histogram)
-    degrees: DataFrame
+    #: the first deliveries and :func:`metrics.node_degrees` of the overlay per snapshot (the
+    #: latency CDF and the degree histogram); None when the runs were analysed in tasks
+    #: (:mod:`pubmesh.analysis.runtask`), which return those charts' data instead
+    first: DataFrame | None
+    degrees: DataFrame | None
 
     def tables(self) -> dict[str, DataFrame]:
         return {
@@ -86,18 +90,24 @@ def timeout_intervals(spark: SparkSession, trace: Trace) -> DataFrame:
     default); the runs table is one row a run, so this reads it on the driver."""
     rows = []
     for run in trace.runs.select("run_id", "stack", "scenario").collect():
-        spec = stack_specs().get(run["stack"])
-        if spec is None or spec.timeout_param is None:
-            continue
-        try:
-            data = tomllib.loads(run["scenario"] or "")
-        except tomllib.TOMLDecodeError:
-            continue
-        table = data.get("stack", {}).get(run["stack"], {})
-        interval = spec.timeout_interval(table if isinstance(table, dict) else None)
+        interval = timeout_interval(run["stack"], run["scenario"])
         if interval is not None:
             rows.append((run["run_id"], interval))
     return spark.createDataFrame(rows, "run_id string, timeout_interval double")
+
+
+def timeout_interval(stack: str, scenario: str | None) -> float | None:
+    """The timeout interval of a run of ``stack`` whose scenario is ``scenario`` (TOML), or
+    None for a stack without a timeout action."""
+    spec = stack_specs().get(stack)
+    if spec is None or spec.timeout_param is None:
+        return None
+    try:
+        data = tomllib.loads(scenario or "")
+    except tomllib.TOMLDecodeError:
+        return None
+    table = data.get("stack", {}).get(stack, {})
+    return spec.timeout_interval(table if isinstance(table, dict) else None)
 
 
 def stack_specs() -> dict[str, StackSpec]:
@@ -213,13 +223,18 @@ def counts_note(trace: Trace) -> tuple[str, str] | None:
     """A report section naming the runs whose trace keeps message counts only, and the
     metrics those runs cannot have (shown as "–"), instead of failing on them (issue 17)."""
     rows = trace.runs.where(F.col("messages_mode") == "counts").select("run_id").collect()
-    if not rows:
+    return counts_note_of([r["run_id"] for r in rows])
+
+
+def counts_note_of(run_ids: Sequence[str]) -> tuple[str, str] | None:
+    """:func:`counts_note` for the runs ``run_ids`` (those that keep counts)."""
+    if not run_ids:
         return None
-    names = ", ".join(sorted(r["run_id"] for r in rows))
+    names = ", ".join(sorted(run_ids))
     missing = ", ".join(COUNTS_MISSING)
     return (
         "What message-count traces cannot give",
-        f"<p class='note'>{len(rows)} run(s) keep per-second message counts, not each message "
+        f"<p class='note'>{len(run_ids)} run(s) keep per-second message counts, not each message "
         f'(<code>[trace] messages = "counts"</code>): {html.escape(names)}. RMR per '
         f"publication and the false-positive rate ({missing}) need each "
         "payload message, so they show as – for these runs; every other metric (reliability, "
@@ -240,31 +255,16 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     aggregate in one union collected at once. Each job is a fixed cost of a few hundred
     milliseconds on a small trace; one job per chart made this the analysis's dearest step
     after the metrics themselves (issue 60)."""
-    import pandas as pd
-
     runs = [r.asDict() for r in trace.runs.select("run_id", "stack", "nodes").collect()]
-    fault_rows = trace.faults.select("run_id", "t", "kind", "detail").collect()
-    faults = fault_summaries(fault_rows, runs)
-    labels = run_labels([r["run_id"] for r in runs], faults)
-    data: dict[str, Any] = {
-        "stacks": {r["run_id"]: r["stack"] for r in runs},
-        "labels": labels,
-        "fault_summaries": faults,
-        "faults": pd.DataFrame(
-            [(r["run_id"], float(r["t"]), r["kind"]) for r in fault_rows],
-            columns=["run_id", "t", "kind"],
-        ).astype({"t": "float64"}),
-    }
+    fault_rows = [
+        r.asDict() for r in trace.faults.select("run_id", "t", "kind", "detail").collect()
+    ]
     scales = (
         result.publications.agg(F.min("t").alias("t_first"), F.max("t").alias("t_last"))
         .crossJoin(result.nodes.agg(F.max("load").alias("top")))
         .first()
     )
-    bucket = width = None
-    if scales is not None and scales["t_first"] is not None:
-        bucket = max(1.0, math.ceil((scales["t_last"] - scales["t_first"]) / 40))
-    if scales is not None and scales["top"]:
-        width = max(1.0, math.ceil(scales["top"] / 30))
+    bucket, width = _scales(None if scales is None else scales.asDict())
 
     def part(name: str, frame: DataFrame, x: Any, y: Any, label: Any = None) -> DataFrame:
         return frame.select(
@@ -275,6 +275,7 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
             (F.lit(None).cast("string") if label is None else F.col(label)).alias("label"),
         )
 
+    assert result.first is not None and result.degrees is not None
     cdf = result.first.groupBy("run_id").agg(F.percentile("latency", CDF_POINTS).alias("qs"))
     parts = [
         part(
@@ -317,8 +318,44 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     union = parts[0]
     for more in parts[1:]:
         union = union.unionByName(more)
-    rows = pd.DataFrame(union.toPandas())
-    by_plot = {name: frame for name, frame in rows.groupby("plot", sort=False)}
+    return _plot_frames(runs, fault_rows, union.toPandas(), bucket, width)
+
+
+def _scales(scales: dict[str, Any] | None) -> tuple[Any, Any]:
+    """The reliability buckets' width (a 40th of the publish-time span, whole seconds) and the
+    load histogram's bin width (a 30th of the top load), from the first and last publish
+    time (``t_first``, ``t_last``) and the top load (``top``) over every run."""
+    bucket = width = None
+    if scales is not None and scales.get("t_first") is not None:
+        bucket = max(1.0, math.ceil((scales["t_last"] - scales["t_first"]) / 40))
+    if scales is not None and scales.get("top"):
+        width = max(1.0, math.ceil(scales["top"] / 30))
+    return bucket, width
+
+
+def _plot_frames(
+    runs: Sequence[dict[str, Any]],
+    fault_rows: Sequence[dict[str, Any]],
+    rows: Any,
+    bucket: Any,
+    width: Any,
+) -> dict[str, Any]:
+    """:func:`plot_data`'s result from the runs (run_id, stack, nodes), the faults' rows and
+    every chart's aggregate (pandas: plot, run_id, x, y, label)."""
+    import pandas as pd
+
+    faults = fault_summaries(fault_rows, runs)
+    labels = run_labels([r["run_id"] for r in runs], faults)
+    data: dict[str, Any] = {
+        "stacks": {r["run_id"]: r["stack"] for r in runs},
+        "labels": labels,
+        "fault_summaries": faults,
+        "faults": pd.DataFrame(
+            [(r["run_id"], float(r["t"]), r["kind"]) for r in fault_rows],
+            columns=["run_id", "t", "kind"],
+        ).astype({"t": "float64"}),
+    }
+    by_plot = {name: frame for name, frame in pd.DataFrame(rows).groupby("plot", sort=False)}
 
     def frame(name: str, x: str, y: str, *, ints: Sequence[str] = (), label: str = "") -> None:
         """The union's rows of chart ``name`` as its own frame: x and y (and the label)
@@ -441,6 +478,140 @@ def _labelled(data: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
+#: the steps of an analysis whose runs are each analysed in one task (:func:`in_tasks`)
+TASK_STEPS = ("metrics in tasks", "writing metrics", "plot data", "report")
+
+
+def run_units(sources: Sequence[TraceSource]) -> list[tuple[str, bool, dict[str, list[str]], int]]:
+    """(run_id, partitioned, files by table, bytes) per run: a sweep dataset's run has the
+    files of its ``run_id=`` partitions, a run directory's every file."""
+    units = []
+    for source in sources:
+        for run_id in source.run_ids:
+            files: dict[str, list[str]] = {}
+            for table, paths in source.tables.items():
+                mine = [
+                    p for p in paths
+                    if not source.partitioned or p.parent == source.root / table
+                    or p.parent.name == f"run_id={run_id}"
+                ]  # fmt: skip
+                files[table] = [str(p.resolve()) for p in mine]
+            size = sum(Path(p).stat().st_size for paths in files.values() for p in paths)
+            units.append((run_id, source.partitioned, files, size))
+    return sorted(units)
+
+
+def in_tasks(sources: Sequence[TraceSource], limit: int = runtask.TASK_RUN_BYTES) -> bool:
+    """Whether every run is small enough to be analysed in one task (at most ``limit`` bytes
+    of Parquet, :data:`pubmesh.analysis.runtask.TASK_RUN_BYTES`)."""
+    return all(size <= limit for *_, size in run_units(sources))
+
+
+def compute_in_tasks(
+    spark: SparkSession, sources: Sequence[TraceSource], runs: pa.Table
+) -> dict[str, pa.Table]:
+    """Every metric table (and the charts' ``cdf`` and ``degrees``) of every run, each run
+    analysed in one Spark task (:mod:`pubmesh.analysis.runtask`), one task per run side by
+    side; the tables come back to the driver as Arrow data, a run's after another's."""
+    layers = non_overlay_layers()
+    scenario = {r["run_id"]: r for r in runs.to_pylist()}
+    rows = [
+        (runtask.unit(
+            run_id, partitioned, files, non_overlay_layers=layers,
+            timeout_interval=timeout_interval(
+                scenario[run_id]["stack"], scenario[run_id]["scenario"]
+            ),
+        ),)
+        for run_id, partitioned, files, _ in run_units(sources)
+    ]  # fmt: skip
+    frame = spark.createDataFrame(rows, "unit string")
+    if len(rows) > 1:
+        frame = frame.repartition(len(rows))
+    got: dict[str, dict[str, pa.Table]] = {}
+    for row in frame.mapInArrow(runtask.task, "run_id string, table string, data binary").collect():
+        got.setdefault(row["table"], {})[row["run_id"]] = runtask.from_ipc(row["data"])
+    return {
+        name: pa.concat_tables([got.get(name, {})[r] for r in sorted(got.get(name, {}))])
+        if got.get(name) else schema.empty_table()
+        for name, schema in runtask.OUTPUT_SCHEMAS.items()
+    }  # fmt: skip
+
+
+def plot_data_of_tables(
+    tables: dict[str, pa.Table], runs: pa.Table, faults: pa.Table
+) -> dict[str, Any]:
+    """:func:`plot_data` from the tables :func:`compute_in_tasks` returned (the same frames,
+    aggregated by pandas on the driver from a few thousand rows)."""
+    import pandas as pd
+
+    pubs = tables["publications"].to_pandas()
+    nodes = tables["nodes"].to_pandas()
+    bucket, width = _scales(
+        {
+            "t_first": pubs["t"].min() if len(pubs) else None,
+            "t_last": pubs["t"].max() if len(pubs) else None,
+            "top": int(nodes["load"].max()) if len(nodes) else None,
+        }
+    )
+    parts = []
+
+    def part(name: str, frame: pd.DataFrame, x: str, y: str, label: str | None = None) -> None:
+        if len(frame):
+            parts.append(pd.DataFrame({
+                "plot": name, "run_id": frame["run_id"].to_numpy(),
+                "x": frame[x].astype("float64").to_numpy(),
+                "y": frame[y].astype("float64").to_numpy(),
+                "label": frame[label].to_numpy() if label else None,
+            }))  # fmt: skip
+
+    part("cdf", tables["cdf"].to_pandas(), "q", "latency")
+    part("degrees", tables["degrees"].to_pandas(), "degree", "count")
+    per_second = tables["messages_per_second"].to_pandas()
+    part(
+        "per_second",
+        per_second.groupby(["run_id", "second", "type"], dropna=False, as_index=False)[
+            "sent"
+        ].sum(),
+        "second", "sent", "type",
+    )  # fmt: skip
+    if bucket is not None:
+        at = (pubs["t"] / bucket).apply(math.floor) * bucket
+        sums = (
+            pubs.assign(bucket_t=at)
+            .groupby(["run_id", "bucket_t"], as_index=False)[["expected", "delivered"]]
+            .sum()
+        )
+        sums = sums[sums["expected"] > 0]
+        part("buckets", sums.assign(reliability=sums["delivered"] / sums["expected"]),
+             "bucket_t", "reliability")  # fmt: skip
+    if width is not None:
+        binned = nodes.assign(load_bin=(nodes["load"] / width).apply(math.floor) * width)
+        part("load", binned.groupby(["run_id", "load_bin"]).size().rename("count").reset_index(),
+             "load_bin", "count")  # fmt: skip
+    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["plot", "run_id", "x", "y", "label"]
+    )  # fmt: skip
+    return _plot_frames(
+        [{k: r[k] for k in ("run_id", "stack", "nodes")} for r in runs.to_pylist()],
+        faults.to_pylist(), rows, bucket, width,
+    )  # fmt: skip
+
+
+def write_arrow_tables(tables: dict[str, pa.Table], out: Path) -> None:
+    """The metric tables as ``metrics/<name>/part-00000.parquet``, what was there before
+    replaced (as Spark's ``overwrite``)."""
+    import shutil
+
+    for name in Metrics.__dataclass_fields__:
+        if name in ("first", "degrees"):
+            continue
+        directory = out / "metrics" / name
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        pq.write_table(tables[name], directory / "part-00000.parquet")
+
+
 def write_tables(result: Metrics, out: Path) -> None:
     for name, frame in result.tables().items():
         frame.coalesce(1).write.mode("overwrite").parquet(str(out / "metrics" / name))
@@ -510,6 +681,7 @@ def analyze(
     report: bool = True,
     static: bool = False,
     step: Step = _quiet,
+    engine: str = "auto",
 ) -> Analysis:
     """Check, load, compute and write ``metrics/`` and ``summary.json`` (and ``report.html``
     unless ``report`` is false: a sweep adds its comparison first; ``static``: PNG charts),
@@ -517,30 +689,36 @@ def analyze(
     a small input without adaptive execution (:func:`static_plans`).
     ``roots`` are run directories or sweep datasets, or what :func:`inspect` already made of
     them (the CLI checks the traces before it starts the JVM, and they are not read twice).
-    ``step`` hears each of :data:`STEPS` as it starts."""
+    ``step`` hears each of :func:`steps_for` as it starts. ``engine``: ``"tasks"`` analyses
+    each run in one Spark task (:mod:`pubmesh.analysis.runtask`), ``"plan"`` all runs in one
+    Spark plan (:func:`compute`), ``"auto"`` the first when every run is small
+    (:func:`in_tasks`)."""
     sources = [r if isinstance(r, TraceSource) else inspect(r) for r in roots]
     trace = load(spark, sources)
     out = out.resolve()  # a Spark Connect server writes it, from a directory of its own
-    size = sum(source.size for source in sources)
-    with shuffle_partitions(spark, size), static_plans(spark, size):
-        return _analyze(
-            spark, sources, trace, out, title=title, report=report, static=static, step=step
-        )
+    if engine not in ("auto", "tasks", "plan"):
+        raise ValueError(f"engine {engine!r}: one of auto, tasks, plan")
+    if engine == "tasks" or (engine == "auto" and in_tasks(sources)):
+        parts = _by_tasks(spark, sources, out, step)
+    else:
+        size = sum(source.size for source in sources)
+        with shuffle_partitions(spark, size), static_plans(spark, size):
+            parts = _by_plan(spark, sources, trace, out, step)
+    return _finish(sources, trace, *parts, out, title=title, report=report, static=static,
+                   step=step)  # fmt: skip
 
 
-def _analyze(
-    spark: SparkSession,
-    sources: list[TraceSource],
-    trace: Trace,
-    out: Path,
-    *,
-    title: str | None,
-    report: bool,
-    static: bool,
-    step: Step,
-) -> Analysis:
-    from pubmesh.analysis.report import charts_of, run_headline, write_report
+#: what an analysis's metrics give its summary and report: the tables, the run rows, the
+#: charts' data, the charts, the report's notes
+Parts = tuple[
+    Metrics, list[dict[str, Any]], dict[str, Any], dict[str, go.Figure], list[tuple[str, str]]
+]
 
+
+def _by_plan(
+    spark: SparkSession, sources: list[TraceSource], trace: Trace, out: Path, step: Step
+) -> Parts:
+    """The metrics by one Spark plan over every run (:func:`compute`), written."""
     try:
         result = compute(spark, trace, step)
         out.mkdir(parents=True, exist_ok=True)
@@ -553,6 +731,57 @@ def _analyze(
         notes = [note] if (note := counts_note(trace)) else []
     except Exception as error:  # a data page that only Spark's reader found broken
         raise _trace_error(error, sources) from error
+    return result, rows, data, figures, notes
+
+
+def _by_tasks(spark: SparkSession, sources: list[TraceSource], out: Path, step: Step) -> Parts:
+    """The metrics with every run analysed in one Spark task (:func:`compute_in_tasks`), one
+    Spark job where the plan runs fifteen queries, written."""
+    runs = read_table(sources, "runs")
+    step("metrics in tasks")
+    try:
+        tables = compute_in_tasks(spark, sources, runs)
+    except Exception as error:  # a data page that only the task's reader found broken
+        raise _trace_error(error, sources) from error
+    out.mkdir(parents=True, exist_ok=True)
+    step("writing metrics")
+    write_arrow_tables(tables, out)
+    written = {
+        name: spark.read.parquet(str(out / "metrics" / name))
+        for name in Metrics.__dataclass_fields__
+        if name not in ("first", "degrees")
+    }
+    result = Metrics(**written, first=None, degrees=None)
+    rows = sorted(
+        ({k: _clean(v) for k, v in row.items()} for row in tables["runs"].to_pylist()),
+        key=lambda row: (row["stack"], row["run_id"]),
+    )
+    step("plot data")
+    data = plot_data_of_tables(tables, runs, read_table(sources, "faults"))
+    figures = make_plots(data)
+    counted = [r["run_id"] for r in runs.to_pylist() if r["messages_mode"] == "counts"]
+    notes = [note] if (note := counts_note_of(counted)) else []
+    return result, rows, data, figures, notes
+
+
+def _finish(
+    sources: list[TraceSource],
+    trace: Trace,
+    result: Metrics,
+    rows: list[dict[str, Any]],
+    data: dict[str, Any],
+    figures: dict[str, go.Figure],
+    notes: list[tuple[str, str]],
+    out: Path,
+    *,
+    title: str | None,
+    report: bool,
+    static: bool,
+    step: Step,
+) -> Analysis:
+    """``summary.json`` and the report of an analysis's results."""
+    from pubmesh.analysis.report import charts_of, run_headline, write_report
+
     (out / "summary.json").write_text(
         json.dumps(
             {"sources": [str(s.root) for s in sources], "runs": rows}, indent=2, sort_keys=True

@@ -122,7 +122,7 @@ def inspect(root: Path | str) -> TraceSource:
         for path in files:
             _check_file(path, table, partitioned and path.parent != root / table)
 
-    runs = _read_runs(tables["runs"], partitioned)
+    runs = _read(tables["runs"], partitioned, "runs")
     if runs.num_rows == 0:
         raise TraceError(f"{root / 'runs'}: empty run (no rows); nothing to analyse")
     versions = runs.column("schema_version").to_pylist()
@@ -142,7 +142,18 @@ def inspect(root: Path | str) -> TraceSource:
     return TraceSource(root, partitioned, tables, run_ids, modes)
 
 
-def _read_runs(files: list[Path], partitioned: bool) -> pa.Table:
+def read_table(sources: list[TraceSource], table: str) -> pa.Table:
+    """Table ``table`` of every source, whole, with pyarrow (for the small ones: ``runs``,
+    ``faults``); an empty table where no source has it."""
+    parts = [
+        _read(source.tables[table], source.partitioned, table)
+        for source in sources
+        if source.tables.get(table)
+    ]
+    return pa.concat_tables(parts) if parts else SCHEMAS[table].empty_table()
+
+
+def _read(files: list[Path], partitioned: bool, name: str) -> pa.Table:
     parts = []
     for path in files:
         try:
@@ -152,7 +163,7 @@ def _read_runs(files: list[Path], partitioned: bool) -> pa.Table:
         if "run_id" not in table.column_names:
             run_id = path.parent.name.partition("=")[2] if partitioned else ""
             table = table.append_column("run_id", pa.array([run_id] * table.num_rows))
-        parts.append(table.select([f.name for f in SCHEMAS["runs"]]).cast(SCHEMAS["runs"]))
+        parts.append(table.select([f.name for f in SCHEMAS[name]]).cast(SCHEMAS[name]))
     return pa.concat_tables(parts)
 
 
