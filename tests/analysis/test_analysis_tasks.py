@@ -24,6 +24,9 @@ from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.runner import run_scenario
 from pubmesh.trace.schema import SCHEMAS
 
+# one worker builds the runs and both analyses once, for every test here
+pytestmark = pytest.mark.xdist_group("spark")
+
 #: (scenario, overrides): small runs that between them exercise every metric
 RUNS = {
     "gossip": (

@@ -159,7 +159,7 @@ def test_parameters_are_named_as_people_write_them_and_few_values_are_categories
         parameters=[FRACTION, VIEW],
         points=[{FRACTION: f, VIEW: v} for f in (0.0, 0.1, 0.5, 0.85) for v in (3, 4)],
     )
-    figures = comparison_plots(table, grid, ["reliability", "latency_p50"])
+    figures = comparison_plots(table.toPandas(), grid, ["reliability", "latency_p50"])
     by_view = figures[f"reliability against {VIEW}"]
     assert by_view.layout.xaxis.type == "category"  # 3 and 4: no 3.5 in between
     assert list(by_view.layout.xaxis.categoryarray) == ["3", "4"]

@@ -17,6 +17,7 @@ The job reads one or many run directories (or sweep datasets), computes the metr
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -36,7 +37,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pubmesh.analysis import charts, metrics, runtask
-from pubmesh.analysis.load import TraceSource, inspect, load, read_table
+from pubmesh.analysis.load import (
+    TraceSource,
+    check_distinct,
+    inspect,
+    load,
+    read_table,
+    spark_schema_of,
+)
 from pubmesh.analysis.metrics import Trace
 from pubmesh.errors import TraceError
 from pubmesh.stacks.base import StackSpec, available_stacks, get_stack
@@ -515,20 +523,21 @@ def compute_in_tasks(
     side; the tables come back to the driver as Arrow data, a run's after another's."""
     layers = non_overlay_layers()
     scenario = {r["run_id"]: r for r in runs.to_pylist()}
-    rows = [
-        (runtask.unit(
+    units = [
+        runtask.unit(
             run_id, partitioned, files, non_overlay_layers=layers,
             timeout_interval=timeout_interval(
                 scenario[run_id]["stack"], scenario[run_id]["scenario"]
             ),
-        ),)
+        )
         for run_id, partitioned, files, _ in run_units(sources)
     ]  # fmt: skip
-    frame = spark.createDataFrame(rows, "unit string")
-    if len(rows) > 1:
-        frame = frame.repartition(len(rows))
+    # one partition per run, each holding the run's index: the units travel with the task's
+    # function, and no local data is shipped or shuffled to spread them over the executors
+    ids = spark.range(0, len(units), 1, len(units))
+    function = functools.partial(runtask.task_of, units)
     got: dict[str, dict[str, pa.Table]] = {}
-    for row in frame.mapInArrow(runtask.task, "run_id string, table string, data binary").collect():
+    for row in ids.mapInArrow(function, "run_id string, table string, data binary").collect():
         got.setdefault(row["table"], {})[row["run_id"]] = runtask.from_ipc(row["data"])
     return {
         name: pa.concat_tables([got.get(name, {})[r] for r in sorted(got.get(name, {}))])
@@ -620,7 +629,9 @@ def write_tables(result: Metrics, out: Path) -> None:
 @dataclass
 class Analysis:
     sources: list[TraceSource]
-    trace: Trace
+    #: the trace as Spark DataFrames; None when the runs were analysed in tasks (which read
+    #: their own runs' files)
+    trace: Trace | None
     metrics: Metrics
     rows: list[dict[str, Any]]
     figures: dict[str, go.Figure]
@@ -694,13 +705,15 @@ def analyze(
     Spark plan (:func:`compute`), ``"auto"`` the first when every run is small
     (:func:`in_tasks`)."""
     sources = [r if isinstance(r, TraceSource) else inspect(r) for r in roots]
-    trace = load(spark, sources)
     out = out.resolve()  # a Spark Connect server writes it, from a directory of its own
     if engine not in ("auto", "tasks", "plan"):
         raise ValueError(f"engine {engine!r}: one of auto, tasks, plan")
+    trace = None
     if engine == "tasks" or (engine == "auto" and in_tasks(sources)):
+        check_distinct(sources)
         parts = _by_tasks(spark, sources, out, step)
     else:
+        trace = load(spark, sources)
         size = sum(source.size for source in sources)
         with shuffle_partitions(spark, size), static_plans(spark, size):
             parts = _by_plan(spark, sources, trace, out, step)
@@ -747,7 +760,9 @@ def _by_tasks(spark: SparkSession, sources: list[TraceSource], out: Path, step: 
     step("writing metrics")
     write_arrow_tables(tables, out)
     written = {
-        name: spark.read.parquet(str(out / "metrics" / name))
+        name: spark.read.schema(spark_schema_of(tables[name].schema)).parquet(
+            str(out / "metrics" / name)
+        )
         for name in Metrics.__dataclass_fields__
         if name not in ("first", "degrees")
     }
@@ -766,7 +781,7 @@ def _by_tasks(spark: SparkSession, sources: list[TraceSource], out: Path, step: 
 
 def _finish(
     sources: list[TraceSource],
-    trace: Trace,
+    trace: Trace | None,
     result: Metrics,
     rows: list[dict[str, Any]],
     data: dict[str, Any],

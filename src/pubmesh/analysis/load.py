@@ -61,10 +61,13 @@ def spark_type(arrow: pa.DataType) -> T.DataType:
     raise TypeError(f"no Spark type for {arrow}")
 
 
+def spark_schema_of(schema: pa.Schema) -> T.StructType:
+    """An Arrow schema as Spark's (every column nullable)."""
+    return T.StructType([T.StructField(f.name, spark_type(f.type), nullable=True) for f in schema])
+
+
 def spark_schema(table: str) -> T.StructType:
-    return T.StructType(
-        [T.StructField(f.name, spark_type(f.type), nullable=True) for f in SCHEMAS[table]]
-    )
+    return spark_schema_of(SCHEMAS[table])
 
 
 def _files(directory: Path) -> list[Path]:
@@ -167,8 +170,8 @@ def _read(files: list[Path], partitioned: bool, name: str) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def load(spark: SparkSession, sources: list[TraceSource]) -> Trace:
-    """The union of every source's tables as Spark DataFrames (empty where absent)."""
+def check_distinct(sources: list[TraceSource]) -> None:
+    """Refuse a run given twice (in two sources, or twice the same source)."""
     seen: dict[str, Path] = {}
     for source in sources:
         for run_id in source.run_ids:
@@ -177,6 +180,11 @@ def load(spark: SparkSession, sources: list[TraceSource]) -> Trace:
                     f"{source.root}: run {run_id} is also in {seen[run_id]}; give each run once"
                 )
             seen[run_id] = source.root
+
+
+def load(spark: SparkSession, sources: list[TraceSource]) -> Trace:
+    """The union of every source's tables as Spark DataFrames (empty where absent)."""
+    check_distinct(sources)
     frames: dict[str, DataFrame] = {}
     for table in TABLES:
         schema = spark_schema(table)

@@ -5,8 +5,10 @@ A Spark plan pays a fixed cost per query (planning, scheduling, a stage per shuf
 the data: the fifteen queries of :func:`pubmesh.analysis.job.compute` took 15 s on the
 README's 1,000-node run on a warm server, for a trace of 17 MB that pandas reads and reduces in
 a second. So a run whose trace is small (:data:`TASK_RUN_BYTES`) is analysed as one Spark
-task: the driver makes a DataFrame of one row per run (its files), ``mapInArrow`` hands each
-task its runs, and each returns every metric table of its run as Arrow data. Many runs (a
+task: the driver makes ``spark.range`` with one partition per run, ``mapInArrow`` hands
+each task its run's index into the runs' descriptions (:func:`unit`: where its files are),
+which travel with the task's function, and each task returns every metric table of its run
+as Arrow data. Many runs (a
 sweep) are as many tasks, side by side on every executor; a large run keeps the Spark plan,
 which spreads one run's rows over the cluster.
 
@@ -98,7 +100,7 @@ RESULT_SCHEMA = pa.schema([("run_id", _s), ("table", _s), ("data", pa.binary())]
 # The task
 # --------------------------------------------------------------------------------------------
 def unit(run_id: str, partitioned: bool, files: dict[str, list[str]], **context: Any) -> str:
-    """One row of the tasks' input: a run, where its tables' files are (for a sweep dataset,
+    """One run as a task reads it: where its tables' files are (for a sweep dataset,
     the files of its own ``run_id=`` partition; for a run directory, every file, the task
     keeping this run's rows) and what the driver knows of it (``non_overlay_layers``,
     ``timeout_interval``)."""
@@ -108,12 +110,12 @@ def unit(run_id: str, partitioned: bool, files: dict[str, list[str]], **context:
     )
 
 
-def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: for each input row (:func:`unit`), every metric table of its run
-    as rows of :data:`RESULT_SCHEMA`."""
+def task_of(units: Sequence[str], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body over ``spark.range`` ids: for each id, every metric table of the
+    run ``units[id]`` (:func:`unit`) as rows of :data:`RESULT_SCHEMA`."""
     for batch in batches:
-        for text in batch.column("unit").to_pylist():
-            spec = json.loads(text)
+        for index in batch.column("id").to_pylist():
+            spec = json.loads(units[index])
             tables = read_run(spec)
             out = run_metrics(
                 tables,
@@ -528,8 +530,11 @@ def per_publication(
     by_pub = got.groupby("pub_id", sort=False)
     ordered = _sorted(got[["pub_id", "t", "hops"]], ["pub_id", "t", "hops"])
     last = ordered.drop_duplicates("pub_id", keep="last").set_index("pub_id")["hops"]
-    latencies = {k: np.sort(v.dropna().to_numpy(dtype=float))
-                 for k, v in by_pub["latency"]}  # fmt: skip
+    values = got["latency"].to_numpy(dtype=float)
+    latencies: dict[Any, np.ndarray] = {}
+    for pub, rows in got.groupby("pub_id", sort=False).indices.items():
+        mine = values[rows]
+        latencies[pub] = np.sort(mine[~np.isnan(mine)])
     out = pubs[["run_id", "pub_id", "publisher", "topic", "t"]].copy()
     ids = out["pub_id"]
     out["expected"] = ids.map(expected).fillna(0)
@@ -725,20 +730,27 @@ def overlay_of(degrees: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame:
     from pubmesh.analysis.graph import diameter
     from pubmesh.analysis.metrics import EXACT_DIAMETER_MAX
 
-    edge_lists = {key: group for key, group in edges.groupby(["t", "topic"], sort=False)}
+    keys = ["t", "topic"]
+    ends_a, ends_b = edges["a"].to_numpy(), edges["b"].to_numpy()
+    edge_rows = edges.groupby(keys, sort=False).indices if len(edges) else {}
+    nodes, degree = degrees["node"].to_numpy(), degrees["degree"].to_numpy()
     rows = []
-    for (at, topic), group in degrees.groupby(["t", "topic"], sort=True, dropna=False):
-        vertices = sorted(int(v) for v in group["node"])
-        found = edge_lists.get((at, topic))
+    for key, at in sorted(
+        degrees.groupby(keys, sort=False, dropna=False).indices.items(),
+        key=lambda item: (item[0][0], str(item[0][1])),
+    ):
+        found = edge_rows.get(key)
         pairs = (
             []
             if found is None
-            else list(zip(found["a"].tolist(), found["b"].tolist(), strict=True))
+            else list(zip(ends_a[found].tolist(), ends_b[found].tolist(), strict=True))
         )
-        value, connected, exact = diameter(vertices, pairs, exact_limit=EXACT_DIAMETER_MAX)
-        degree = group["degree"]
-        rows.append((at, topic, len(group), int(degree.sum()) // 2, int(degree.max()),
-                     float(degree.mean()), value, connected, exact))  # fmt: skip
+        value, connected, exact = diameter(
+            sorted(nodes[at].tolist()), pairs, exact_limit=EXACT_DIAMETER_MAX
+        )
+        mine = degree[at]
+        rows.append((key[0], key[1], len(at), int(mine.sum()) // 2, int(mine.max()),
+                     float(mine.mean()), value, connected, exact))  # fmt: skip
     columns = ["t", "topic", "nodes", "edges", "degree_max", "degree_mean", "diameter",
                "connected", "diameter_exact"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
@@ -771,6 +783,8 @@ def edge_filters(snapshots: pd.DataFrame) -> dict[str, Any]:
     (metrics.edge_filters)."""
     rows = []
     for at, state in zip(snapshots["t"], snapshots["state"], strict=True):
+        if state is None or '"filters"' not in state:  # no such key: not parsed
+            continue
         parsed = _loads(state)
         filters = parsed.get("filters") if isinstance(parsed, dict) else None
         if not isinstance(filters, dict):

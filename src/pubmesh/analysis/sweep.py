@@ -609,13 +609,12 @@ def _extremes(grid: Grid, comparison: list[dict[str, Any]], failed: int = 0) -> 
     return text + (": " + "; ".join(parts) if parts else "") + "."
 
 
-def comparison_plots(table: Any, grid: Grid, present: list[str]) -> dict[str, Any]:
+def comparison_plots(frame: Any, grid: Grid, present: list[str]) -> dict[str, Any]:
     """Each compared metric against each swept parameter, one line per combination of the
-    other swept parameters (captioned Plotly figures); none for a metric whose means do not
-    vary between the points."""
+    other swept parameters (captioned Plotly figures), from :func:`compare`'s table as pandas;
+    none for a metric whose means do not vary between the points."""
     from pubmesh.analysis import charts
 
-    frame = table.toPandas()
     figures: dict[str, Any] = {}
     swept = [k for k in grid.parameters if len({str(p.get(k)) for p in grid.points}) > 1]
     for parameter in swept:
@@ -819,10 +818,13 @@ def run_sweep(
         raise UserError(f"{grid.path}: every one of the {len(results)} simulations failed")
     analysis = analyze(spark, [out / "traces"], out, report=False)
     table, present = compare(spark, grid, results, analysis.metrics.runs, analysis.rows)
+    # computed once (a join and an aggregate), then written, collected and drawn
+    table = table.localCheckpoint(eager=True)
     table.coalesce(1).write.mode("overwrite").parquet(str(out / "metrics" / "grid"))
     comparison = [row.asDict() for row in table.collect()]
-    compared = comparison_plots(table, grid, present)
-    lead = leading_captions(compared, grid, table.toPandas())
+    frame = table.toPandas()
+    compared = comparison_plots(frame, grid, present)
+    lead = leading_captions(compared, grid, frame)
     figures = {k: v for k, v in compared.items() if k not in lead} | analysis.figures
     overview: list[Any] = [("Comparison by grid point (mean and sd over seeds)",
                             point_table(grid, comparison, present))]  # fmt: skip
