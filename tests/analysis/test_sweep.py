@@ -4,6 +4,7 @@ analysis, a comparison per grid point, and failed tasks reported while the rest 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from rich.console import Console
 
 import support.probestacks  # noqa: F401  (registers the probe stack in this process only)
+from pubmesh.analysis.job import analyze
 from pubmesh.analysis.sweep import inert_section, load_grid, run_sweep
 from pubmesh.scenario.model import load_scenario
 from pubmesh.sim.runner import run_scenario
@@ -141,6 +143,31 @@ def test_a_sweep_trace_is_the_trace_pubmesh_sim_writes(sweep: Any, tmp_path: Pat
         direct = pq.read_table(tmp_path / "direct" / table).drop_columns(["run_id"])
         swept = pq.read_table(traces / table / f"run_id={result.run_id}")
         assert swept.equals(direct), f"{table} differs; replay: {task.replay()}"
+
+
+def test_each_run_is_analysed_in_the_task_that_simulated_it_as_its_dataset_would_be(
+    spark: Any, sweep: Any, tmp_path: Path
+) -> None:
+    """The sweep's tasks analyse their own runs (the sweep's analysis starts no task for
+    them); the tables are the ones an analysis of the dataset computes, and the comparison
+    is the mean and sample deviation of the runs' rows."""
+    ok = [r for r in sweep.results if r["ok"]]
+    assert ok and all(r["analysis_seconds"] > 0 and "metrics" not in r for r in ok)
+    again = analyze(spark, [sweep.analysis.sources[0].root], tmp_path / "again", report=False,
+                    engine="tasks")  # fmt: skip
+    assert again.rows == sweep.analysis.rows
+    out = sweep.analysis.sources[0].root.parent
+    for table in ("publications", "nodes", "node_messages", "overlay", "runs"):
+        assert pq.read_table(tmp_path / "again" / "metrics" / table).equals(
+            pq.read_table(out / "metrics" / table)
+        ), table
+    per_run = {r["run_id"]: r for r in sweep.analysis.rows}
+    for point in sweep.comparison:
+        runs = [per_run[r["run_id"]] for r in ok if r["point"] == point["point"]]
+        values = [r["reliability"] for r in runs]
+        assert point["runs"] == len(runs) == 2
+        assert point["reliability_mean"] == pytest.approx(statistics.mean(values), rel=1e-12)
+        assert point["reliability_std"] == pytest.approx(statistics.stdev(values), rel=1e-12)
 
 
 def test_comparison_has_a_row_per_point_with_mean_and_spread(sweep: Any) -> None:

@@ -164,7 +164,7 @@ def _cmd_spark(args: argparse.Namespace) -> int:
         )
         if args.warm_up:
             print(
-                "it now warms itself up with one analysis of a small run (40-60 s on two "
+                "it now warms itself up with one analysis of a small run (about 10 s on two "
                 "cores, in the background); `pubmesh spark status` says when it is warm"
             )
         return 0

@@ -516,11 +516,17 @@ def in_tasks(sources: Sequence[TraceSource], limit: int = runtask.TASK_RUN_BYTES
 
 
 def compute_in_tasks(
-    spark: SparkSession, sources: Sequence[TraceSource], runs: pa.Table
+    spark: SparkSession,
+    sources: Sequence[TraceSource],
+    runs: pa.Table,
+    done: dict[str, dict[str, bytes]] | None = None,
 ) -> dict[str, pa.Table]:
     """Every metric table (and the charts' ``cdf`` and ``degrees``) of every run, each run
     analysed in one Spark task (:mod:`pubmesh.analysis.runtask`), one task per run side by
-    side; the tables come back to the driver as Arrow data, a run's after another's."""
+    side; the tables come back to the driver as Arrow data, a run's after another's. ``done``
+    holds runs already analysed (run_id → :func:`runtask.analyse`'s tables: a sweep's tasks
+    analyse the run they simulate); no task runs for those."""
+    done = done or {}
     layers = non_overlay_layers()
     scenario = {r["run_id"]: r for r in runs.to_pylist()}
     units = [
@@ -531,14 +537,20 @@ def compute_in_tasks(
             ),
         )
         for run_id, partitioned, files, _ in run_units(sources)
+        if run_id not in done
     ]  # fmt: skip
+    got: dict[str, dict[str, pa.Table]] = {}
+    for run_id, encoded in done.items():
+        for name, data in encoded.items():
+            got.setdefault(name, {})[run_id] = runtask.from_ipc(data)
     # one partition per run, each holding the run's index: the units travel with the task's
     # function, and no local data is shipped or shuffled to spread them over the executors
-    ids = spark.range(0, len(units), 1, len(units))
-    function = functools.partial(runtask.task_of, units)
-    got: dict[str, dict[str, pa.Table]] = {}
-    for row in ids.mapInArrow(function, "run_id string, table string, data binary").collect():
-        got.setdefault(row["table"], {})[row["run_id"]] = runtask.from_ipc(row["data"])
+    if units:
+        ids = spark.range(0, len(units), 1, len(units))
+        function = functools.partial(runtask.task_of, units)
+        schema = "run_id string, table string, data binary"
+        for row in ids.mapInArrow(function, schema).collect():
+            got.setdefault(row["table"], {})[row["run_id"]] = runtask.from_ipc(row["data"])
     return {
         name: pa.concat_tables([got.get(name, {})[r] for r in sorted(got.get(name, {}))])
         if got.get(name) else schema.empty_table()
@@ -693,6 +705,7 @@ def analyze(
     static: bool = False,
     step: Step = _quiet,
     engine: str = "auto",
+    done: dict[str, dict[str, bytes]] | None = None,
 ) -> Analysis:
     """Check, load, compute and write ``metrics/`` and ``summary.json`` (and ``report.html``
     unless ``report`` is false: a sweep adds its comparison first; ``static``: PNG charts),
@@ -703,7 +716,8 @@ def analyze(
     ``step`` hears each of :func:`steps_for` as it starts. ``engine``: ``"tasks"`` analyses
     each run in one Spark task (:mod:`pubmesh.analysis.runtask`), ``"plan"`` all runs in one
     Spark plan (:func:`compute`), ``"auto"`` the first when every run is small
-    (:func:`in_tasks`)."""
+    (:func:`in_tasks`); with tasks, ``done`` holds runs already analysed
+    (:func:`compute_in_tasks`)."""
     sources = [r if isinstance(r, TraceSource) else inspect(r) for r in roots]
     out = out.resolve()  # a Spark Connect server writes it, from a directory of its own
     if engine not in ("auto", "tasks", "plan"):
@@ -711,7 +725,7 @@ def analyze(
     trace = None
     if engine == "tasks" or (engine == "auto" and in_tasks(sources)):
         check_distinct(sources)
-        parts = _by_tasks(spark, sources, out, step)
+        parts = _by_tasks(spark, sources, out, step, done)
     else:
         trace = load(spark, sources)
         size = sum(source.size for source in sources)
@@ -747,13 +761,19 @@ def _by_plan(
     return result, rows, data, figures, notes
 
 
-def _by_tasks(spark: SparkSession, sources: list[TraceSource], out: Path, step: Step) -> Parts:
+def _by_tasks(
+    spark: SparkSession,
+    sources: list[TraceSource],
+    out: Path,
+    step: Step,
+    done: dict[str, dict[str, bytes]] | None = None,
+) -> Parts:
     """The metrics with every run analysed in one Spark task (:func:`compute_in_tasks`), one
     Spark job where the plan runs fifteen queries, written."""
     runs = read_table(sources, "runs")
     step("metrics in tasks")
     try:
-        tables = compute_in_tasks(spark, sources, runs)
+        tables = compute_in_tasks(spark, sources, runs, done)
     except Exception as error:  # a data page that only the task's reader found broken
         raise _trace_error(error, sources) from error
     out.mkdir(parents=True, exist_ok=True)

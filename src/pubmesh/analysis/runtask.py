@@ -116,23 +116,30 @@ def task_of(units: Sequence[str], batches: Iterator[pa.RecordBatch]) -> Iterator
     for batch in batches:
         for index in batch.column("id").to_pylist():
             spec = json.loads(units[index])
-            tables = read_run(spec)
-            out = run_metrics(
-                tables,
-                non_overlay_layers=spec.get("non_overlay_layers", []),
-                timeout_interval=spec.get("timeout_interval"),
-            )
-            rows = []
-            for name, frame in out.items():
-                sink = pa.BufferOutputStream()
-                table = to_arrow(name, frame)
-                with pa.ipc.new_stream(sink, table.schema) as writer:
-                    writer.write_table(table)
-                rows.append((spec["run_id"], name, sink.getvalue().to_pybytes()))
+            encoded = analyse(spec)
+            rows = [(spec["run_id"], name, data) for name, data in encoded.items()]
             yield pa.RecordBatch.from_arrays(
                 [pa.array([r[i] for r in rows], t.type) for i, t in enumerate(RESULT_SCHEMA)],
                 schema=RESULT_SCHEMA,
             )
+
+
+def analyse(spec: dict[str, Any]) -> dict[str, bytes]:
+    """Every table of :data:`OUTPUT_SCHEMAS` of the run ``spec`` describes (:func:`unit`), each
+    as an Arrow IPC stream (:func:`from_ipc` reads it back)."""
+    out = run_metrics(
+        read_run(spec),
+        non_overlay_layers=spec.get("non_overlay_layers", []),
+        timeout_interval=spec.get("timeout_interval"),
+    )
+    encoded = {}
+    for name, frame in out.items():
+        sink = pa.BufferOutputStream()
+        table = to_arrow(name, frame)
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        encoded[name] = sink.getvalue().to_pybytes()
+    return encoded
 
 
 def read_run(spec: dict[str, Any]) -> dict[str, pd.DataFrame]:

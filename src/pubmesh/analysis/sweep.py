@@ -32,12 +32,14 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import math
 import re
 import shutil
 import threading
 import time
 import tomllib
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -271,8 +273,11 @@ def inert_section(grid: Grid) -> tuple[str, str] | None:
     )
 
 
-def run_task(task: Task, out: str) -> dict[str, Any]:
-    """Simulate one (point, seed) and move its trace into the partitioned dataset.
+def run_task(task: Task, out: str, layers: Sequence[str] = ()) -> dict[str, Any]:
+    """Simulate one (point, seed), analyse the run while its trace is at hand
+    (:func:`analyse_run`; ``layers`` are the snapshot layers that are not overlay edges) and
+    move its trace into the partitioned dataset. ``seconds`` is the simulation's time (and
+    the move's), ``analysis_seconds`` the analysis's.
 
     Runs on a Spark worker. Never raises: a failure comes back as ``ok = False``."""
     from pubmesh.scenario.model import parse_scenario
@@ -289,6 +294,9 @@ def run_task(task: Task, out: str) -> dict[str, Any]:
         if scratch.exists():
             shutil.rmtree(scratch)
         run = run_scenario(scenario, scratch)
+        analysing = time.perf_counter()
+        result["metrics"] = analyse_run(scratch, run_id, layers)
+        result["analysis_seconds"] = round(time.perf_counter() - analysing, 3)
         _move_into_dataset(scratch, Path(out) / "traces", run_id)
         result.update(ok=True, events=run.stats["events_processed"])
         (Path(out) / "runs").mkdir(parents=True, exist_ok=True)
@@ -300,8 +308,40 @@ def run_task(task: Task, out: str) -> dict[str, Any]:
             error=f"{type(error).__name__}: {error}",
             traceback=traceback.format_exc(limit=6),
         )
-    result["seconds"] = round(time.perf_counter() - started, 3)
+    spent = time.perf_counter() - started - result.get("analysis_seconds", 0.0)
+    result["seconds"] = round(spent, 3)
     return result
+
+
+def analyse_run(run_dir: Path, run_id: str, layers: Sequence[str]) -> dict[str, bytes] | None:
+    """The metric tables of the run just simulated into ``run_dir``, in the task that
+    simulated it (:func:`pubmesh.analysis.runtask.analyse`): the sweep's analysis then starts
+    no task of its own for it. None for a run too large for one task, or one whose analysis
+    failed here: the sweep's analysis then reads it from the dataset and says what is wrong."""
+    import pyarrow.parquet as pq
+
+    from pubmesh.analysis import runtask
+    from pubmesh.analysis.job import timeout_interval
+    from pubmesh.trace.schema import SCHEMAS
+
+    files = {
+        table: [str(p) for p in sorted((run_dir / table).glob("*.parquet"))]
+        for table in SCHEMAS
+        if (run_dir / table).is_dir()
+    }
+    if sum(Path(p).stat().st_size for paths in files.values() for p in paths) > (
+        runtask.TASK_RUN_BYTES
+    ):
+        return None
+    try:
+        run = pq.read_table(files["runs"][0]).to_pylist()[0]
+        spec = json.loads(runtask.unit(
+            run_id, False, files, non_overlay_layers=list(layers),
+            timeout_interval=timeout_interval(run["stack"], run["scenario"]),
+        ))  # fmt: skip
+        return runtask.analyse(spec)
+    except Exception:  # analysed again from the dataset, where an error is reported
+        return None
 
 
 def _move_into_dataset(run_dir: Path, dataset: Path, run_id: str) -> None:
@@ -328,7 +368,10 @@ def run_tasks(
     out_str = str(out.resolve())
     group = f"pubmesh-sweep-{time.time_ns()}"
     sc.setJobGroup(group, f"pubmesh sweep: {len(tasks)} simulations")
-    rdd = sc.parallelize(tasks, len(tasks)).map(lambda task: run_task(task, out_str))
+    from pubmesh.analysis.job import non_overlay_layers
+
+    layers = non_overlay_layers()
+    rdd = sc.parallelize(tasks, len(tasks)).map(lambda task: run_task(task, out_str, layers))
     results: list[dict[str, Any]] = []
     failure: list[BaseException] = []
 
@@ -394,12 +437,15 @@ def column_name(parameter: str) -> str:
 
 
 def compare(
-    spark: Any, grid: Grid, results: list[dict[str, Any]], runs: Any, run_rows: list[dict[str, Any]]
+    grid: Grid, results: list[dict[str, Any]], run_rows: list[dict[str, Any]]
 ) -> tuple[Any, list[str]]:
     """Per grid point: the swept values, the number of runs, and the mean and sample standard
-    deviation over seeds of each metric the runs have (a Spark job over the per-run metrics)."""
-    from pyspark.sql import functions as F
+    deviation over seeds of each metric the runs have (pandas, ordered by point), and those
+    metrics. One row a run goes in, whatever the runs' size: a few dozen rows, which a Spark
+    job took seconds to plan and run on a small sweep (issue 60)."""
+    import pandas as pd
 
+    keys = ["point"] + [column_name(k) for k in grid.parameters]
     rows = []
     for result in results:
         if not result.get("ok"):
@@ -408,20 +454,39 @@ def compare(
         rows.append(
             (result["run_id"], result["point"], *(str(values.get(k)) for k in grid.parameters))
         )
-    schema = "run_id string, point long" + "".join(
-        f", {column_name(k)} string" for k in grid.parameters
-    )
-    points = spark.createDataFrame(rows, schema)
+    points = pd.DataFrame(rows, columns=["run_id", *keys])
     present = [m for m in COMPARED if any(r.get(m) is not None for r in run_rows)]
-    aggregates = [F.count("*").alias("runs")]
+    metrics = pd.DataFrame(
+        [[r["run_id"], *(r.get(m) for m in present)] for r in run_rows],
+        columns=["run_id", *present],
+    )
+    joined = points.merge(metrics, on="run_id")
+    grouped = joined.groupby(keys, sort=False, dropna=False)
+    table = grouped.size().rename("runs").reset_index()
     for metric in present:
-        aggregates += [
-            F.avg(metric).alias(f"{metric}_mean"),
-            F.stddev_samp(metric).alias(f"{metric}_std"),
-        ]
-    keys = ["point"] + [column_name(k) for k in grid.parameters]
-    table = points.join(runs, ["run_id"]).groupBy(*keys).agg(*aggregates).orderBy("point")
-    return table, present
+        values = joined[metric].astype("float64").groupby([joined[k] for k in keys], sort=False)
+        table[f"{metric}_mean"] = values.mean().to_numpy()
+        table[f"{metric}_std"] = values.std(ddof=1).to_numpy()
+    return table.sort_values("point", kind="mergesort").reset_index(drop=True), present
+
+
+def write_grid(table: Any, path: Path) -> None:
+    """:func:`compare`'s table as ``metrics/grid`` (one Parquet file; NaN as null)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), path / "part-00000.parquet")
+
+
+def comparison_rows(table: Any) -> list[dict[str, Any]]:
+    """:func:`compare`'s table as rows of Python values (None where a value is missing)."""
+    return [
+        {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+        for row in table.astype(object).to_dict("records")
+    ]
 
 
 def _numeric(values: Any) -> Any:
@@ -813,18 +878,19 @@ def run_sweep(
             f"[red]task {task.index} failed[/] (point {shown}, seed {task.seed}): "
             f"{failure['error']}\n  replay: {failure['replay']}"
         )
+    done = {}  # the runs the tasks analysed (tables as Arrow data: not for tasks.json)
+    for task_result in results:
+        if tables := task_result.pop("metrics", None):
+            done[task_result["run_id"]] = tables
     (out / "tasks.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     if len(failures) == len(results):
         raise UserError(f"{grid.path}: every one of the {len(results)} simulations failed")
-    analysis = analyze(spark, [out / "traces"], out, report=False)
-    table, present = compare(spark, grid, results, analysis.metrics.runs, analysis.rows)
-    # computed once (a join and an aggregate), then written, collected and drawn
-    table = table.localCheckpoint(eager=True)
-    table.coalesce(1).write.mode("overwrite").parquet(str(out / "metrics" / "grid"))
-    comparison = [row.asDict() for row in table.collect()]
-    frame = table.toPandas()
-    compared = comparison_plots(frame, grid, present)
-    lead = leading_captions(compared, grid, frame)
+    analysis = analyze(spark, [out / "traces"], out, report=False, done=done)
+    table, present = compare(grid, results, analysis.rows)
+    write_grid(table, out / "metrics" / "grid")
+    comparison = comparison_rows(table)
+    compared = comparison_plots(table, grid, present)
+    lead = leading_captions(compared, grid, table)
     figures = {k: v for k, v in compared.items() if k not in lead} | analysis.figures
     overview: list[Any] = [("Comparison by grid point (mean and sd over seeds)",
                             point_table(grid, comparison, present))]  # fmt: skip
