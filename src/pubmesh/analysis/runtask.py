@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pubmesh.trace.schema import SCHEMAS
@@ -142,8 +143,9 @@ def analyse(spec: dict[str, Any]) -> dict[str, bytes]:
     return encoded
 
 
-def read_run(spec: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """The run's trace tables as pandas frames (every trace v1 table; empty where absent).
+def read_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """The run's trace tables as pandas frames, but the messages as an Arrow table (every
+    trace v1 table; empty where absent).
     A file that cannot be read is named in the error, which Spark carries to the driver."""
     run_id = spec["run_id"]
     frames = {}
@@ -159,11 +161,24 @@ def read_run(spec: dict[str, Any]) -> dict[str, pd.DataFrame]:
             got = got.select(schema.names).cast(schema)
             parts.append(got)
         whole = pa.concat_tables(parts) if parts else schema.empty_table()
-        frame = whole.to_pandas(types_mapper=_nullable)
         if not spec["partitioned"]:
-            frame = frame[frame["run_id"] == run_id].reset_index(drop=True)
-        frames[table] = frame
+            whole = whole.filter(pc.equal(whole["run_id"], run_id))
+        # the messages stay Arrow (the largest table by far): their totals are Arrow
+        # aggregates, and only the rows a metric reads one by one become pandas
+        frames[table] = whole if table == "messages" else _frame(whole)
     return frames
+
+
+def _frame(table: pa.Table) -> pd.DataFrame:
+    return table.to_pandas(types_mapper=_nullable)
+
+
+def _count(table: pa.Table, keys: list[str], name: str) -> pa.Table:
+    """Rows of ``table`` per ``keys`` (a null key is a group, as in Spark), as ``name``."""
+    counted = table.group_by(keys).aggregate([("t_send", "count", pc.CountOptions(mode="all"))])
+    return counted.rename_columns(
+        [name if c == "t_send_count" else c for c in counted.column_names]
+    )
 
 
 def _nullable(arrow: pa.DataType) -> Any:
@@ -571,8 +586,8 @@ def payload_messages(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """(payload_messages, payload_received, false_positives) by pub_id
     (metrics.payload_messages)."""
     m = t["messages"]
-    payload = m[m["payload"].fillna(False).astype(bool) & m["pub_id"].notna()]
-    payload = payload[["pub_id", "src", "dst", "t_recv"]]
+    wanted = pc.and_(pc.fill_null(m["payload"], False), pc.is_valid(m["pub_id"]))
+    payload = _frame(m.filter(wanted).select(["pub_id", "src", "dst", "t_recv"]))
     used = pd.concat(
         [
             t["deliveries"][["pub_id", "node"]],
@@ -619,14 +634,16 @@ def message_totals(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     (metrics.message_totals)."""
     keys = ["node", "type", "layer", "payload"]
     m = t["messages"]
-    by_src = (
-        m.rename(columns={"src": "node"})
-        .groupby(keys, dropna=False)
-        .agg(sent=("t_send", "size"), bytes_sent=("bytes", "sum"))
-        .reset_index()
+    sent = m.group_by(["src", "type", "layer", "payload"]).aggregate(
+        [("t_send", "count", pc.CountOptions(mode="all")), ("bytes", "sum")]
     )
-    received = m[m["t_recv"].notna()].rename(columns={"dst": "node"})
-    by_dst = received.groupby(keys, dropna=False).size().rename("received").reset_index()
+    by_src = _frame(sent).rename(
+        columns={"src": "node", "t_send_count": "sent", "bytes_sum": "bytes_sent"}
+    )
+    by_src["bytes_sent"] = by_src["bytes_sent"].fillna(0)
+    received = m.filter(pc.is_valid(m["t_recv"]))
+    by_dst = _frame(_count(received, ["dst", "type", "layer", "payload"], "received"))
+    by_dst = by_dst.rename(columns={"dst": "node"})
     counts = t["message_counts"]
     counted = counts.groupby(keys, dropna=False)[["sent", "received", "bytes_sent"]].sum()
     parts = [by_src, by_dst, counted.reset_index()]
@@ -643,13 +660,8 @@ def messages_per_second(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """(run_id, second, type, layer, payload, sent) (metrics.messages_per_second)."""
     keys = ["second", "type", "layer", "payload"]
     m = t["messages"]
-    full = (
-        m.assign(second=np.floor(m["t_send"].astype(float)))
-        .groupby(keys, dropna=False)
-        .size()
-        .rename("sent")
-        .reset_index()
-    )
+    seconds = m.append_column("second", pc.cast(pc.floor(m["t_send"]), pa.int64()))
+    full = _frame(_count(seconds, keys, "sent"))
     counted = t["message_counts"].groupby(keys, dropna=False)["sent"].sum().reset_index()
     out = pd.concat([p for p in (full, counted) if not p.empty] or [full], ignore_index=True)
     out.insert(0, "run_id", t["runs"]["run_id"].iloc[0])
@@ -875,10 +887,14 @@ def config_requests(
     if open_subs[open_subs["t_end"].isna()].empty:
         return None
     m, counts = t["messages"], t["message_counts"]
-    full = m[(m["type"] == "ConfigurationRequest") & (m["t_send"] >= convergence)]
+    full = m.filter(
+        pc.and_(
+            pc.equal(m["type"], "ConfigurationRequest"), pc.greater_equal(m["t_send"], convergence)
+        )
+    )
     counted = counts[(counts["type"] == "ConfigurationRequest")
                      & (counts["second"].astype(float) >= convergence)]  # fmt: skip
-    requests = len(full) + int(counted["sent"].sum())
+    requests = full.num_rows + int(counted["sent"].sum())
     intervals = (duration - convergence) / timeout_interval
     if not (intervals > 0 and topics > 0):
         return None
