@@ -43,6 +43,8 @@ RUNS = {
     ),
     "clique": ("clique_corrupted", ["run.nodes=12", "workload.publications=20"]),
     "d2g": ("d2g_corrupted", ["run.nodes=16", "workload.publications=20"]),
+    # nothing published: every per-publication figure empty, the run's row still whole
+    "silent": ("paper004", ["workload.publications=0"]),
 }
 #: the rows' keys per table
 KEYS = {
@@ -116,6 +118,7 @@ def test_every_metric_table_is_the_same_in_tasks_as_in_the_spark_plan(both: Any)
     out, plan, tasks = both
     assert len(plan.rows) == len(RUNS) and len({r["stack"] for r in plan.rows}) == 6
     assert any(r["run_id"].startswith("brokertree_recover") for r in plan.rows)
+    assert [r["publications"] for r in tasks.rows if r["run_id"].startswith("paper004-")] == [0]
     found = []
     for name in KEYS:
         p_table = pq.read_table(out / "plan" / "metrics" / name)

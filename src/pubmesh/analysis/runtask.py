@@ -533,7 +533,9 @@ def expected_pairs(
             parts.append(pd.DataFrame({"pub_id": np.concatenate(found_pubs),
                                        "node": np.concatenate(found_nodes)}))  # fmt: skip
     if not parts:
-        return pd.DataFrame({"pub_id": pd.Series([], "Int64"), "node": pd.Series([], "Int64")})
+        return pd.DataFrame(
+            {"pub_id": pd.Series([], dtype="Int64"), "node": pd.Series([], dtype="Int64")}
+        )
     pairs = pd.concat(parts, ignore_index=True).astype({"pub_id": "Int64", "node": "Int64"})
     return pairs.drop_duplicates().reset_index(drop=True)
 
