@@ -45,11 +45,9 @@ from pubmesh.analysis.load import (
     read_table,
     spark_schema_of,
 )
-from pubmesh.analysis.metrics import Trace
+from pubmesh.analysis.metrics import CDF_POINTS, Trace
 from pubmesh.errors import TraceError
 from pubmesh.stacks.base import StackSpec, available_stacks, get_stack
-
-CDF_POINTS = [i / 100 for i in range(101)]
 
 #: an analysis's steps in order, each announced to the caller's ``step`` callback as it starts
 #: (:class:`pubmesh.analysis.progress.AnalysisProgress` draws them as a bar)
@@ -82,14 +80,12 @@ class Metrics:
     degrees: DataFrame | None
 
     def tables(self) -> dict[str, DataFrame]:
-        return {
-            "publications": self.publications,
-            "nodes": self.nodes,
-            "node_messages": self.node_messages,
-            "overlay": self.overlay,
-            "messages_per_second": self.messages_per_second,
-            "runs": self.runs,
-        }
+        """The tables written to ``metrics/`` (:data:`WRITTEN`), by name."""
+        return {name: getattr(self, name) for name in WRITTEN}
+
+
+#: the metric tables an analysis writes to ``metrics/<name>``
+WRITTEN = ("publications", "nodes", "node_messages", "overlay", "messages_per_second", "runs")
 
 
 def timeout_intervals(spark: SparkSession, trace: Trace) -> DataFrame:
@@ -623,9 +619,7 @@ def write_arrow_tables(tables: dict[str, pa.Table], out: Path) -> None:
     replaced (as Spark's ``overwrite``)."""
     import shutil
 
-    for name in Metrics.__dataclass_fields__:
-        if name in ("first", "degrees"):
-            continue
+    for name in WRITTEN:
         directory = out / "metrics" / name
         if directory.exists():
             shutil.rmtree(directory)
@@ -783,8 +777,7 @@ def _by_tasks(
         name: spark.read.schema(spark_schema_of(tables[name].schema)).parquet(
             str(out / "metrics" / name)
         )
-        for name in Metrics.__dataclass_fields__
-        if name not in ("first", "degrees")
+        for name in WRITTEN
     }
     result = Metrics(**written, first=None, degrees=None)
     rows = sorted(

@@ -125,7 +125,7 @@ def inspect(root: Path | str) -> TraceSource:
         for path in files:
             _check_file(path, table, partitioned and path.parent != root / table)
 
-    runs = _read(tables["runs"], partitioned, "runs")
+    runs = read_files(tables["runs"], partitioned, "runs")
     if runs.num_rows == 0:
         raise TraceError(f"{root / 'runs'}: empty run (no rows); nothing to analyse")
     versions = runs.column("schema_version").to_pylist()
@@ -149,14 +149,17 @@ def read_table(sources: list[TraceSource], table: str) -> pa.Table:
     """Table ``table`` of every source, whole, with pyarrow (for the small ones: ``runs``,
     ``faults``); an empty table where no source has it."""
     parts = [
-        _read(source.tables[table], source.partitioned, table)
+        read_files(source.tables[table], source.partitioned, table)
         for source in sources
         if source.tables.get(table)
     ]
     return pa.concat_tables(parts) if parts else SCHEMAS[table].empty_table()
 
 
-def _read(files: list[Path], partitioned: bool, name: str) -> pa.Table:
+def read_files(files: list[Path], partitioned: bool, name: str) -> pa.Table:
+    """Table ``name``'s ``files`` (of a sweep dataset's partitions when ``partitioned``: their
+    run_id from the partition's path), in trace v1's columns and types; a file pyarrow cannot
+    read is one :class:`TraceError` naming it."""
     parts = []
     for path in files:
         try:

@@ -71,6 +71,8 @@ from pyspark.sql import types as T
 
 INFINITY = float("inf")
 PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+#: the quantiles the report's latency CDF is drawn at
+CDF_POINTS = [i / 100 for i in range(101)]
 
 
 @dataclass(frozen=True)

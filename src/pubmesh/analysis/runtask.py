@@ -24,24 +24,30 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+import operator
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from pubmesh.analysis.load import read_files
+from pubmesh.analysis.metrics import (
+    CDF_POINTS,
+    EVENT_COUNTS,
+    EXACT_DIAMETER_MAX,
+    INFINITY,
+    PERCENTILES,
+)
 from pubmesh.trace.schema import SCHEMAS
 
 #: a run whose trace holds at most this many bytes of Parquet is analysed in one task
 #: (pandas holds it in a few times that in memory); a larger one by the Spark plan
 TASK_RUN_BYTES = 64 * 1024 * 1024
 
-INFINITY = float("inf")
-PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
-CDF_POINTS = [i / 100 for i in range(101)]
 
 _l, _d, _s, _b, _i = pa.int64(), pa.float64(), pa.string(), pa.bool_(), pa.int32()
 #: the metric tables' columns and types, as the Spark plan writes them
@@ -145,24 +151,17 @@ def analyse(spec: dict[str, Any]) -> dict[str, bytes]:
 
 def read_run(spec: dict[str, Any]) -> dict[str, Any]:
     """The run's trace tables as pandas frames, but the messages as an Arrow table (every
-    trace v1 table; empty where absent).
+    trace v1 table; empty where absent), read as :func:`pubmesh.analysis.load.read_files`
+    reads them.
     A file that cannot be read is named in the error, which Spark carries to the driver."""
     run_id = spec["run_id"]
     frames = {}
     for table, schema in SCHEMAS.items():
-        parts = []
-        for path in spec["files"].get(table, []):
-            try:
-                got = pq.read_table(path)
-            except (pa.ArrowException, OSError) as error:
-                raise ValueError(f"{path}: Spark cannot read it ({error})") from None
-            if "run_id" not in got.column_names:
-                got = got.append_column("run_id", pa.array([run_id] * got.num_rows, _s))
-            got = got.select(schema.names).cast(schema)
-            parts.append(got)
-        whole = pa.concat_tables(parts) if parts else schema.empty_table()
-        if not spec["partitioned"]:
-            whole = whole.filter(pc.equal(whole["run_id"], run_id))
+        paths = [Path(p) for p in spec["files"].get(table, [])]
+        whole = read_files(paths, spec["partitioned"], table) if paths else schema.empty_table()
+        # a run directory's files hold every run of it; a sweep dataset's partition only its
+        # own, but a file beside the partitions holds any
+        whole = whole.filter(pc.equal(whole["run_id"], run_id))
         # the messages stay Arrow (the largest table by far): their totals are Arrow
         # aggregates, and only the rows a metric reads one by one become pandas
         frames[table] = whole if table == "messages" else _frame(whole)
@@ -368,6 +367,14 @@ def _number(text: str | None) -> float | None:
         return None
 
 
+#: the comparison operators of the filter language, for two numbers, two texts or a column of
+#: numbers against one
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+    "eq": operator.eq, "ne": operator.ne,
+}  # fmt: skip
+
+
 def _satisfied(op: str, value: str | None, actual: str | None) -> bool:
     """metrics._satisfied for one constraint and one attribute value."""
     if actual is None:
@@ -387,13 +394,11 @@ def _satisfied(op: str, value: str | None, actual: str | None) -> bool:
             if (x_num == a_num) if (x_num is not None and a_num is not None) else (x == actual):
                 return True
         return False
-    if op not in ("lt", "le", "gt", "ge", "eq", "ne") or value is None:
+    if op not in _COMPARE or value is None:
         return False
     v_num = _number(value)
     a, v = (a_num, v_num) if a_num is not None and v_num is not None else (actual, value)
-    return bool(
-        {"lt": a < v, "le": a <= v, "gt": a > v, "ge": a >= v, "eq": a == v, "ne": a != v}[op]  # type: ignore[operator]
-    )
+    return bool(_COMPARE[op](a, v))
 
 
 def _constraints(filter_text: str) -> list[tuple[str, str, str | None]] | None:
@@ -475,12 +480,6 @@ class _Matcher:
         for i in np.flatnonzero(~numeric):
             out[i] = texts[i] is not None and texts[i] in as_texts
         return out
-
-
-_COMPARE = {
-    "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-    "eq": np.equal, "ne": np.not_equal,
-}  # fmt: skip
 
 
 def expected_pairs(
@@ -749,7 +748,6 @@ def overlay_of(degrees: pd.DataFrame, edges: pd.DataFrame) -> pd.DataFrame:
     """(run_id, t, topic, nodes, edges, degree_max, degree_mean, diameter, connected,
     diameter_exact) per snapshot graph (metrics.overlay_of)."""
     from pubmesh.analysis.graph import diameter
-    from pubmesh.analysis.metrics import EXACT_DIAMETER_MAX
 
     keys = ["t", "topic"]
     ends_a, ends_b = edges["a"].to_numpy(), edges["b"].to_numpy()
@@ -835,13 +833,6 @@ def convergence_time(checks: pd.DataFrame) -> float | None:
     if bad.any():
         good &= ok.index > ok.index[bad.to_numpy()].max()
     return float(ok.index[good.to_numpy()].min()) if good.any() else None
-
-
-EVENT_COUNTS = (
-    ("stalls", "brokertree.stalled"),
-    ("tagged", "brokertree.tagged"),
-    ("safety_drops", "brokertree.late"),
-)
 
 
 def event_metrics(events: pd.DataFrame) -> dict[str, Any]:
