@@ -31,7 +31,7 @@ from pubmesh.net.identity import (
     load_identity,
 )
 from support.hostile import read_frame
-from support.identity import STACK, free_port, identity_node, keyless_env
+from support.identity import STACK, api_pair, identity_node, keyless_env
 from support.netnode import NodeProcess, node_env
 
 
@@ -276,20 +276,8 @@ def test_identity_mode_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path)
 def test_the_python_api_runs_in_identity_mode(tmp_path: Path) -> None:
     import asyncio
 
-    from pubmesh.api import Node
-
-    init_authority(tmp_path / "ca")
-    addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
-    for i, address in enumerate(addresses):
-        issue(tmp_path / "ca", address, tmp_path / f"n{i}")
-
     async def main() -> None:
-        async with (
-            Node(STACK, listen=addresses[0], identity=tmp_path / "n0") as contact,
-            Node(
-                STACK, listen=addresses[1], contact=contact.address, identity=tmp_path / "n1"
-            ) as member,
-        ):
+        async with api_pair(tmp_path) as (contact, member):
             news = await contact.subscribe("news")
             await member.subscribe("news")
             sent: set[int] = set()

@@ -12,6 +12,7 @@ it can sign as that publisher without running it).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -32,8 +33,11 @@ from pubmesh.net.signing import (
     bound_pub_id,
     content_digest,
     credential_of,
+    leaf_hash,
+    merkle_tree,
     nacl_key,
     sign,
+    signed_bytes,
 )
 from pubmesh.net.transport import SIGNATURE, TAG_SIGNED
 from pubmesh.proto.brokertree.messages import Pub as BrokerPub
@@ -42,7 +46,7 @@ from pubmesh.proto.clique.messages import Pub as CliquePub
 from pubmesh.proto.core import MESSAGE_TAGS, Message
 from pubmesh.proto.gossip.plumtree import Gossip
 from pubmesh.proto.skipring.messages import PublishNew
-from support.identity import free_port, identity_node
+from support.identity import api_pair, free_port, identity_node
 from support.insider import insider_link
 
 pytestmark = pytest.mark.xdist_group("net_signing")
@@ -308,14 +312,29 @@ def test_an_insider_cannot_forge_alter_or_suppress_a_publication(tmp_path: Path)
         subscriber.stop()
 
 
+def _block(size: int, index: int, hashes: int, cert_size: int) -> bytes:
+    """A signature block as a frame carries it (framing docstring), with junk values."""
+    return SIGNATURE.pack(1, b"n" * 8, 0, b"s" * 64, size, index, hashes, cert_size)
+
+
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
         (b"\x00" * 4, "truncated-frame"),
-        (SIGNATURE.pack(1, b"n" * 8, 0, b"s" * 64, 5000) + b"x" * 5000, "oversized-certificate"),
-        (SIGNATURE.pack(1, b"n" * 8, 0, b"s" * 64, 300) + b"x" * 20, "truncated-frame"),
+        (_block(1, 0, 0, 5000) + b"x" * 5000, "oversized-certificate"),
+        (_block(1, 0, 0, 300) + b"x" * 20, "truncated-frame"),
+        (_block(1, 0, 9, 0) + b"h" * 9 * 32, "oversized-batch"),
+        (_block(257, 0, 1, 0) + b"h" * 32, "oversized-batch"),
+        (_block(4, 1, 2, 0) + b"h" * 40, "truncated-frame"),
     ],
-    ids=["short-block", "huge-certificate", "certificate-cut-short"],
+    ids=[
+        "short-block",
+        "huge-certificate",
+        "certificate-cut-short",
+        "path-too-long",
+        "batch-too-large",
+        "path-cut-short",
+    ],
 )
 def test_a_malformed_signature_block_closes_that_link_only(
     tmp_path: Path, payload: bytes, reason: str
@@ -355,9 +374,9 @@ def test_a_private_key_reads_back_as_the_one_that_signs(tmp_path: Path) -> None:
     # libsodium signs with it what OpenSSL (the certificate's key) verifies, and back
     message = Gossip(topic="t", pub_id=1, round=0, payload=b"p")
     t_us = int(time.time() * 1e6)
-    signed_bytes = (
-        b"pubmesh publication\0" + t_us.to_bytes(8, "big") + content_digest(message, identity.node)
-    )
+    # a batch of one: its root is the leaf, SHA-256 over 0x00 and the content digest
+    root = hashlib.sha256(b"\0" + content_digest(message, identity.node)).digest()
+    signed_bytes = b"pubmesh publication batch\0" + t_us.to_bytes(8, "big") + b"\0\1" + root
     value = sign(nacl_key(key), message, identity.node, t_us)
     identity.certificate.public_key().verify(value, signed_bytes)
     other = key.sign(signed_bytes)
@@ -369,3 +388,197 @@ def test_a_private_key_reads_back_as_the_one_that_signs(tmp_path: Path) -> None:
         == "id-not-bound"
     )  # the signature passes; the id 1 is bound to nobody
     credential.key.verify(signed_bytes, other)
+
+
+# ------------------------------------------------------------------------ batches (issue 61)
+
+
+def _batch(signer: Signer, payloads: list[bytes]) -> list[tuple[Gossip, Signed]]:
+    """``signer``'s publications of ``payloads`` signed as one batch (one Merkle root)."""
+    messages = [
+        Gossip(topic="news", pub_id=signer.new_pub_id(), round=0, payload=p) for p in payloads
+    ]
+    signed = signer.sign_batch(list(messages))
+    assert [s.index for s, _ in signed] == list(range(len(payloads)))
+    return [(m, s) for m, (s, _digest) in zip(messages, signed, strict=True)]
+
+
+def test_a_batch_is_one_signature_and_each_copy_is_held_to_its_own_leaf(
+    members: dict[str, Any],
+) -> None:
+    """Merkle batches: the publisher signs five publications with one signature; a node
+    checks that signature once for the five, yet every copy is held to its own leaf, its own
+    place and its own path: a forged path, an altered payload or a misplaced leaf is refused
+    even once the batch's root is known to be good."""
+    publisher: Signer = members["publisher"]
+    before = publisher.signatures
+    batch = _batch(publisher, [b"a", b"b", b"c", b"d", b"e"])
+    assert publisher.signatures == before + 1
+    assert len({s.value for _, s in batch}) == 1 and {s.size for _, s in batch} == {5}
+    receiver = Verifier(members["insider"], started=0.0)
+    for message, signed in batch:
+        assert receiver.check(message, signed) is None
+    assert receiver.checks == 1, "one Ed25519 check for the batch"
+
+    fresh = Verifier(members["insider"], started=0.0)  # nothing known yet, then the root
+    (m0, s0), (m1, s1), (m2, s2), (m3, s3), (m4, s4) = batch
+    assert fresh.check(m0, s0) is None and fresh.checks == 1
+    # another leaf's path under this copy: another root, whose signature does not verify
+    assert fresh.check(m1, replace(s1, path=s2.path, index=s2.index)) == "bad-signature"
+    # the right path, the wrong place
+    assert fresh.check(m1, replace(s1, index=2)) == "bad-signature"
+    # a path of the wrong length for its place, or a place outside the batch: no check spent
+    checks = fresh.checks
+    assert fresh.check(m1, replace(s1, path=s1.path + s1.path[:32])) == "bad-path"
+    assert fresh.check(m1, replace(s1, index=5)) == "bad-path"
+    assert fresh.check(m4, replace(s4, size=4)) == "bad-path"
+    assert fresh.check(m1, replace(s1, path=s1.path[:-32])) == "bad-path"
+    assert fresh.checks == checks
+    # an altered payload under a genuine path, the root already verified: another leaf
+    altered = Gossip(topic="news", pub_id=m2.pub_id, round=0, payload=b"altered")
+    assert fresh.check(altered, s2) == "bad-signature"
+    # none of it took an id: the genuine copies pass, with no further check
+    checks = fresh.checks
+    for message, signed in ((m1, s1), (m2, s2), (m3, s3), (m4, s4)):
+        assert fresh.check(message, signed) is None
+    assert fresh.checks == checks
+
+
+def test_a_root_signed_by_one_member_never_vouches_for_anothers_publication(
+    members: dict[str, Any],
+) -> None:
+    """An insider signs a batch of its own that covers a publication under the publisher's
+    id: it cannot bind that id to itself, and naming the publisher instead puts the root under
+    the publisher's key, which did not sign it, whether or not this node knows the insider's
+    root already."""
+    publisher: Signer = members["publisher"]
+    insider: Signer = members["insider"]
+    genuine = _batch(publisher, [b"genuine"])[0]
+    receiver = Verifier(Signer(0, _fresh_key(), members["credential"]), started=0.0)
+    # the insider's batch: one honest publication of its own, and the publisher's id
+    own = Gossip(topic="news", pub_id=insider.new_pub_id(), round=0, payload=b"own")
+    taken = Gossip(topic="news", pub_id=genuine[0].pub_id, round=0, payload=b"taken")
+    digests = [content_digest(own, insider.node), content_digest(taken, insider.node)]
+    root, paths = merkle_tree([leaf_hash(d) for d in digests])
+    signed_own = insider.sign_batch([own])[0][0]  # draws nothing new: the id is the insider's
+    t_us = signed_own.t_us
+    value = bytes(insider._key.sign(signed_bytes(root, 2, t_us)).signature)
+    credential = members["insider_credential"]
+    as_itself = Signed(insider.node, signed_own.nonce, t_us, value, credential, 2, 1, paths[1])
+    assert receiver.check(taken, as_itself) == "id-not-bound"
+    as_publisher = Signed(
+        publisher.node, genuine[1].nonce, t_us, value, members["credential"], 2, 1, paths[1]
+    )
+    # the insider's own copy of that batch passes (it is the insider's), so its root is known
+    own_copy = Signed(insider.node, signed_own.nonce, t_us, value, credential, 2, 0, paths[0])
+    assert receiver.check(own, own_copy) is None
+    assert receiver.check(taken, as_publisher) == "bad-signature"
+    # and the publisher's own copy still passes
+    assert receiver.check(*genuine) is None
+
+
+def _fresh_key() -> Any:
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    return ed25519.Ed25519PrivateKey.generate()
+
+
+def test_a_batch_split_across_links_is_checked_once_and_forgeries_among_it_refused(
+    tmp_path: Path,
+) -> None:
+    """A publisher's batch of four reaches a node over two members' links, two copies each,
+    after forgeries of its copies on the first link (another copy's path, an altered payload
+    under a genuine path, a place outside the batch): the four genuine copies are delivered
+    for one Ed25519 check, the forgeries refused, counted and never delivered."""
+    authority = tmp_path / "ca"
+    init_authority(authority)
+    subscriber = identity_node(tmp_path, authority, "subscriber")
+    publisher, _credential = _member(tmp_path, authority, "publisher")
+    insider, _ = _member(tmp_path, authority, "insider")
+    relay, _ = _member(tmp_path, authority, "relay")
+    try:
+        assert subscriber.command({"op": "subscribe", "topic": "news"})["ok"]
+        batch = _batch(publisher, [b"p0", b"p1", b"p2", b"p3"])
+        (m0, s0), (m1, s1), (m2, s2), (m3, s3) = batch
+        altered = Gossip(topic="news", pub_id=m2.pub_id, round=0, payload=b"forged")
+        before = subscriber.mark()
+        checks_before = subscriber.command({"op": "stats"})["stats"]["signature_checks"]
+        with (
+            insider_link(tmp_path / "insider", insider.node, subscriber.address) as first,
+            insider_link(tmp_path / "relay", relay.node, subscriber.address) as second,
+        ):
+            first(
+                [
+                    (m3, replace(s3, path=s0.path, index=0), True),  # another copy's path
+                    (altered, s2, False),  # an altered payload under its genuine path
+                    (m1, replace(s1, index=4), False),  # outside the batch
+                    (m0, s0, False),
+                    (m1, s1, False),
+                ]
+            )
+            # the forgeries are judged before any genuine copy of theirs arrives on the other
+            # link (a copy identical in content to a verified one is a duplicate, not a forgery)
+            for message, _signed in batch[:2]:
+                subscriber.wait_event(
+                    lambda r, i=message.pub_id: r.get("event") == "deliver" and r["pub_id"] == i,
+                    15,
+                    f"publication {message.pub_id}",
+                    before,
+                )
+            second([(m2, s2, True), (m3, s3, False)])
+            for message, _signed in batch[2:]:
+                subscriber.wait_event(
+                    lambda r, i=message.pub_id: r.get("event") == "deliver" and r["pub_id"] == i,
+                    15,
+                    f"publication {message.pub_id}",
+                    before,
+                )
+        deliveries = [r for r in subscriber.records[before:] if r.get("event") == "deliver"]
+        assert sorted(r["payload"] for r in deliveries) == ["p0", "p1", "p2", "p3"], deliveries
+        stats = subscriber.command({"op": "stats"})["stats"]
+        forged = [r for r in subscriber.records[before:] if r.get("kind") == "net.forged"]
+        assert stats["forged"] == {"bad-signature": 2, "bad-path": 1}, (stats["forged"], forged)
+        # the batch's root once, and each forgery whose path led to another root once
+        assert stats["signature_checks"] - checks_before == 3, stats["signature_checks"]
+    finally:
+        subscriber.stop()
+
+
+def test_a_burst_of_own_publications_goes_out_as_one_batch(tmp_path: Path) -> None:
+    """The publishing side: the publications a node makes in one loop turn are signed
+    together (one signature for the burst), a lone one alone, and every copy arrives and
+    verifies, for one check of each signature at the receiver. Two nodes of the Python API,
+    over real TLS links."""
+    import asyncio
+
+    async def main() -> None:
+        async with api_pair(tmp_path) as (contact, member):
+            news = await contact.subscribe("news")
+            await member.subscribe("news")
+            got: set[int] = set()
+            for _ in range(50):  # until the two are linked and the subscription is known
+                await member.publish("news", b"probe")
+                try:
+                    got.add((await news.get(timeout=0.2)).pub_id)
+                except TimeoutError:
+                    continue
+                break
+            assert got, "no signed publication delivered"
+            await asyncio.sleep(0.5)  # the probes' stragglers are checked before the count
+            signer, verifier = member.runtime.verifier, contact.runtime.verifier
+            assert signer is not None and verifier is not None
+            made, checks = signer.signer.signatures, verifier.checks
+            # ten publications in one loop turn, then a lone one
+            receipts = await asyncio.gather(
+                *(member.publish("news", f"b{i}".encode()) for i in range(10))
+            )
+            assert signer.signer.signatures == made + 1, "one signature for the burst"
+            lone = await member.publish("news", b"lone")
+            assert signer.signer.signatures == made + 2
+            ids = {r.pub_id for r in receipts} | {lone.pub_id}
+            while ids - got:
+                got.add((await news.get(timeout=10)).pub_id)
+            assert verifier.checks == checks + 2, "one check a batch at the receiver"
+            assert not contact.runtime.admission.forged
+
+    asyncio.run(asyncio.wait_for(main(), 60))

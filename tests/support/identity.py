@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from pubmesh.net.identity import issue, load_identity
 from support.netnode import NodeProcess, node_env, real_stacks
@@ -55,3 +57,23 @@ def identity_node(
                 raise
             shutil.rmtree(directory)
     raise AssertionError("unreachable")
+
+
+@contextlib.asynccontextmanager
+async def api_pair(tmp_path: Path) -> AsyncIterator[tuple[Any, Any]]:
+    """Two nodes of the Python API in identity mode (a contact, and a member that joins it),
+    each with its identity from a new authority in ``tmp_path``."""
+    from pubmesh.api import Node
+    from pubmesh.net.identity import init_authority
+
+    init_authority(tmp_path / "ca")
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    for i, address in enumerate(addresses):
+        issue(tmp_path / "ca", address, tmp_path / f"n{i}")
+    async with (
+        Node(STACK, listen=addresses[0], identity=tmp_path / "n0") as contact,
+        Node(
+            STACK, listen=addresses[1], contact=contact.address, identity=tmp_path / "n1"
+        ) as member,
+    ):
+        yield contact, member

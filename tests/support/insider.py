@@ -15,8 +15,8 @@ from pubmesh.net import security
 from pubmesh.net.codec import decode, encode
 from pubmesh.net.framing import TAG_CONTROL
 from pubmesh.net.security import TlsOpener, TlsSealer
-from pubmesh.net.signing import Credential, Signed, credential_of
-from pubmesh.net.transport import SIGNATURE, TAG_SIGNED
+from pubmesh.net.signing import HASH_BYTES, Credential, Signed, credential_of
+from pubmesh.net.transport import SIGNATURE, TAG_SIGNED, signature_block
 from pubmesh.proto.core import Message
 from support.hostile import read_frame
 
@@ -69,10 +69,7 @@ def insider_session(
                     tag, payload = encode(message)
                     if signed is not None:
                         cert = signed.credential.der if with_cert and signed.credential else b""
-                        block = SIGNATURE.pack(
-                            signed.publisher, signed.nonce, signed.t_us, signed.value, len(cert)
-                        )
-                        payload = block + cert + payload
+                        payload = signature_block(signed, cert) + payload
                         tag |= TAG_SIGNED
                 out.append(sealer.seal(tag, payload, time.time()))
             tls.sendall(b"".join(out))
@@ -88,13 +85,19 @@ def insider_session(
                     continue
                 signed = None
                 if tag & TAG_SIGNED:
-                    publisher, nonce, t_us, value, size = SIGNATURE.unpack_from(payload)
+                    fields = SIGNATURE.unpack_from(payload)
+                    publisher, nonce, t_us, value, batch, index, hashes, size = fields
+                    start = SIGNATURE.size + hashes * HASH_BYTES
                     if size:
-                        der = bytes(payload[SIGNATURE.size : SIGNATURE.size + size])
+                        der = bytes(payload[start : start + size])
                         cert = x509.load_der_x509_certificate(der)
                         credentials[publisher] = credential_of(cert, publisher)
-                    signed = Signed(publisher, nonce, t_us, value, credentials.get(publisher))
-                    payload = payload[SIGNATURE.size + size :]
+                    path = bytes(payload[SIGNATURE.size : start])
+                    signed = Signed(
+                        publisher, nonce, t_us, value, credentials.get(publisher), batch, index,
+                        path,
+                    )  # fmt: skip
+                    payload = payload[start + size :]
                     tag &= ~TAG_SIGNED
                 return decode(tag, payload), signed
 

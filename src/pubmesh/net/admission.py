@@ -201,6 +201,11 @@ class Admission:
         if acl is not None and not acl.may_subscribe(dst, getattr(message, "topic", "")):
             self._denied(dst, message, None, "subscribe")
             return
+        if verifier.signer.pending(message.publication()):
+            # this node's own, not signed yet: signed with the others of this loop turn (one
+            # batch, one signature) at its end, then sent
+            runtime.hold_unsigned(dst, message, t)
+            return
         signed = verifier.signature(message)
         if signed is None:
             self.unsigned_dropped += 1

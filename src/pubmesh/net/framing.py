@@ -18,9 +18,12 @@ frames are the four handshake frames of :mod:`pubmesh.net.security` (fixed layou
 
 A *signed* data frame (identity mode's publications, :mod:`pubmesh.net.signing`) sets the
 type tag's top bit (0x8000) and starts its payload with a signature block: the publisher's
-id (8 bytes), the nonce its publication id is bound to (8), the Ed25519 signature (64), the
-length of the publisher's certificate that follows (2; 0 when this connection carried it
-before) and that certificate (DER); the message's fields follow.
+id (8 bytes), the nonce its publication id is bound to (8), the publisher's clock when it
+signed (8, microseconds since the epoch), the Ed25519 signature of its batch's Merkle root
+(64), the batch's size (2), the publication's index in it (2), the number of hashes of its
+audit path (1), the length of the publisher's certificate (2; 0 when this connection carried
+it before), the audit path (32 bytes a hash) and that certificate (DER); the message's fields
+follow.
 
 (Version 2 sent the payload in the clear with a keyed BLAKE2b MAC; version 1 with HMAC-SHA256.)
 The tag covers the length, the header and the payload; the sequence number makes a replayed or
@@ -33,11 +36,13 @@ from __future__ import annotations
 
 import struct
 
-#: 4: a signed publication's block carries the publisher's signing time, and a control frame
-#: carries the authority's revocation list (issue 58); 3: payloads encrypted (AES-256-GCM)
+#: 5: a signature covers a batch of publications (a Merkle root) and a signed publication's
+#: block carries its place in the batch (issue 61); 4: a signed publication's block carries the
+#: publisher's signing time, and a control frame carries the authority's revocation list
+#: (issue 58); 3: payloads encrypted (AES-256-GCM)
 #: and the four-frame handshake (2: keyed BLAKE2b MACs, 1: HMAC-SHA256); handshakes of other
 #: versions fail, so a node of another version is refused in one line, not misread
-VERSION = 4
+VERSION = 5
 LENGTH = struct.Struct(">I")
 #: version, tag, sequence number, send time
 HEADER = struct.Struct(">BHQd")

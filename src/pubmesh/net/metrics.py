@@ -30,6 +30,9 @@ Metrics (all per node; ``_total`` ones are counters):
                                            did not take), ``subscription-queue`` (the API)
 ``pubmesh_forged_total{reason}``           signed copies refused (identity mode)
 ``pubmesh_denied_total{action}``           copies the ACL dropped
+``pubmesh_signature_checks_total``         Ed25519 checks of received batches (identity
+                                           mode: one a batch of publications)
+``pubmesh_signatures_total``               signatures made over own batches
 ``pubmesh_peers``                          peers with an open connection now
 ``pubmesh_peer_failures_total``            peers declared down to the stack
 ``pubmesh_rejections_total{reason}``       connections and frames refused
@@ -155,6 +158,14 @@ class NodeCollector:
             "pubmesh_forged", "Signed copies refused, by reason.", "reason", stats.forged
         )
         yield _labelled("pubmesh_denied", "Copies the ACL dropped.", "action", stats.denied)
+        yield _counter(
+            "pubmesh_signature_checks",
+            "Ed25519 checks of received batches of publications (identity mode).",
+            stats.signature_checks,
+        )
+        yield _counter(
+            "pubmesh_signatures", "Signatures made over own batches.", stats.signatures_made
+        )
         yield _gauge(
             "pubmesh_peers", "Peers with an open connection.", len(transport.peers_connected)
         )

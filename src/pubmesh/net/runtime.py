@@ -213,6 +213,10 @@ class NodeRuntime:
         #: identity mode signs its publications and verifies every copy (pubmesh.net.signing)
         self.signing = identity is not None and sign
         self.verifier: Verifier | None = None
+        #: copies of this node's own publications waiting for the end of the loop turn, when
+        #: they are signed as one batch (pubmesh.net.signing), and whether it is scheduled
+        self._unsigned: list[tuple[NodeId, Message, float]] = []
+        self._sign_scheduled = False
         #: topic permissions (pubmesh.net.acl): they rest on signed publications
         if acl is not None and not self.signing:
             raise ValueError("an ACL needs identity mode with signed publications")
@@ -803,6 +807,30 @@ class NodeRuntime:
                     self.trace.snapshot(self.wall(now), list(self._node().snapshot()))
             self.trace.tick(self.wall(now))
         self._housekeeping = self._loop.call_later(0.25, self._housekeep)
+
+    def hold_unsigned(self, dst: NodeId, message: Message, t: float) -> None:
+        """A copy of this node's own publication, not signed yet, for ``dst``: it goes out at
+        the end of this loop turn, when every publication of the turn is signed together."""
+        self._unsigned.append((dst, message, t))
+        if not self._sign_scheduled:
+            assert self._loop is not None
+            self._sign_scheduled = True
+            self._loop.call_soon(self._sign_held)
+
+    def _sign_held(self) -> None:
+        """Sign the turn's own publications as one batch (a lone one is a batch of one, so
+        no latency is added: Merkle batches in pubmesh.net.signing), then send their copies."""
+        self._sign_scheduled = False
+        held, self._unsigned = self._unsigned, []
+        verifier = self.verifier
+        if self.closed or verifier is None:
+            return
+        first: dict[int | None, Message] = {}
+        for _dst, message, _t in held:
+            first.setdefault(message.publication(), message)
+        verifier.sign_batch(list(first.values()))
+        for dst, message, t in held:
+            self.admission.send_publication(dst, message, t)
 
     # ------------------------------------------------------------------ transport owner
     def net_receive(

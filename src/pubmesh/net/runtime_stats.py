@@ -53,6 +53,8 @@ def collect(runtime: NodeRuntime) -> RuntimeStatistics:
         forged=dict(admission.forged),
         denied=dict(admission.denied),
         unsigned_dropped=admission.unsigned_dropped,
+        signature_checks=runtime.verifier.checks if runtime.verifier is not None else 0,
+        signatures_made=runtime.verifier.signer.signatures if runtime.verifier is not None else 0,
         transport=transport.statistics() if transport is not None else TransportStatistics(),
         protocol=protocol,
         protocol_error=error,
@@ -229,6 +231,10 @@ class RuntimeStatistics:
     forged: Mapping[str, int] = field(default_factory=dict)
     #: payload messages not sent because their signature was no longer kept
     unsigned_dropped: int = 0
+    #: signed publications: Ed25519 checks made (one a batch: pubmesh.net.signing) and
+    #: signatures made over this node's own publications (one a batch)
+    signature_checks: int = 0
+    signatures_made: int = 0
     #: copies the ACL dropped: "publish" (received), "subscribe" (not sent)
     denied: Mapping[str, int] = field(default_factory=dict)
     protocol: NodeStatistics | None = None
@@ -269,6 +275,8 @@ class RuntimeStatistics:
             "forged": dict(self.forged),
             "denied": dict(self.denied),
             "unsigned_dropped": self.unsigned_dropped,
+            "signature_checks": self.signature_checks,
+            "signatures_made": self.signatures_made,
             "transport": {
                 **self.transport.as_dict(),
                 # the peers by address too, as a person knows them

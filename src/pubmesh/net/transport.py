@@ -132,16 +132,48 @@ from pubmesh.net.security import (
     TlsOpener,
     TlsSealer,
 )
-from pubmesh.net.signing import SIGNATURE_WINDOW, Credential, Signed, credential_of
+from pubmesh.net.signing import (
+    HASH_BYTES,
+    MAX_BATCH,
+    SIGNATURE_WINDOW,
+    Credential,
+    Signed,
+    credential_of,
+)
 from pubmesh.net.tls import TlsLink
 from pubmesh.proto.core import Message, NodeId
 
 #: a data frame's tag with this bit: a signed publication (framing docstring)
 TAG_SIGNED = 0x8000
 #: a signed frame's block before the message: publisher, nonce, the publisher's clock when it
-#: signed (microseconds since the epoch), Ed25519 signature, length of the publisher's
-#: certificate that follows (0: sent earlier on this connection)
-SIGNATURE = struct.Struct(">Q8sQ64sH")
+#: signed (microseconds since the epoch), Ed25519 signature of the batch's root, the batch's
+#: size, the publication's index in it, the hashes of its audit path that follow, and the
+#: length of the publisher's certificate after them (0: sent earlier on this connection)
+SIGNATURE = struct.Struct(">Q8sQ64sHHBH")
+#: hashes of an audit path, at most (a batch of MAX_BATCH publications)
+MAX_PATH = (MAX_BATCH - 1).bit_length()
+
+
+def signature_block(signed: Signed, der: bytes = b"") -> bytes:
+    """A signed frame's block before the message (framing docstring): :data:`SIGNATURE`,
+    the audit path, and the publisher's certificate ``der`` (empty: sent before)."""
+    path = signed.path
+    return (
+        SIGNATURE.pack(
+            signed.publisher,
+            signed.nonce,
+            signed.t_us,
+            signed.value,
+            signed.size,
+            signed.index,
+            len(path) // HASH_BYTES,
+            len(der),
+        )
+        + path
+        + der
+    )
+
+
 #: publishers' certificates kept per connection and checked per node, at most (a cluster's
 #: identities; beyond it a connection is refused and the node's cache starts over)
 MAX_PUBLISHERS = 65536
@@ -700,14 +732,20 @@ class Connection(asyncio.Protocol):
         The signature is checked by the runtime; here only the certificate it names."""
         if len(payload) < SIGNATURE.size:
             raise FrameError("truncated-frame", f"signed frame of {len(payload)} bytes")
-        publisher, nonce, t_us, value, cert_size = SIGNATURE.unpack_from(payload)
-        end = SIGNATURE.size + cert_size
+        publisher, nonce, t_us, value, size, index, hashes, cert_size = SIGNATURE.unpack_from(
+            payload
+        )
+        if hashes > MAX_PATH or size > MAX_BATCH:
+            raise FrameError("oversized-batch", f"a batch of {size} and a path of {hashes} hashes")
         if cert_size > MAX_CERTIFICATE:
             raise FrameError("oversized-certificate", f"a certificate of {cert_size} bytes")
+        start = SIGNATURE.size + hashes * HASH_BYTES
+        end = start + cert_size
         if len(payload) < end:
-            raise FrameError("truncated-frame", f"certificate of {cert_size} bytes cut short")
+            raise FrameError("truncated-frame", f"signature block of {end} bytes cut short")
+        path = bytes(payload[SIGNATURE.size : start])
         if cert_size:
-            credential = self.hub.credential(bytes(payload[SIGNATURE.size : end]), publisher)
+            credential = self.hub.credential(bytes(payload[start:end]), publisher)
             known = self._certs_received
             if credential is None:
                 if self.peer is not None:
@@ -720,7 +758,7 @@ class Connection(asyncio.Protocol):
                 known[publisher] = credential
                 self.hub.cert_entries += 1
         credential = self._certs_received.get(publisher)
-        return Signed(publisher, nonce, t_us, value, credential), payload[end:]
+        return Signed(publisher, nonce, t_us, value, credential, size, index, path), payload[end:]
 
     def _control(self, payload: bytes) -> None:
         if payload == _GOODBYE:
@@ -750,11 +788,7 @@ class Connection(asyncio.Protocol):
             if signed.publisher not in self._certs_sent and signed.credential is not None:
                 self._certs_sent.add(signed.publisher)
                 der = signed.credential.der
-            payload = (
-                SIGNATURE.pack(signed.publisher, signed.nonce, signed.t_us, signed.value, len(der))
-                + der
-                + payload
-            )
+            payload = signature_block(signed, der) + payload
             tag |= TAG_SIGNED
         frame = self._sealer.seal(tag, payload, t_send)
         self._out.append(frame)
@@ -1124,7 +1158,9 @@ class Transport:
             self._last_message = message
             self._last_encoded = (tag, payload)
         size = len(payload) + OVERHEAD
-        largest = size + (SIGNATURE.size + MAX_CERTIFICATE if signed is not None else 0)
+        largest = size + (
+            SIGNATURE.size + MAX_PATH * HASH_BYTES + MAX_CERTIFICATE if signed is not None else 0
+        )
         if largest > self.config.max_frame:
             # the peer would refuse the frame from its length and drop the link: refused here
             self._drop(dst, message, t_send, "oversized")
