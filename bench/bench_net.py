@@ -168,9 +168,9 @@ def run_pubmesh(rate: float, seconds: float, workdir: Path, mode: str) -> Figure
         "--duration",
         str(3.0 + seconds + 4.0),
         # publishing starts once every node has a neighbour (the schedule and the end shift by
-        # the wait, recorded): a node left alone at start-up (evicted while its TLS handshake
-        # was unproven, then waiting for its first shuffle tick) would otherwise count its
-        # start-up in the throughput of every later second
+        # the wait, recorded): a node that a DISCONNECT left alone at start-up waits for its
+        # first shuffle tick (5-15 s) and would otherwise miss the publications until then
+        # (docs/benchmarks/network.md, identity mode at speed)
         "--wait-overlay",
         "20",
         *[arg for setting in GOSSIP_SETTINGS for arg in ("--set", setting)],
