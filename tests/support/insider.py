@@ -15,8 +15,8 @@ from pubmesh.net import security
 from pubmesh.net.codec import decode, encode
 from pubmesh.net.framing import TAG_CONTROL
 from pubmesh.net.security import TlsOpener, TlsSealer
-from pubmesh.net.signing import HASH_BYTES, Credential, Signed, credential_of
-from pubmesh.net.transport import SIGNATURE, TAG_SIGNED, signature_block
+from pubmesh.net.signing import Credential, Signed, credential_of
+from pubmesh.net.transport import TAG_SIGNED, read_signature_block, signature_block
 from pubmesh.proto.core import Message
 from support.hostile import read_frame
 
@@ -85,19 +85,13 @@ def insider_session(
                     continue
                 signed = None
                 if tag & TAG_SIGNED:
-                    fields = SIGNATURE.unpack_from(payload)
-                    publisher, nonce, t_us, value, batch, index, hashes, size = fields
-                    start = SIGNATURE.size + hashes * HASH_BYTES
-                    if size:
-                        der = bytes(payload[start : start + size])
+                    signed, der, end = read_signature_block(payload)
+                    publisher = signed.publisher
+                    if der:
                         cert = x509.load_der_x509_certificate(der)
                         credentials[publisher] = credential_of(cert, publisher)
-                    path = bytes(payload[SIGNATURE.size : start])
-                    signed = Signed(
-                        publisher, nonce, t_us, value, credentials.get(publisher), batch, index,
-                        path,
-                    )  # fmt: skip
-                    payload = payload[start + size :]
+                    signed.credential = credentials.get(publisher)
+                    payload = payload[end:]
                     tag &= ~TAG_SIGNED
                 return decode(tag, payload), signed
 

@@ -825,10 +825,7 @@ class NodeRuntime:
         verifier = self.verifier
         if self.closed or verifier is None:
             return
-        first: dict[int | None, Message] = {}
-        for _dst, message, _t in held:
-            first.setdefault(message.publication(), message)
-        verifier.sign_batch(list(first.values()))
+        verifier.sign_batch([message for _dst, message, _t in held])
         for dst, message, t in held:
             self.admission.send_publication(dst, message, t)
 

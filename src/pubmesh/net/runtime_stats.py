@@ -30,6 +30,7 @@ def collect(runtime: NodeRuntime) -> RuntimeStatistics:
             error = repr(exc)
     transport = runtime.transport
     admission = runtime.admission
+    verifier = runtime.verifier
     troubles = (
         tuple(trouble_record(t, runtime) for t in list(transport.troubles.values()))
         if transport is not None
@@ -53,8 +54,8 @@ def collect(runtime: NodeRuntime) -> RuntimeStatistics:
         forged=dict(admission.forged),
         denied=dict(admission.denied),
         unsigned_dropped=admission.unsigned_dropped,
-        signature_checks=runtime.verifier.checks if runtime.verifier is not None else 0,
-        signatures_made=runtime.verifier.signer.signatures if runtime.verifier is not None else 0,
+        signature_checks=verifier.checks if verifier is not None else 0,
+        signatures_made=verifier.signer.signatures if verifier is not None else 0,
         transport=transport.statistics() if transport is not None else TransportStatistics(),
         protocol=protocol,
         protocol_error=error,

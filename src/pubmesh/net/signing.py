@@ -240,8 +240,6 @@ def root_of(leaf: bytes, index: int, size: int, path: bytes) -> bytes | None:
     """The root a leaf's audit path leads to (RFC 9162 section 2.1.3.2), or None when the
     path cannot belong to leaf ``index`` of a tree of ``size`` leaves (wrong length, index out
     of range)."""
-    if size == 1:  # a lone publication: its leaf is the root
-        return leaf if index == 0 and not path else None
     if not 0 <= index < size or len(path) % HASH_BYTES:
         return None
     fn, sn = index, size - 1
@@ -348,12 +346,6 @@ class Signer:
         """Whether ``pub_id`` is one of this node's publications not signed yet."""
         return pub_id is not None and pub_id in self._nonces
 
-    def sign(self, message: Message) -> tuple[Signed, bytes] | None:
-        """The signature of this node's publication ``message`` alone (a batch of one), and
-        the content digest it covers (None: not one of this node's publications)."""
-        signed = self.sign_batch([message])
-        return signed[0] if signed else None
-
     def sign_batch(self, messages: list[Message]) -> list[tuple[Signed, bytes]]:
         """One signature over this node's publications ``messages`` (one message each, at
         most :data:`MAX_BATCH`): each one's signature as it travels (the root's signature and
@@ -430,15 +422,21 @@ class Verifier:
         return kept[0] if kept is not None else None
 
     def sign_batch(self, messages: list[Message]) -> None:
-        """Sign this node's own publications ``messages`` carry (one message each), as one
-        batch per :data:`MAX_BATCH`, and keep their signatures to send them with."""
-        for start in range(0, len(messages), MAX_BATCH):
-            for signed, digest in self.signer.sign_batch(messages[start : start + MAX_BATCH]):
-                self._keep(self._pub_id(signed), signed, digest)
-
-    @staticmethod
-    def _pub_id(signed: Signed) -> int:
-        return bound_pub_id(signed.publisher, signed.nonce)
+        """Sign this node's own publications not signed yet that ``messages`` carry (the
+        first message of each), as one batch per :data:`MAX_BATCH`, and keep their signatures
+        to send them with."""
+        signer = self.signer
+        mine: dict[int, Message] = {}
+        for message in messages:
+            pub_id = message.publication()
+            if pub_id is not None and signer.pending(pub_id):
+                mine.setdefault(pub_id, message)
+        ids = list(mine)
+        for start in range(0, len(ids), MAX_BATCH):
+            batch = ids[start : start + MAX_BATCH]
+            signatures = signer.sign_batch([mine[pub_id] for pub_id in batch])
+            for pub_id, (signed, digest) in zip(batch, signatures, strict=True):
+                self._keep(pub_id, signed, digest)
 
     def _keep(self, pub_id: int, signed: Signed, digest: bytes) -> None:
         self.kept[pub_id] = (signed, digest)

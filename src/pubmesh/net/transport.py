@@ -174,6 +174,27 @@ def signature_block(signed: Signed, der: bytes = b"") -> bytes:
     )
 
 
+def read_signature_block(payload: bytes | memoryview) -> tuple[Signed, bytes, int]:
+    """A signed frame's block (framing docstring), read back: the signature as it travels
+    (its credential not looked up yet), the publisher's certificate it carries (empty: none)
+    and where the message starts. :class:`FrameError` for a block cut short or over the
+    limits (:data:`MAX_PATH`, :data:`MAX_BATCH`, :data:`MAX_CERTIFICATE`)."""
+    if len(payload) < SIGNATURE.size:
+        raise FrameError("truncated-frame", f"signed frame of {len(payload)} bytes")
+    publisher, nonce, t_us, value, size, index, hashes, cert_size = SIGNATURE.unpack_from(payload)
+    if hashes > MAX_PATH or size > MAX_BATCH:
+        raise FrameError("oversized-batch", f"a batch of {size} and a path of {hashes} hashes")
+    if cert_size > MAX_CERTIFICATE:
+        raise FrameError("oversized-certificate", f"a certificate of {cert_size} bytes")
+    start = SIGNATURE.size + hashes * HASH_BYTES
+    end = start + cert_size
+    if len(payload) < end:
+        raise FrameError("truncated-frame", f"signature block of {end} bytes cut short")
+    path = bytes(payload[SIGNATURE.size : start])
+    signed = Signed(publisher, nonce, t_us, value, None, size, index, path)
+    return signed, bytes(payload[start:end]), end
+
+
 #: publishers' certificates kept per connection and checked per node, at most (a cluster's
 #: identities; beyond it a connection is refused and the node's cache starts over)
 MAX_PUBLISHERS = 65536
@@ -730,22 +751,10 @@ class Connection(asyncio.Protocol):
     def _signature(self, payload: memoryview) -> tuple[Signed, memoryview]:
         """A signed frame's signature block, and the message after it (framing docstring).
         The signature is checked by the runtime; here only the certificate it names."""
-        if len(payload) < SIGNATURE.size:
-            raise FrameError("truncated-frame", f"signed frame of {len(payload)} bytes")
-        publisher, nonce, t_us, value, size, index, hashes, cert_size = SIGNATURE.unpack_from(
-            payload
-        )
-        if hashes > MAX_PATH or size > MAX_BATCH:
-            raise FrameError("oversized-batch", f"a batch of {size} and a path of {hashes} hashes")
-        if cert_size > MAX_CERTIFICATE:
-            raise FrameError("oversized-certificate", f"a certificate of {cert_size} bytes")
-        start = SIGNATURE.size + hashes * HASH_BYTES
-        end = start + cert_size
-        if len(payload) < end:
-            raise FrameError("truncated-frame", f"signature block of {end} bytes cut short")
-        path = bytes(payload[SIGNATURE.size : start])
-        if cert_size:
-            credential = self.hub.credential(bytes(payload[start:end]), publisher)
+        signed, der, end = read_signature_block(payload)
+        publisher = signed.publisher
+        if der:
+            credential = self.hub.credential(der, publisher)
             known = self._certs_received
             if credential is None:
                 if self.peer is not None:
@@ -757,8 +766,8 @@ class Connection(asyncio.Protocol):
                     )
                 known[publisher] = credential
                 self.hub.cert_entries += 1
-        credential = self._certs_received.get(publisher)
-        return Signed(publisher, nonce, t_us, value, credential, size, index, path), payload[end:]
+        signed.credential = self._certs_received.get(publisher)
+        return signed, payload[end:]
 
     def _control(self, payload: bytes) -> None:
         if payload == _GOODBYE:
