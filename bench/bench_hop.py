@@ -1,6 +1,6 @@
 """Per-hop cost: frames per second one pubmesh node forwards, beside raw asyncio framing.
 
-Issue 16 item 3. One process is the node under test; this process plays its two neighbours:
+One process is the node under test; this process plays its two neighbours:
 
 * **S**, the source: after the handshake it sends Gossip frames (Henriques & Pamplona's GOSSIP,
   100-byte
@@ -31,7 +31,7 @@ does not).
 ``--profile FILE`` runs the node under cProfile and writes its stats (``python -m pstats``).
 
 ``--modes shared-key,identity`` (the default: both) measures the node in each link mode, so the
-cost of security is known per node (issue 61, item 2). In *identity* mode the node runs with a
+cost of security is known per node. In *identity* mode the node runs with a
 certificate of a test authority made for the run; S and D hold certificates of the same
 authority and talk TLS 1.3 to it, and every GOSSIP is a publication of a third member, P, that
 S relays: signed by P beforehand (its id bound to P, P's certificate in the first frame), so
@@ -44,7 +44,7 @@ so the node wakes up for every frame, as a node of a cluster below saturation do
 cluster at 300 publications/s hands each node one frame every 3 ms or so). Its figure is the
 node's CPU per frame there, beside the saturated figure: the difference is what a wake-up
 costs (the event loop's turn, the system calls, and a process whose caches went cold while it
-slept), the main cost of a cluster node below saturation (issue 16).
+slept), the main cost of a cluster node below saturation.
 """
 
 from __future__ import annotations
@@ -68,10 +68,14 @@ ROOT = Path(__file__).resolve().parent.parent
 #: where pubmesh is imported from: src, or build/compiled for the node of a --compiled run
 sys.path.insert(0, os.environ.get("PUBMESH_BENCH_SOURCE", str(ROOT / "src")))
 
-from pubmesh.net import security  # noqa: E402
+from pubmesh.net import framing, security  # noqa: E402
 from pubmesh.net.address import node_id  # noqa: E402
 from pubmesh.net.codec import encode  # noqa: E402
-from pubmesh.net.framing import LENGTH  # noqa: E402
+from pubmesh.net.framing import (  # noqa: E402
+    LENGTH,
+    TAG_SIGNED,
+    signature_block,
+)
 from pubmesh.net.identity import (  # noqa: E402
     Identity,
     init_authority,
@@ -80,7 +84,6 @@ from pubmesh.net.identity import (  # noqa: E402
     signing_key,
 )
 from pubmesh.net.signing import Signer, credential_of  # noqa: E402
-from pubmesh.net.transport import TAG_SIGNED, signature_block  # noqa: E402
 from pubmesh.proto.core import MESSAGE_TAGS  # noqa: E402
 from pubmesh.proto.gossip.hyparview import Neighbor  # noqa: E402
 from pubmesh.proto.gossip.plumtree import Gossip  # noqa: E402
@@ -129,7 +132,7 @@ async def serve_node(
     )
     await node.start()
     node.subscribe(TOPIC)
-    # as a cluster's node process does after its start (pubmesh.net.node_cli): what the imports
+    # as a cluster's node process does after its start (pubmesh.net.node.process): what the imports
     # made stays out of the collector's sight
     gc.freeze()
     port_file.write_text(str(node.node_id & 0xFFFF))
@@ -280,7 +283,7 @@ async def dial(port: int, me: int, tls: ssl.SSLContext | None = None) -> Link:
     return link
 
 
-async def handshake(link: Link, key: security.ClusterKey) -> tuple[security.Sealer, int]:
+async def handshake(link: Link, key: security.ClusterKey) -> tuple[framing.Sealer, int]:
     """The dialer's side of pubmesh's handshake (security module docstring)."""
     nonce = security.new_nonce()
     link.transport.write(security.hello(link.me, nonce))
@@ -293,16 +296,16 @@ async def handshake(link: Link, key: security.ClusterKey) -> tuple[security.Seal
     proof = security.parse_confirm(confirm[4:])
     security.verify(key.proof(security.ACCEPTOR_LABEL, script), proof, "node")
     send_key, _receive_key = security.session_keys(key, script)
-    return security.Sealer(send_key), acceptor
+    return framing.Sealer(send_key), acceptor
 
 
-async def identity_handshake(link: Link) -> security.TlsSealer:
+async def identity_handshake(link: Link) -> framing.TlsSealer:
     """The dialer's side in identity mode, once TLS is up: HELLO, then the node's CHALLENGE
     (TLS has checked both certificates)."""
     link.transport.write(security.hello(link.me, security.new_nonce()))
     frame = await asyncio.wait_for(link.frames.get(), 10)
     security.parse_challenge(frame[4:])
-    return security.TlsSealer()
+    return framing.TlsSealer()
 
 
 def client_context(identity: Identity) -> ssl.SSLContext:
@@ -321,7 +324,7 @@ def signed_frames(publisher: Identity, count: int, payload: bytes, batch: int) -
     many published in one loop turn), its certificate in the first frame."""
     credential = credential_of(publisher.certificate, publisher.node)
     signer = Signer(publisher.node, signing_key(publisher), credential)
-    sealer = security.TlsSealer()
+    sealer = framing.TlsSealer()
     frames = []
     for start in range(0, count, batch):
         messages = [
@@ -375,7 +378,7 @@ async def drive(
         sink = await dial(port, ids[1])
         source = await dial(port, ids[0])
     if pubmesh:
-        sealers: list[security.Sealer | security.TlsSealer] = []
+        sealers: list[framing.Sealer | framing.TlsSealer] = []
         if identity:
             for link in (sink, source):
                 sealers.append(await identity_handshake(link))

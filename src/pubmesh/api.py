@@ -71,9 +71,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Congestion", "Delivery", "Lagged", "Node", "Receipt", "Subscription"]
 
-#: how often a Congestion.BLOCK publication looks for room again (seconds)
-ROOM_POLL = 0.005
-
 
 @dataclass(frozen=True)
 class Lagged:
@@ -125,6 +122,9 @@ class Subscription:
             return Lagged(self.topic, missed)
         delivery = self._items.popleft()
         self.bytes -= len(delivery.payload)
+        runtime = self.node.runtime
+        if runtime.room_waiters:  # the memory budget counted what the queue held
+            runtime.net_room()
         return delivery
 
     async def get(self, timeout: float | None = None) -> Delivery | Lagged:
@@ -189,10 +189,19 @@ class Node:
             listen = parse_hostport(listen, what="listen", allow_port_zero=True)
         contacts = _contacts(contact)
         if isinstance(params, Mapping):
-            try:
-                params = dataclasses.replace(spec.params_type(), **dict(params))
-            except TypeError as error:
-                raise UserError(f"params for stack {spec.name}: {error}") from None
+            from pubmesh.scenario.model import load_stack_params
+
+            params = load_stack_params(spec, params, f"params for stack {spec.name}:")
+        elif params is not None:  # the params dataclass itself: its own check still runs
+            if not isinstance(params, spec.params_type):
+                raise UserError(
+                    f"params for stack {spec.name}: a {spec.params_type.__name__} or a mapping "
+                    f"of its fields, not {type(params).__name__}"
+                )
+            check = getattr(params, "check", None)
+            problem = check() if callable(check) else None
+            if problem:
+                raise UserError(f"params for stack {spec.name}: {problem}")
         self.queue_size = queue_size
         # identity mode (a directory from `pubmesh ca issue`, or a loaded Identity): TLS links,
         # no cluster key; otherwise the shared key (``key``, else $PUBMESH_KEY)
@@ -354,14 +363,12 @@ class Node:
         data = payload.encode() if isinstance(payload, str) else bytes(payload)
         mode = self.congestion if congestion is None else _congestion(congestion)
         runtime = self.runtime
-        runtime.check_attributes(attributes)  # refused before any wait for room
-        started = time.monotonic()
-        if mode is Congestion.BLOCK:
-            while runtime.room(topic, data) is not None and not runtime.closed:
-                if timeout is not None and time.monotonic() - started >= timeout:
-                    break
-                await asyncio.sleep(ROOM_POLL)
-        waited = time.monotonic() - started if mode is Congestion.BLOCK else 0.0
+        waited = 0.0
+        if mode is Congestion.BLOCK and runtime.room(topic, data) is not None:
+            runtime.check_attributes(attributes)  # refused before any wait for room
+            started = time.monotonic()
+            await runtime.wait_for_room(topic, data, timeout)
+            waited = time.monotonic() - started
         receipt = runtime.offer(topic, data, attributes=attributes, waited=waited)
         await asyncio.sleep(0)
         return receipt
@@ -384,7 +391,7 @@ class Node:
             delivery.attributes,
             t,
             delivery.replayed,
-            published_at(delivery, t),
+            published_at(delivery, t) if delivery.replayed else None,
         )
         for subscription in subscriptions:
             subscription._put(item)

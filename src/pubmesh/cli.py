@@ -306,9 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if words[:1] == ["node"]:
         # a node process loads its own command only: building the whole parser imports the
         # simulator, the cluster launcher and (through them) pandas, half a CPU second a node
-        from pubmesh.net import node_cli
+        from pubmesh.net.node.process import main as node_main
 
-        return node_cli.main(words[1:])
+        return node_main(words[1:])
     parser = build_parser()
     _suggest_command(parser, words)
     args = parser.parse_args(argv)

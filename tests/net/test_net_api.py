@@ -99,6 +99,27 @@ def test_bad_arguments_are_user_errors() -> None:
         Node(STACK, key=KEY_TEXT, params={"no_such_parameter": 1})
 
 
+def test_stack_parameters_are_read_as_a_scenario_reads_them() -> None:
+    """``params=`` goes through the stacks' one typed loader (the scenario's ``[stack.<name>]``
+    and the CLI's ``--set`` too): a value of the wrong type, a name misspelt and a value the
+    stack's own check refuses are each one UserError in the scenario's words; a mapping's
+    values are converted to the declared types; a params dataclass still gets its check."""
+    from pubmesh.proto.chord.params import ChordParams
+
+    with pytest.raises(UserError, match=r"params for stack chord: succ_len: must be an integer"):
+        Node("chord", key=KEY_TEXT, params={"succ_len": "three"})
+    with pytest.raises(UserError, match=r"params for stack chord: succ_lem: unknown key"):
+        Node("chord", key=KEY_TEXT, params={"succ_lem": 3})
+    with pytest.raises(UserError, match=r"succ_len must be >= 0 \(0 = auto\), got -1"):
+        Node("chord", key=KEY_TEXT, params={"succ_len": -1})
+    with pytest.raises(UserError, match=r"succ_len must be >= 0 \(0 = auto\), got -1"):
+        Node("chord", key=KEY_TEXT, params=ChordParams(succ_len=-1))
+    with pytest.raises(UserError, match="a ChordParams or a mapping of its fields, not tuple"):
+        Node("chord", key=KEY_TEXT, params=("succ_len", 3))
+    node = Node("chord", key=KEY_TEXT, params={"succ_len": 5, "routing": "covering"})
+    assert node.runtime.params == ChordParams(succ_len=5, routing="covering")
+
+
 #: what the shell and the JSON channel refuse (tests/net/test_node_shell_content.py), which the
 #: API refuses too, with the same words: (stack, call, the refusal's text)
 REFUSED: list[tuple[str, str, dict[str, Any], str]] = [

@@ -29,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 
 from pubmesh.net.cluster.controller import KillAt, RecoverAt, SubscribeLate, timeline
-from pubmesh.net.workload import plan
+from pubmesh.net.cluster.workload import plan
 from pubmesh.scenario.model import parse_scenario
 from support.cluster import table
 from support.netnode import node_env

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from pubmesh.net import codec, security
 from pubmesh.net.address import address_of, format_id, node_id, parse_hostport
 from pubmesh.net.codec import CodecError, decode, encode
-from pubmesh.net.framing import FrameBuffer, FrameTooLarge
-from pubmesh.net.security import ClusterKey, FrameError, Opener, Sealer
+from pubmesh.net.framing import FrameBuffer, FrameError, FrameTooLarge, Opener, Sealer
+from pubmesh.net.security import ClusterKey
 from pubmesh.proto.core import (
     MESSAGE_INFO,
     MESSAGE_TAGS,

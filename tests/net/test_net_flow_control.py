@@ -1,4 +1,4 @@
-"""Flow control with feedback (issue 43, item 4): receipts, Block and Drop, slow peers cut.
+"""Flow control with feedback: receipts, Block and Drop, slow peers cut.
 
 Real sockets and a real process: the publisher is a :class:`pubmesh.Node` in this process, its
 one neighbour a ``pubmesh node`` process subscribed to the same topic, then stopped (SIGSTOP)
@@ -158,3 +158,74 @@ def test_the_control_channel_answers_a_publish_without_room_refused(tmp_path: Pa
         os.kill(second.proc.pid, signal.SIGCONT)
         for node in (first, second):
             node.stop()
+
+
+def test_a_blocked_publication_wakes_when_the_queue_drains_without_polling() -> None:
+    """``BLOCK`` awaits room: the publisher's queue to a neighbour that stopped reading fills
+    (the neighbour is a second node in this process whose sockets stop being read), a
+    ``BLOCK`` publication waits, and it goes out once the neighbour reads again and the queue
+    drains below asyncio's low-water mark, woken by the transport (``resume_writing``). It
+    looks for room a few times, where a poll every 5 ms would have looked ~100 times."""
+    # the queue to the peer is what fills, not the memory budget (the publisher's caches and
+    # its own subscription's queue keep what it publishes)
+    config = NetConfig(max_queue_bytes=256 * 1024, memory_budget=1 << 30, suspect_after=60.0)
+    stalled = 0.5
+
+    async def main() -> None:
+        async with (
+            Node(STACK, listen="127.0.0.1:0", key=KEY_TEXT, config=config) as publisher,
+            Node(STACK, listen="127.0.0.1:0", contact=publisher.address, key=KEY_TEXT) as peer,
+        ):
+            got = await peer.subscribe(TOPIC)
+            await publisher.subscribe(TOPIC)
+            began = time.monotonic()
+            while not peer.neighbors().get(TOPIC):  # the swarm has formed
+                assert time.monotonic() - began < 30, "the peer never joined the swarm"
+                await asyncio.sleep(0.05)
+            probe = await publisher.publish(TOPIC, b"probe")
+            assert (await got.get(timeout=10)).pub_id == probe.pub_id
+            print(f"swarm formed in {time.monotonic() - began:.2f} s")
+            links = [c.transport for c in peer.runtime.transport.connections]
+            assert links and all(link is not None for link in links)
+            for link in links:
+                link.pause_reading()
+            sent = 0
+            while sent < 4000:
+                receipt = await publisher.publish(TOPIC, b"x" * CHUNK, congestion="drop")
+                if not receipt:
+                    break
+                sent += 1
+                await asyncio.sleep(0)
+            assert not receipt, f"{sent} publications of {CHUNK} bytes all accepted"
+            assert receipt.reason is not None and "(a slow peer)" in receipt.reason, receipt
+
+            looks = 0
+            room = publisher.runtime.room
+
+            def counted(topic: str, payload: bytes) -> str | None:
+                nonlocal looks
+                looks += 1
+                return room(topic, payload)
+
+            publisher.runtime.room = counted  # type: ignore[method-assign]
+            blocked = asyncio.create_task(
+                publisher.publish(TOPIC, b"b" * CHUNK, congestion="block", timeout=20)
+            )
+            await asyncio.sleep(stalled)
+            assert not blocked.done(), blocked
+            looked_while_stalled = looks
+            resumed = time.monotonic()
+            for link in links:
+                link.resume_reading()  # type: ignore[union-attr]
+            receipt = await blocked
+            assert receipt.accepted, receipt
+            assert receipt.waited >= stalled, receipt
+            assert time.monotonic() - resumed < 2.0, "woken long after the queue drained"
+            assert looked_while_stalled <= 20, (looked_while_stalled, "a poll, not a wake-up")
+            print(
+                f"BLOCK: {sent} publications filled the queue; the blocked one waited "
+                f"{receipt.waited:.2f} s, looked for room {looked_while_stalled} times while "
+                f"the peer read nothing and {looks} in all"
+            )
+
+    asyncio.run(asyncio.wait_for(main(), 90))

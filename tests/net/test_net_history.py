@@ -1,4 +1,4 @@
-"""Topic history for late subscribers (issue 59) in the network runtime, with real processes
+"""Topic history for late subscribers in the network runtime, with real processes
 over loopback:
 
 * ``pubmesh cluster`` plays a scenario's late subscribers as the plan says (subscribed at
@@ -30,7 +30,7 @@ import pytest
 from pubmesh.api import Delivery, Node
 from pubmesh.net.admission import InvalidCommand
 from pubmesh.net.cluster.controller import SubscribeLate, held_back, timeline
-from pubmesh.net.workload import plan
+from pubmesh.net.cluster.workload import plan
 from pubmesh.proto.core import HistoryRequest
 from pubmesh.scenario.model import parse_scenario
 from support.cluster import run_cluster, table

@@ -34,8 +34,8 @@ import pytest
 
 from pubmesh.net import security
 from pubmesh.net.address import node_id
+from pubmesh.net.cluster.gather import read_table
 from pubmesh.net.framing import CONTROL_PING, TAG_CONTROL
-from pubmesh.net.gather import read_table
 from pubmesh.net.security import ClusterKey
 from pubmesh.proto.core import MESSAGE_TYPES
 from pubmesh.stacks.base import get_stack

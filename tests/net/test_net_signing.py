@@ -1,4 +1,4 @@
-"""Signed publications (issue 42, item 3): a forged or altered publication is never delivered,
+"""Signed publications: a forged or altered publication is never delivered,
 never forwarded, never suppresses the real one, and is counted and traced with the publisher
 it claims (:mod:`pubmesh.net.signing`).
 
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 
+from pubmesh.net.framing import SIGNATURE, TAG_SIGNED
 from pubmesh.net.identity import init_authority, issue, load_identity, signing_key
 from pubmesh.net.signing import (
     DELIVERED_ENTRY_BYTES,
@@ -39,7 +40,6 @@ from pubmesh.net.signing import (
     sign,
     signed_bytes,
 )
-from pubmesh.net.transport import SIGNATURE, TAG_SIGNED
 from pubmesh.proto.brokertree.messages import Pub as BrokerPub
 from pubmesh.proto.chord.messages import Publication as ChordPublication
 from pubmesh.proto.clique.messages import Pub as CliquePub
@@ -144,7 +144,7 @@ def test_a_signed_copy_passes_and_every_forgery_is_refused_with_its_reason(
 def test_a_copy_out_of_its_window_or_its_certificate_period_is_refused(
     members: dict[str, Any], index: int
 ) -> None:
-    """Fresh signatures and certificates checked at every use (issue 58, items 3 and 4): the
+    """Fresh signatures and certificates checked at every use (no replay, no expired signer): the
     signed time must be within the window of the receiver's clock and after its start, and
     the publisher's certificate valid now and when it signed, cached or not."""
     publisher: Signer = members["publisher"]
@@ -390,7 +390,7 @@ def test_a_private_key_reads_back_as_the_one_that_signs(tmp_path: Path) -> None:
     credential.key.verify(signed_bytes, other)
 
 
-# ------------------------------------------------------------------------ batches (issue 61)
+# ------------------------------------------------------------ batches (amortized signatures)
 
 
 def _batch(signer: Signer, payloads: list[bytes]) -> list[tuple[Gossip, Signed]]:

@@ -1,4 +1,4 @@
-"""A node whose stdout nobody reads keeps serving its peers (issue 43, item 3).
+"""A node whose stdout nobody reads keeps serving its peers.
 
 Before, deliveries were written and flushed on the event loop: after ~600 unread deliveries the
 node stopped answering handshakes while its peers still held it alive. Now stdout goes through
@@ -49,7 +49,7 @@ def test_an_unread_stdout_costs_lines_not_the_nodes_peers(tmp_path: Path) -> Non
     )
     with open(tmp_path / "stalled.log", "wb") as stderr:
         stalled = subprocess.Popen(
-            [sys.executable, "-m", "pubmesh.net.node_cli", "--json", "--stack", STACK,
+            [sys.executable, "-m", "pubmesh.net.node", "--json", "--stack", STACK,
              "--listen", "127.0.0.1:0", "--contact", publisher.address, "--subscribe", TOPIC,
              "--stdout-buffer", str(BUFFER)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=node_env(),

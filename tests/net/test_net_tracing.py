@@ -1,5 +1,5 @@
 """A node's partial trace: segments end at each node's own phase of the period, and a node
-process writes its trace without loading pandas (issue 16's latency tails and start-up)."""
+process writes its trace without loading pandas (for shorter latency tails and start-up)."""
 
 from __future__ import annotations
 
@@ -79,12 +79,12 @@ def test_a_segment_holds_only_the_tables_that_got_rows(tmp_path: Path) -> None:
 
 
 def test_a_node_process_writes_its_trace_without_pandas(tmp_path: Path) -> None:
-    """node_cli's import finder keeps pandas out of node processes (pyarrow imported it on
+    """The node process's import finder keeps pandas out of node processes (pyarrow imported it on
     its first conversion from a list); the trace is written and reads back the same."""
     script = textwrap.dedent(
         f"""
         import json, sys
-        from pubmesh.net.node_cli import _NoPandas
+        from pubmesh.net.node.process import _NoPandas
         sys.meta_path.insert(0, _NoPandas)
         from pubmesh.net.tracing import PartialTrace
         trace = PartialTrace({str(tmp_path)!r}, 5, segment_seconds=1.0)

@@ -9,10 +9,11 @@ import socket
 from pathlib import Path
 
 from pubmesh.net.address import node_id
-from pubmesh.net.gather import read_table
+from pubmesh.net.cluster.gather import read_table
+from pubmesh.net.connection import State
 from pubmesh.net.runtime import NodeRuntime
 from pubmesh.net.tracing import segments
-from pubmesh.net.transport import NetConfig, State
+from pubmesh.net.transport import NetConfig
 from pubmesh.proto.core import Deliver
 from support.netnode import FAST, OTHER_KEY, stack_of, start_node, wait_for
 from support.probestacks import NetTestParams, ProbeFlood

@@ -8,16 +8,32 @@ caller's output list takes it last, is ``tools/lint_sansio.py``'s (tests/repo/te
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import importlib
 import inspect
 import random
+import typing
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 import pubmesh.proto
-from pubmesh.proto.core import Layer, NodeContext, Output, StackNode
+from pubmesh.proto.core import (
+    MESSAGE_INFO,
+    MESSAGE_TYPES,
+    Layer,
+    Message,
+    NamesPublisher,
+    NodeContext,
+    Output,
+    StackNode,
+    carrier,
+    register_message,
+    topic_of,
+)
 from pubmesh.stacks.base import discovered_stacks, get_stack
 
 
@@ -127,3 +143,64 @@ def test_a_part_reaches_its_owner_without_a_cycle_and_a_copy_reaches_the_copy() 
             assert gone() is None, f"{name}: a node and its parts make a reference cycle"
         finally:
             gc.enable()
+
+
+# ------------------------------------------------------------------ the publication contract
+def test_every_payload_message_keeps_the_publication_contract() -> None:
+    """Every payload message of every stack is read as a :class:`Carrier` (topic, id,
+    payload) and, where its registration says it names one, a :class:`NamesPublisher`, with
+    the values it was built with: what the runtime's admission, signing and ACL read instead
+    of attributes by name."""
+    list(proto_classes())  # every message module imported, so every class registered
+    carriers = [cls for cls, info in MESSAGE_INFO.items() if info.payload]
+    assert len(carriers) >= 13, [cls.__name__ for cls in carriers]
+    for cls in carriers:
+        # only the contract's fields are read: the others may stay None
+        values: dict[str, object] = {f.name: None for f in dataclasses.fields(cls)}
+        values.update(topic="t/1", pub_id=41, payload=b"xyz")
+        info = MESSAGE_INFO[cls]
+        if info.publisher:
+            values["publisher"] = 7
+        message = cls(**values)
+        carried = carrier(message)
+        assert carried is not None, cls.__name__
+        assert (carried.topic, carried.pub_id, carried.payload) == ("t/1", 41, b"xyz")
+        assert topic_of(message) == "t/1"
+        named = typing.cast(NamesPublisher, message).publisher if info.publisher else None
+        assert named == (7 if "publisher" in values else None), cls.__name__
+    named = [cls.__name__ for cls in carriers if MESSAGE_INFO[cls].publisher]
+    assert named, "no payload message names its publisher: the check above proved nothing"
+
+
+def test_registering_a_payload_message_checks_the_contract() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class NoTopic(Message):
+        pub_id: int
+        payload: bytes
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class TextPayload(Message):
+        topic: str
+        pub_id: int
+        payload: str
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class NamedPublisher(Message):
+        topic: str
+        pub_id: int
+        payload: bytes
+        publisher: str
+
+    with pytest.raises(TypeError, match="NoTopic: a payload message must have a 'topic' field"):
+        register_message(NoTopic, 32001, layer="test", payload=True)
+    with pytest.raises(TypeError, match="TextPayload: a payload message's 'payload' must be bytes"):
+        register_message(TextPayload, 32002, layer="test", payload=True)
+    with pytest.raises(TypeError, match="NamedPublisher: a payload message's 'publisher' must be"):
+        register_message(NamedPublisher, 32003, layer="test", payload=True)
+    for cls in (NoTopic, TextPayload, NamedPublisher):  # refused: nothing registered
+        assert cls not in MESSAGE_INFO
+    assert not {32001, 32002, 32003} & set(MESSAGE_TYPES)
+    # a message that is not a payload message is no carrier, though it names a topic
+    cls = next(cls for cls, info in MESSAGE_INFO.items() if info.topic and not info.payload)
+    other = cls(**{f.name: "t/2" if f.name == "topic" else None for f in dataclasses.fields(cls)})
+    assert carrier(other) is None and topic_of(other) == "t/2"

@@ -386,7 +386,7 @@ def test_named_faults_act_on_and_list_the_nodes_they_can_act_on() -> None:
 
 
 def test_net_workload_is_the_same_plan_for_the_cluster() -> None:
-    from pubmesh.net import workload as net
+    from pubmesh.net.cluster import workload as net
 
     scenario = parse_scenario(
         NAMED.split("[[faults]]")[0] + '[[faults]]\nat = 3.0\nkind = "crash"\nfraction = 0.5\n'

@@ -7,7 +7,8 @@ import socket
 import time
 
 from pubmesh.net import security
-from pubmesh.net.security import ClusterKey, Sealer
+from pubmesh.net.framing import Sealer
+from pubmesh.net.security import ClusterKey
 from support.netnode import KEY_TEXT
 
 KEY = ClusterKey.from_text(KEY_TEXT)

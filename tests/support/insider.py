@@ -13,10 +13,15 @@ from cryptography import x509
 
 from pubmesh.net import security
 from pubmesh.net.codec import decode, encode
-from pubmesh.net.framing import TAG_CONTROL
-from pubmesh.net.security import TlsOpener, TlsSealer
+from pubmesh.net.framing import (
+    TAG_CONTROL,
+    TAG_SIGNED,
+    TlsOpener,
+    TlsSealer,
+    read_signature_block,
+    signature_block,
+)
 from pubmesh.net.signing import Credential, Signed, credential_of
-from pubmesh.net.transport import TAG_SIGNED, read_signature_block, signature_block
 from pubmesh.proto.core import Message
 from support.hostile import read_frame
 

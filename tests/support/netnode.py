@@ -170,7 +170,7 @@ class NodeProcess:
     ) -> None:
         """``prefix``: a command that execs the node (``unshare ... sh -c '...; exec "$@"'``),
         so the process is still the node's; ``cwd``: where it runs (relative paths)."""
-        module = ["-m", "pubmesh", "node"] if cli else ["-m", "pubmesh.net.node_cli"]
+        module = ["-m", "pubmesh", "node"] if cli else ["-m", "pubmesh.net.node"]
         self.log = log
         with open(log, "wb") as stderr:
             self.proc = subprocess.Popen(

@@ -5,7 +5,7 @@ publications and subscriptions, apart from the runtime's loop.
   suit the stack (content-based) and be valid, a publication must fit in a frame
   (:data:`PUBLICATION_HEADROOM`), and the ACL (:mod:`pubmesh.net.acl`) must let this node
   publish or subscribe on the topic.
-* Room (flow control, issue 43): the bytes the node holds in its queues and caches against its
+* Room (flow control): the bytes the node holds in its queues and caches against its
   ``memory_budget``, and the fullest peer queue against ``max_queue_bytes``
   (:meth:`Admission.room`).
 * Copies of publications (identity mode, :mod:`pubmesh.net.signing`): one received is verified
@@ -21,13 +21,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pubmesh.errors import UserError
 from pubmesh.net.address import format_id
+from pubmesh.net.codec import MAX_TOPIC_BYTES
 from pubmesh.net.signing import Signed
 from pubmesh.proto.content.filters import attributes_problem, filter_problem, topic_based
-from pubmesh.proto.core import Message, NodeId
+from pubmesh.proto.core import Carrier, Message, NodeId, topic_of
 
 if TYPE_CHECKING:
     from pubmesh.net.runtime import NodeRuntime
@@ -36,16 +37,6 @@ if TYPE_CHECKING:
 #: vectors, tags), the frame header and the signature block with a certificate: a publication
 #: (payload, topic and attributes) may take the rest of a frame (``NetConfig.max_frame``).
 PUBLICATION_HEADROOM = 64 << 10
-
-
-#: Bytes (UTF-8) a topic may take: a message naming a longer one is a malformed frame (its
-#: sender charged, pubmesh.net.transport), a subscription or publication on one is refused.
-#: Kafka allows 249 characters; a topic is a name, not a payload (issue 58, item 2).
-MAX_TOPIC_BYTES = 255
-
-
-def topic_too_long(topic: str) -> bool:
-    return len(topic) > MAX_TOPIC_BYTES // 4 and len(topic.encode()) > MAX_TOPIC_BYTES
 
 
 class InvalidCommand(UserError, ValueError):
@@ -84,7 +75,7 @@ class Admission:
     # ------------------------------------------------------------------ the application's
     def check_topic(self, topic: str) -> None:
         """Raise :class:`InvalidCommand` for a topic over :data:`MAX_TOPIC_BYTES` or empty."""
-        if not topic or topic_too_long(topic):
+        if not topic or len(topic.encode()) > MAX_TOPIC_BYTES:
             raise InvalidCommand(
                 f"a topic is 1 to {MAX_TOPIC_BYTES} bytes of UTF-8, not {len(topic.encode()):,}"
             )
@@ -163,13 +154,23 @@ class Admission:
         """:meth:`memory_used`, and the fullest peer queue's peer and bytes (one walk)."""
         runtime = self.runtime
         transport, node = runtime.transport, runtime.node
-        queued, peer, most = (0, None, 0) if transport is None else transport.queues()
+        queued, peer, most = (0, None, 0) if transport is None else transport.usage()
         held = node.held_bytes() if node is not None else 0
-        if transport is not None:
-            held += transport.held_bytes()
         if runtime.verifier is not None:
             held += runtime.verifier.held_bytes()
         return queued + held + sum(count() for count in runtime.application_queues), peer, most
+
+    def offered(
+        self, topic: str, payload: bytes, attributes: Mapping[str, Any] | None
+    ) -> str | None:
+        """An application's publication offered: :class:`InvalidCommand` for attributes the
+        node would refuse, whatever the room; then why it has no room (:meth:`room`), counted
+        as refused, or None."""
+        self.check_attributes(attributes)
+        reason = self.room(topic, payload)
+        if reason is not None:
+            self.refused["no-room"] += 1
+        return reason
 
     def room(self, topic: str, payload: bytes) -> str | None:
         """Why a publication of ``payload`` on ``topic`` has no room now, or None if it has:
@@ -197,8 +198,10 @@ class Admission:
         runtime = self.runtime
         verifier, transport = runtime.verifier, runtime.transport
         assert verifier is not None and transport is not None
+        # the runtime sends only payload messages this way (signing.carries_payload)
+        carried = cast(Carrier, message)
         acl = self.acl
-        if acl is not None and not acl.may_subscribe(dst, getattr(message, "topic", "")):
+        if acl is not None and not acl.may_subscribe(dst, carried.topic):
             self._denied(dst, message, None, "subscribe")
             return
         if verifier.signer.pending(message.publication()):
@@ -219,11 +222,12 @@ class Admission:
     def may_name(self, src: NodeId, message: Message) -> bool:
         """Whether ``src`` may send ``message`` (not a publication's copy) about the topic it
         names: with an ACL, only a node that may publish or subscribe on a topic has any
-        business asking for its swarm or joining it (the gossip contact's directory, issue 58
-        item 2). Refused messages are counted (``denied``: ``topic``) and charged."""
+        business asking for its swarm or joining it (the gossip contact's directory, which an
+        insider could otherwise fill with topics of its own). Refused messages are counted
+        (``denied``: ``topic``) and charged."""
         acl = self.acl
-        topic = getattr(message, "topic", None)
-        if acl is None or not isinstance(topic, str):
+        topic = topic_of(message)
+        if acl is None or topic is None:
             return True
         if acl.may_subscribe(src, topic) or acl.may_publish(src, topic):
             return True
@@ -243,7 +247,8 @@ class Admission:
             return False
         acl = self.acl
         assert signed is not None
-        if acl is not None and not acl.may_publish(signed.publisher, getattr(message, "topic", "")):
+        carried = cast(Carrier, message)  # a signature checked is a payload message's
+        if acl is not None and not acl.may_publish(signed.publisher, carried.topic):
             self._denied(src, message, signed.publisher, "publish")
             return False
         return True
@@ -260,7 +265,7 @@ class Admission:
                 "peer": peer,
                 "address": format_id(peer),
                 "reason": f"may-not-{what}",
-                "topic": getattr(message, "topic", None),
+                "topic": topic_of(message),
                 "pub_id": message.publication(),
                 "publisher": format_id(publisher) if publisher is not None else None,
             },

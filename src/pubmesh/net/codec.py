@@ -65,13 +65,25 @@ Checker = Callable[[Any], Any]
 #: Nesting allowed in ``Any`` values (maps and arrays inside attribute mappings).
 MAX_PLAIN_DEPTH = 32
 
+#: Bytes (UTF-8) a topic may take: a message naming a longer one does not decode
+#: (``topic-too-long``: a malformed frame, its sender charged), and a subscription or
+#: publication on one is refused (pubmesh.net.admission).
+#: Kafka allows 249 characters; a topic is a name, not a payload, and a member must not fill
+#: others' memory with long ones.
+MAX_TOPIC_BYTES = 255
+
+
+def topic_too_long(topic: str) -> bool:
+    return len(topic) > MAX_TOPIC_BYTES // 4 and len(topic.encode()) > MAX_TOPIC_BYTES
+
 
 class CodecError(ValueError):
     """A payload that is not a valid encoding of its message type.
 
     ``reason`` is one of ``"undecodable"`` (not msgpack, or trailing bytes), ``"unknown-type"``
-    (a tag no class is registered under) and ``"wrong-field-type"`` (anything that fails a
-    field's declared type); ``detail`` says which field and what arrived.
+    (a tag no class is registered under), ``"wrong-field-type"`` (anything that fails a
+    field's declared type) and ``"topic-too-long"`` (a topic over :data:`MAX_TOPIC_BYTES`);
+    ``detail`` says which field and what arrived.
     """
 
     def __init__(self, reason: str, detail: str) -> None:
@@ -164,17 +176,31 @@ def decode(tag: int, payload: bytes | memoryview) -> Message:
         cls = MESSAGE_TYPES.get(tag)
         if cls is None:
             raise CodecError("unknown-type", f"no message type has tag {tag}")
-        decoder = _DECODERS[tag] = (cls, _fast_builder(cls))
+        decoder = _DECODERS[tag] = (cls, _fast_builder(cls), _topic_index(cls))
     try:
         values = msgpack.unpackb(payload, raw=False, use_list=False, strict_map_key=False)
     except (ValueError, TypeError) as error:  # msgpack's errors are ValueErrors
         cls = decoder[0]
         raise CodecError("undecodable", f"{cls.__name__}: {type(error).__name__} {error}") from None
+    at = decoder[2]
+    if at is not None and type(values) is tuple and len(values) > at:
+        topic = values[at]
+        if type(topic) is str and topic_too_long(topic):
+            raise CodecError("topic-too-long", f"a topic of {len(topic.encode()):,} bytes")
     return decoder[1](values)
 
 
-#: tag -> (class, its builder from :func:`_fast_builder`)
-_DECODERS: dict[int, tuple[type[Message], Callable[[Any], Message]]] = {}
+def _topic_index(cls: type[Message]) -> int | None:
+    """Where ``cls``'s fields hold a ``topic: str`` (checked against :data:`MAX_TOPIC_BYTES`
+    before the message is built), or None."""
+    for index, (name, tp) in enumerate(message_schema(cls)):
+        if name == "topic" and tp is str:
+            return index
+    return None
+
+
+#: tag -> (class, its builder from :func:`_fast_builder`, where its topic is: _topic_index)
+_DECODERS: dict[int, tuple[type[Message], Callable[[Any], Message], int | None]] = {}
 #: field types checked by ``type(value) is T`` alone (what their checkers do, inlined)
 _EXACT = (int, str, bytes, bool)
 

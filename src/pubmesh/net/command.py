@@ -63,10 +63,10 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from pubmesh.net import node_cli
     from pubmesh.net.cluster import options as cluster_options
+    from pubmesh.net.node import options as node_options
 
-    node_cli.add_parser(subparsers)
+    node_options.add_parser(subparsers)
     cluster_options.add_parser(subparsers).set_defaults(func=_cmd_cluster)
     key = _actions(subparsers, "key", "make a cluster key for the shared-key mode", KEY_HELP)
     new = _action(

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pubmesh.net")
 
 #: a log record's attribute naming the event it repeats (the node process reports the event
-#: itself, once, and drops such records: pubmesh.net.node_cli)
+#: itself, once, and drops such records: pubmesh.net.node.process)
 EVENT_LOGGED = "pubmesh_event"
 #: Drops and rejections of one kind toward one peer are traced at most this often; the rows in
 #: between are counted into the next one (``suppressed``), so a flood cannot flood the trace.

@@ -1,4 +1,4 @@
-"""Live metrics of a running node: OpenMetrics over HTTP, for Prometheus (issue 43, item 8).
+"""Live metrics of a running node: OpenMetrics over HTTP, for Prometheus.
 
 ``pubmesh node --metrics HOST:PORT`` (and ``pubmesh.Node(metrics="HOST:PORT")``) serves
 
@@ -59,7 +59,7 @@ Metrics (all per node; ``_total`` ones are counters):
 Who may read them: anyone who can connect. The endpoint has no authentication, and it tells
 the node's subscribed topics and its traffic: bind it to loopback or to a monitoring network
 (``--metrics 127.0.0.1:9464``). A stranger's connections cost little and cannot keep a
-scraper or a liveness probe out (issue 58, item 6): a request of at most 8 KiB must arrive
+scraper or a liveness probe out: a request of at most 8 KiB must arrive
 whole within ``REQUEST_TIMEOUT`` (1 s), its answer be taken within ``ANSWER_TIMEOUT``; at
 most ``MAX_PER_SOURCE`` connections from one address and ``MAX_CLIENTS`` in all, and a new
 connection that finds either full closes the *oldest* there, preferring one that has sent

@@ -1,4 +1,4 @@
-"""The authority's revocation list, and how it reaches every node (issue 58, item 4).
+"""The authority's revocation list, and how it reaches every node.
 
 Certificates expire; before this list, expiry was the only way to put a member out. Now
 ``pubmesh ca revoke DIR HOST:PORT`` revokes every certificate the authority in ``DIR`` has

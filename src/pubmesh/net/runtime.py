@@ -29,9 +29,16 @@ or a peer could not be reached at all) and the application (commands).
 ``now`` is the event loop's monotonic clock since the node started; the trace gets wall-clock
 time (``epoch at start + now``), so the partial traces of nodes on one machine line up.
 
-The one rule: **the runtime adds sockets, clocks and timers, nothing else.** It never looks
-inside a message or a protocol's state; a handler that raises is a bug, which the runtime logs
-and traces (``handler-error``) so that one bad input cannot take the node down.
+The rule that keeps it correct: **the runtime adds sockets, clocks, timers and the checks a
+network needs, and decides nothing the protocol decides.** It never looks inside a protocol's
+state. It reads a message only through the typed contracts of :mod:`pubmesh.proto.core`: a
+payload message is a :class:`~pubmesh.proto.core.Carrier` (topic, publication id, payload,
+and the publisher where it names one), read by admission (:mod:`.admission`: room, the ACL),
+signing (:mod:`.signing`) and the trace; a message that names a topic says so in its
+registration (:func:`~pubmesh.proto.core.topic_of`), read by the ACL's topic check and the
+transport's bound on topic length. Nothing reads a field by name. A handler that raises is a
+bug, which the runtime logs and traces (``handler-error``) so that one bad input cannot take
+the node down.
 """
 
 from __future__ import annotations
@@ -120,7 +127,7 @@ class Congestion(enum.Enum):
 
 @dataclass(frozen=True)
 class Receipt:
-    """What became of a publication the application offered (flow control, issue 43).
+    """What became of a publication the application offered (flow control).
 
     ``accepted``: handed to the stack (``pub_id`` is its id); otherwise ``reason`` says why it
     was refused: the node holds more than its ``memory_budget`` in its queues, or the queue to
@@ -269,6 +276,8 @@ class NodeRuntime:
         self._housekeeping: asyncio.TimerHandle | None = None
         self._next_snapshot = 0.0
         self._early: list[Input] = []
+        #: BLOCK publications waiting for room (:meth:`wait_for_room`), woken by :meth:`net_room`
+        self.room_waiters: list[asyncio.Future[None]] = []
         #: the node's own events (net.*), to the trace and the event callbacks, rate-limited
         self.events = NodeEvents(self)
         #: the checks on publications, subscriptions and copies, and their counters
@@ -442,6 +451,7 @@ class NodeRuntime:
                     break
                 await asyncio.sleep(0.05)
         self.closed = True
+        self.net_room()  # a waiting publication is refused now, not when its time is up
         if self._housekeeping is not None:
             self._housekeeping.cancel()
         assert self.transport is not None
@@ -529,6 +539,35 @@ class NodeRuntime:
         (:meth:`Admission.room`)."""
         return self.admission.room(topic, payload)
 
+    async def wait_for_room(self, topic: str, payload: bytes, timeout: float | None) -> None:
+        """Return once a publication of ``payload`` on ``topic`` has room (:meth:`room`), the
+        node closes, or ``timeout`` seconds (None: no limit) have passed. Nothing polls: the
+        check runs again each time room may have appeared (:meth:`net_room`)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while not self.closed and self.room(topic, payload) is not None:
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                return
+            waiter: asyncio.Future[None] = loop.create_future()
+            self.room_waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, left)
+            except TimeoutError:
+                return
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+
+    def net_room(self) -> None:
+        """Room may have appeared (a queue drained, a connection went away, the stack or the
+        application let go of something, the node closed): every waiting publication looks
+        again."""
+        waiters, self.room_waiters = self.room_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
     def offer(
         self,
         topic: str,
@@ -541,10 +580,8 @@ class NodeRuntime:
         """:meth:`publish` if there is room (:meth:`room`), else a refused receipt, counted.
         This is ``Congestion.DROP``; for BLOCK, :meth:`pubmesh.Node.publish` waits for room
         first (``waited``: how long, for the receipt)."""
-        self.admission.check_attributes(attributes)
-        reason = self.admission.room(topic, payload)
+        reason = self.admission.offered(topic, payload, attributes)
         if reason is not None:
-            self.admission.refused["no-room"] += 1
             return Receipt(None, False, reason, waited)
         pub_id = self.publish(topic, payload, pub_id=pub_id, attributes=attributes)
         return Receipt(pub_id, True, waited=waited)
@@ -606,6 +643,8 @@ class NodeRuntime:
             self._handler_error(type(event).__name__, error)
             return
         self._apply(outputs, now)
+        if self.room_waiters:  # the stack's caches shrink only while it handles an input
+            self.net_room()
 
     def _handler_error(self, input_name: str, error: Exception) -> None:
         self.handler_errors += 1

@@ -58,11 +58,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from pubmesh.errors import UserError
-from pubmesh.net.framing import HEADER, LENGTH, MAC_SIZE, PREFIX, VERSION
+from pubmesh.net.framing import LENGTH, VERSION
 from pubmesh.private import write_new
 
 KEY_ENV = "PUBMESH_KEY"
@@ -362,108 +359,6 @@ def session_keys(key: ClusterKey, script: bytes) -> tuple[bytes, bytes]:
         hmac.digest(session, b"dialer->acceptor", hashlib.sha256),
         hmac.digest(session, b"acceptor->dialer", hashlib.sha256),
     )
-
-
-# --------------------------------------------------------------------------------------------
-# Data frames
-# --------------------------------------------------------------------------------------------
-class FrameError(Exception):
-    """A data frame refused by :class:`Opener`: ``reason`` is bad-mac, replayed-frame,
-    out-of-sequence, bad-version or truncated-frame."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-
-
-_NONCE_PAD = bytes(4)
-
-
-def _check_order(version: int, seq: int, expected: int) -> None:
-    """An authentic frame's version and sequence number (the next one expected)."""
-    if version != VERSION:
-        raise FrameError("bad-version", f"frame version {version}, expected {VERSION}")
-    if seq != expected:
-        reason = "replayed-frame" if seq < expected else "out-of-sequence"
-        raise FrameError(reason, f"sequence number {seq}, expected {expected}")
-
-
-class Sealer:
-    """Builds this direction's data frames: header, then the payload encrypted with AES-256-GCM
-    (the header as associated data, the 16-byte tag last); counts sequence numbers. The nonce
-    is the sequence number: never repeated under one direction's key."""
-
-    __slots__ = ("_aead", "seq")
-
-    def __init__(self, key: bytes) -> None:
-        self._aead = AESGCM(key)
-        self.seq = 0
-
-    def seal(self, tag: int, payload: bytes, t_send: float) -> bytes:
-        seq = self.seq
-        head = PREFIX.pack(HEADER.size + len(payload) + MAC_SIZE, VERSION, tag, seq, t_send)
-        self.seq = seq + 1
-        return head + self._aead.encrypt(_NONCE_PAD + seq.to_bytes(8, "big"), payload, head)
-
-
-class Opener:
-    """Checks and decrypts the other direction's data frames: the tag first (over header and
-    ciphertext), then version and sequence."""
-
-    __slots__ = ("_aead", "seq")
-
-    def __init__(self, key: bytes) -> None:
-        self._aead = AESGCM(key)
-        self.seq = 0
-
-    def open(self, frame: bytes) -> tuple[int, float, bytes]:
-        """(tag, send time, payload) of ``frame`` (length prefix included)."""
-        if len(frame) < PREFIX.size + MAC_SIZE:
-            raise FrameError("truncated-frame", f"data frame of {len(frame)} bytes")
-        _length, version, tag, seq, t_send = PREFIX.unpack_from(frame)
-        view = memoryview(frame)
-        try:
-            payload = self._aead.decrypt(
-                _NONCE_PAD + seq.to_bytes(8, "big"), view[PREFIX.size :], view[: PREFIX.size]
-            )
-        except InvalidTag:
-            raise FrameError("bad-mac", f"frame of {len(frame)} bytes fails its tag") from None
-        _check_order(version, seq, self.seq)
-        self.seq += 1
-        return tag, t_send, payload
-
-
-class TlsSealer:
-    """Identity mode's data frames: TLS encrypts and authenticates the stream, so a frame is
-    the header and the payload, without a tag (same header, same sequence numbers)."""
-
-    __slots__ = ("seq",)
-
-    def __init__(self) -> None:
-        self.seq = 0
-
-    def seal(self, tag: int, payload: bytes, t_send: float) -> bytes:
-        seq = self.seq
-        self.seq = seq + 1
-        return PREFIX.pack(HEADER.size + len(payload), VERSION, tag, seq, t_send) + payload
-
-
-class TlsOpener:
-    """Checks identity mode's data frames: version and sequence (TLS did the rest)."""
-
-    __slots__ = ("seq",)
-
-    def __init__(self) -> None:
-        self.seq = 0
-
-    def open(self, frame: bytes) -> tuple[int, float, memoryview]:
-        if len(frame) < PREFIX.size:
-            raise FrameError("truncated-frame", f"data frame of {len(frame)} bytes")
-        _length, version, tag, seq, t_send = PREFIX.unpack_from(frame)
-        _check_order(version, seq, self.seq)
-        self.seq += 1
-        return tag, t_send, memoryview(frame)[PREFIX.size :]
 
 
 # --------------------------------------------------------------------------------------------

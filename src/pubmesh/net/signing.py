@@ -31,8 +31,8 @@ a publication id is a hash of the publisher's id and a nonce (:func:`bound_pub_i
 travels with the signature, and a copy whose id is not its publisher's hash is refused: taking
 another publisher's id would take a 63-bit preimage.
 
-Fresh signatures (issue 58, item 3)
-===================================
+Fresh signatures
+================
 A valid signature says who published, not when: a member could keep a copy and send it again
 once every node's duplicate filter had forgotten its id (90 s for gossip), and it would be
 delivered again, even at its own publisher. So the signature also covers the publisher's wall
@@ -49,15 +49,15 @@ clocks must therefore agree within the window, as Kerberos asks of its clients; 
 by the publisher and a filter as long as the window make a replay detectable forever, whatever
 each stack's duplicate filter keeps, and without state per publisher.
 
-Certificates checked at every use (issue 58, item 4)
-====================================================
+Certificates checked at every use
+=================================
 A publisher's certificate is checked against the authority once per connection that brings
 it, and its validity period at *every* copy: a copy is refused as ``expired`` when the
 credential is out of its period now or was out of it when the copy was signed. Expiry and the
 authority's revocation list (:mod:`pubmesh.net.revocation`) reach every copy, cached or not.
 
-One signature for a batch (issue 61)
-====================================
+One signature for a batch
+=========================
 An Ed25519 check costs a node 74 µs on the development machine, a large part of what it
 spends on a copy, and every node checks every publication. So a publisher signs once for all
 the publications it made in one turn of its event loop: a *batch*, as in the amortized
@@ -109,7 +109,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -117,7 +117,14 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
-from pubmesh.proto.core import MESSAGE_INFO, Message, NodeId
+from pubmesh.proto.core import (
+    MESSAGE_INFO,
+    Carrier,
+    HasAttributes,
+    Message,
+    NamesPublisher,
+    NodeId,
+)
 
 #: bytes of the nonce a publication id is drawn from
 NONCE_BYTES = 8
@@ -166,18 +173,23 @@ def bound_pub_id(publisher: NodeId, nonce: bytes) -> int:
 
 
 def content_digest(message: Message, publisher: NodeId) -> bytes:
-    """SHA-256 over what a signature covers: the publisher and the message's publication
-    fields (``topic``, ``pub_id``, ``payload``, and ``attributes`` where the message has them,
-    as canonical JSON)."""
-    topic = getattr(message, "topic", "").encode()
-    payload = getattr(message, "payload", b"")
+    """SHA-256 over what a signature covers: the publisher and the publication ``message``
+    carries (:class:`pubmesh.proto.core.Carrier`: ``topic``, ``pub_id``, ``payload``, and
+    ``attributes`` where the message has them, as canonical JSON). TypeError for a message
+    that carries no publication."""
+    info = MESSAGE_INFO.get(type(message))
+    if info is None or not info.payload:
+        raise TypeError(f"{type(message).__name__} carries no publication to sign")
+    carried = cast(Carrier, message)
+    topic = carried.topic.encode()
+    payload = carried.payload
     parts = [
-        _DIGEST_HEAD.pack(publisher, getattr(message, "pub_id", 0), len(topic)),
+        _DIGEST_HEAD.pack(publisher, carried.pub_id, len(topic)),
         topic,
         len(payload).to_bytes(8, "big"),
         payload,
     ]
-    attributes = getattr(message, "attributes", None)
+    attributes = cast(HasAttributes, message).attributes if info.attributes else None
     if attributes is not None:
         canonical = _canonical(attributes)
         parts.append(json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode())
@@ -468,7 +480,11 @@ class Verifier:
         )
         if not known and bound_pub_id(signed.publisher, signed.nonce) != pub_id:
             return "id-not-bound"
-        named = getattr(message, "publisher", None)
+        named = (
+            cast(NamesPublisher, message).publisher
+            if MESSAGE_INFO[type(message)].publisher
+            else None
+        )
         if named is not None and named != signed.publisher:
             return "publisher-mismatch"
         # out of the window costs no signature check (what a replay flood sends)

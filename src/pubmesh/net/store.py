@@ -1,4 +1,4 @@
-"""What a node remembers across restarts: its data directory (issue 59, item 2).
+"""What a node remembers across restarts: its data directory.
 
 ``pubmesh node --data-dir DIR`` (``pubmesh.Node(data_dir=...)``) keeps in ``DIR/node.db``:
 
@@ -23,7 +23,7 @@ moment leaves the last committed state. Writes are batched (group commit): the r
 commits once per turn of its event loop, for every write of that turn, and hands a delivery
 to the application only after its record is committed (docs/data-dir.md).
 
-Bad disks and bad files (issue 59, item 5):
+Bad disks and bad files:
 
 * a directory another user owns or others can write is refused (a planted database is a way
   in: a subscription list, contacts or delivered ids a stranger chose);

@@ -5,7 +5,7 @@ form (:class:`pubmesh.trace.writer.TraceWriter`): its deliveries, the frames it 
 received, its protocol's trace records and the runtime's rejections and drops, snapshots of its
 overlay state, its own subscriptions and publications. Times are wall-clock seconds (the run's
 start is unknown here) and node ids are network ids (``ip << 16 | port``); the cluster's
-gatherer (:mod:`pubmesh.net.gather`) maps both onto the run.
+gatherer (:mod:`pubmesh.net.cluster.gather`) maps both onto the run.
 
 A Parquet file is only readable once its footer is written, and a node may be SIGKILLed at any
 moment. So the trace is cut into *segments*: every ``segment_seconds`` (default 5) the open
@@ -13,7 +13,7 @@ writer is closed (on a worker thread, off the event loop) into ``DIR/seg-NNNNNN.
 renamed to ``DIR/seg-NNNNNN``; the gatherer reads complete segments only. Each node ends its
 segments at its own phase of the period (from its id): sealing costs ~20 ms of CPU, and 32
 nodes sealing at one instant on two cores held every publication in flight for a few hundred
-milliseconds, every five seconds (issue 16's latency tails). A segment is therefore
+milliseconds, every five seconds (the cluster's p99 latency tails). A segment is therefore
 between a quarter and one and a quarter ``segment_seconds`` long, and a killed node loses at
 most its last 1.25 × ``segment_seconds`` of rows (its deliveries do not count anyway: only
 survivors are expected to deliver). A segment holds only the tables that got rows: writing the
@@ -266,7 +266,7 @@ def _warm_up() -> None:
     import pyarrow.parquet as pq
 
     schema = pa.schema([("x", pa.int64())])
-    # from a list, as TraceWriter does (which imports pandas unless node_cli's finder stops it)
+    # from a list, as TraceWriter does (which imports pandas unless the node's finder stops it)
     column = pa.array([1], type=pa.int64())
     with pq.ParquetWriter(io.BytesIO(), schema, compression="zstd") as writer:
         writer.write_batch(pa.RecordBatch.from_arrays([column], schema=schema))

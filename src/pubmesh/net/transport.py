@@ -68,8 +68,8 @@ trips; three with TLS) completes among them, however fast a stranger reopens its
 identity mode the connection drives its TLS session itself (:mod:`pubmesh.net.tls`) so that it
 sees the TLS handshake's bytes arrive.
 
-Writes are coalesced: frames queued during one turn of the event loop go out in one
-``write`` call at the end of it.
+Writes are coalesced (:class:`pubmesh.net.connection.Writes`): frames queued while a
+connection handles what it read go out at the end of that read, one ``write`` a connection.
 
 Another mode. A node in shared-key mode and one in identity mode cannot talk, and each can
 tell from the other's first bytes: a TLS record starts 0x14-0x17, 0x03, 0x00-0x04 (a
@@ -93,115 +93,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import errno
-import socket
-import ssl
-import struct
 from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from cryptography import x509
 
-from pubmesh.net import security
 from pubmesh.net.address import address_of, format_id
-from pubmesh.net.admission import topic_too_long
-from pubmesh.net.codec import CodecError, decode, encode
+from pubmesh.net.codec import encode
+from pubmesh.net.connection import MAX_PUBLISHERS, PING, REVOKED, Connection, State, Writes
 from pubmesh.net.framing import (
-    CONTROL_GOODBYE,
-    CONTROL_GOODBYE_ACK,
-    CONTROL_PING,
-    CONTROL_REVOKED,
     DEFAULT_MAX_FRAME,
+    MAX_CERTIFICATE,
+    MAX_PATH,
     OVERHEAD,
+    SIGNATURE,
     TAG_CONTROL,
-    FrameBuffer,
-    FrameTooLarge,
 )
 from pubmesh.net.identity import Identity, check_certificate, tls_contexts
 from pubmesh.net.revocation import RevocationList
 from pubmesh.net.revocation import parse as parse_revocations
-from pubmesh.net.security import (
-    AuthError,
-    ClusterKey,
-    FrameError,
-    Opener,
-    Sealer,
-    TlsOpener,
-    TlsSealer,
-)
+from pubmesh.net.security import AuthError, ClusterKey
 from pubmesh.net.signing import (
     HASH_BYTES,
-    MAX_BATCH,
     SIGNATURE_WINDOW,
     Credential,
     Signed,
     credential_of,
 )
-from pubmesh.net.tls import TlsLink
 from pubmesh.proto.core import Message, NodeId
-
-#: a data frame's tag with this bit: a signed publication (framing docstring)
-TAG_SIGNED = 0x8000
-#: a signed frame's block before the message: publisher, nonce, the publisher's clock when it
-#: signed (microseconds since the epoch), Ed25519 signature of the batch's root, the batch's
-#: size, the publication's index in it, the hashes of its audit path that follow, and the
-#: length of the publisher's certificate after them (0: sent earlier on this connection)
-SIGNATURE = struct.Struct(">Q8sQ64sHHBH")
-#: hashes of an audit path, at most (a batch of MAX_BATCH publications)
-MAX_PATH = (MAX_BATCH - 1).bit_length()
-
-
-def signature_block(signed: Signed, der: bytes = b"") -> bytes:
-    """A signed frame's block before the message (framing docstring): :data:`SIGNATURE`,
-    the audit path, and the publisher's certificate ``der`` (empty: sent before)."""
-    path = signed.path
-    return (
-        SIGNATURE.pack(
-            signed.publisher,
-            signed.nonce,
-            signed.t_us,
-            signed.value,
-            signed.size,
-            signed.index,
-            len(path) // HASH_BYTES,
-            len(der),
-        )
-        + path
-        + der
-    )
-
-
-def read_signature_block(payload: bytes | memoryview) -> tuple[Signed, bytes, int]:
-    """A signed frame's block (framing docstring), read back: the signature as it travels
-    (its credential not looked up yet), the publisher's certificate it carries (empty: none)
-    and where the message starts. :class:`FrameError` for a block cut short or over the
-    limits (:data:`MAX_PATH`, :data:`MAX_BATCH`, :data:`MAX_CERTIFICATE`)."""
-    if len(payload) < SIGNATURE.size:
-        raise FrameError("truncated-frame", f"signed frame of {len(payload)} bytes")
-    publisher, nonce, t_us, value, size, index, hashes, cert_size = SIGNATURE.unpack_from(payload)
-    if hashes > MAX_PATH or size > MAX_BATCH:
-        raise FrameError("oversized-batch", f"a batch of {size} and a path of {hashes} hashes")
-    if cert_size > MAX_CERTIFICATE:
-        raise FrameError("oversized-certificate", f"a certificate of {cert_size} bytes")
-    start = SIGNATURE.size + hashes * HASH_BYTES
-    end = start + cert_size
-    if len(payload) < end:
-        raise FrameError("truncated-frame", f"signature block of {end} bytes cut short")
-    path = bytes(payload[SIGNATURE.size : start])
-    signed = Signed(publisher, nonce, t_us, value, None, size, index, path)
-    return signed, bytes(payload[start:end]), end
-
-
-#: publishers' certificates kept per connection and checked per node, at most (a cluster's
-#: identities; beyond it a connection is refused and the node's cache starts over)
-MAX_PUBLISHERS = 65536
-#: TCP_USER_TIMEOUT of every connection (milliseconds)
-USER_TIMEOUT_MS = 10_000
-#: bytes of a publisher's certificate, at most (ours are ~300)
-MAX_CERTIFICATE = 4096
 
 
 @dataclass(frozen=True)
@@ -320,607 +242,10 @@ class TransportOwner(Protocol):
 
     def net_monitored(self) -> set[NodeId]: ...
 
-
-class State(enum.Enum):
-    HANDSHAKE = "handshake"
-    OPEN = "open"
-    CLOSING = "closing"
-    CLOSED = "closed"
-
-
-_GOODBYE = bytes([CONTROL_GOODBYE])
-_GOODBYE_ACK = bytes([CONTROL_GOODBYE_ACK])
-_PING = bytes([CONTROL_PING])
-_REVOKED = bytes([CONTROL_REVOKED])
-
-
-class Connection(asyncio.Protocol):
-    """One TCP connection: handshake, then sealed data frames both ways."""
-
-    def __init__(self, hub: Transport, *, dialer: bool, expected: NodeId | None = None) -> None:
-        self.hub = hub
-        self.dialer = dialer
-        self.expected = expected
-        self.state = State.HANDSHAKE
-        self.peer: NodeId | None = None
-        #: the id an accepted connection's HELLO claims, before the proof (never a peer)
-        self.claimed: NodeId | None = None
-        self.remote = "?"
-        self.source = "?"
-        self.transport: asyncio.Transport | None = None
-        self.buffer = FrameBuffer(security.MAX_HANDSHAKE_FRAME)
-        self.opened: asyncio.Future[Connection] = hub.loop.create_future()
-        self.graceful = False
-        self.rejected = False
-        #: the handshake completed: only then can this connection's loss mean a peer is down
-        self.authenticated = False
-        self.last_active = self.started = hub.loop.time()
-        #: the last frame received (PINGs included) and sent: the heartbeat's clocks
-        self.last_heard = self.last_sent = self.started
-        #: since when the queue has held over half of max_queue_bytes (None: it has not)
-        self.behind_since: float | None = None
-        self.reported_slow = False
-        self._nonce = b""
-        self._peer_nonce = b""
-        self._script = b""
-        self._sealer: Sealer | TlsSealer | None = None
-        self._opener: Opener | TlsOpener | None = None
-        #: identity mode: the peer's certificate, once TLS has checked its chain
-        self.peer_cert: Any = None
-        #: identity mode: the TLS session this connection drives (tls.TlsLink)
-        self._tls: TlsLink | None = None
-        #: signed publications: the publishers whose certificates this connection has carried,
-        #: each way (signing docstring)
-        self._certs_sent: set[NodeId] = set()
-        #: the publishers' credentials this connection brought (valid ones only: a refused
-        #: certificate is charged to the peer, not kept), counted in Transport.cert_entries
-        self._certs_received: dict[NodeId, Credential] = {}
-        self._out: list[bytes] = []
-        self._out_bytes = 0
-        self._flush_scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
-        #: the first bytes received (up to _HEAD_BYTES): another security mode shows there
-        self._head = b""
-
-    # ------------------------------------------------------------------ asyncio callbacks
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports have the interface without the base class
-        self.transport = cast(asyncio.Transport, transport)
-        peername = transport.get_extra_info("peername")
-        if peername:
-            self.source = str(peername[0])
-            self.remote = f"{peername[0]}:{peername[1]}"
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            _tune(sock)
-        hub = self.hub
-        if not self.dialer and not hub._admit(self):
-            self.reject("too-many-connections", f"{len(hub.connections)} open, none unproven")
-            return
-        hub.connections.add(self)
-        first = hub.config.handshake_timeout if self.dialer else hub.config.hello_timeout
-        self._timer = hub.loop.call_later(first, self._handshake_timeout)
-        if hub.tls is not None:  # identity mode: TLS first, on this TCP connection
-            server, client = hub.tls
-            context = client if self.dialer else server
-            try:
-                self._tls = TlsLink(self.transport, context, server_side=not self.dialer)
-            except ssl.SSLError as error:
-                self.reject("tls-failed", _tls_problem(error))
-            return
-        if self.dialer:
-            self._nonce = security.new_nonce()
-            self.transport.write(security.hello(hub.node_id, self._nonce))
-
-    def data_received(self, data: bytes) -> None:
-        if self.state is State.HANDSHAKE and not self.dialer and not self.heard:
-            self._first_heard()
-        tls = self._tls
-        if self.state is State.HANDSHAKE and len(self._head) < _HEAD_BYTES:
-            # the first bytes tell another security mode at the other end (module docstring)
-            self._head += data[: _HEAD_BYTES - len(self._head)]
-            if self._other_mode(data):
-                return
-        if tls is None:
-            self.buffer.extend(data)
-        else:
-            tls.receive(data)
-            try:
-                if not tls.established:
-                    if not tls.handshake():
-                        return
-                    self._tls_established()
-                    if self.state is State.CLOSED:
-                        return
-                self.buffer.extend(tls.read())
-            except ssl.SSLError as error:
-                self.reject("tls-failed", _tls_problem(error))
-                return
-        self._drain()
-
-    def _other_mode(self, data: bytes) -> bool:
-        """The peer's first bytes are another security mode's (module docstring, "Another
-        mode"): refuse the connection naming the mismatch, telling an acceptor's dialer so in
-        words its own handshake reads. True when refused."""
-        head = self._head
-        tls = self._tls
-        if tls is None and security.speaks_tls(head):
-            if not self.dialer:
-                assert self.transport is not None
-                self.transport.write(security.refused_frame(security.SHARED_KEY_REFUSAL))
-            self.reject(
-                "speaks-tls",
-                "it speaks TLS: it runs in identity mode (certificates); this node uses a "
-                "shared cluster key",
-                flush=not self.dialer,
-            )
-            return True
-        if tls is not None and not tls.established and security.speaks_shared_key(head):
-            if not self.dialer:
-                self.claimed = security.hello_claim(data)
-                tls.raw.write(security.refused_frame(security.IDENTITY_MODE_REFUSAL))
-            self.reject(
-                "speaks-shared-key",
-                "it speaks pubmesh's shared-key handshake: it runs with a cluster key; this "
-                "node uses identity mode (certificates)",
-                flush=not self.dialer,
-            )
-            return True
-        return False
-
-    def _first_heard(self) -> None:
-        """An accepted connection's first bytes came in time (``hello_timeout``): the rest of
-        the handshake has what is left of ``handshake_timeout``."""
-        hub = self.hub
-        if self._timer is not None:
-            self._timer.cancel()
-        rest = self.started + hub.config.handshake_timeout - hub.loop.time()
-        self._timer = hub.loop.call_later(max(0.0, rest), self._handshake_timeout)
-
-    def _drain(self) -> None:
-        """Handle every complete frame received."""
-        buffer = self.buffer
-        hub = self.hub
-        # what handling this read sends goes out when the read is handled, in this turn of
-        # the loop (see Transport._dirty)
-        hub._reading = True
-        try:
-            while self.state is not State.CLOSED:
-                frame = buffer.next()
-                if frame is None:
-                    break
-                if self.state is State.HANDSHAKE:
-                    self._handshake(frame)
-                else:
-                    self._data(frame)
-        except FrameTooLarge as error:
-            self.reject("oversized-frame", str(error))
-        finally:
-            hub._reading = False
-            if hub._dirty:
-                hub._flush_dirty()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.state in (State.OPEN, State.CLOSING) and self.buffer.pending():
-            # the peer went away in the middle of a frame: a truncated frame
-            self.hub._reject(
-                self.peer,
-                self.remote,
-                "truncated-frame",
-                f"{self.buffer.pending()} bytes of an incomplete frame when the connection closed",
-                handshake=False,
-            )
-        was = self.state
-        self.state = State.CLOSED
-        self.hub.cert_entries -= len(self._certs_received)
-        self._certs_received.clear()
-        if self._timer is not None:
-            self._timer.cancel()
-        if was is State.HANDSHAKE:
-            self.hub._left_handshake(self)
-            # the other side gave up on the handshake without a word: a peer of another
-            # protocol version, or one that went away
-            during = (
-                "the TLS handshake" if self._tls and not self._tls.established else "the handshake"
-            )
-            self.hub._reject(
-                self.expected,
-                self.remote,
-                "handshake-aborted",
-                f"the peer closed the connection during {during}" + self._claim(),
-                handshake=True,
-                conn=self,
-            )
-        if not self.opened.done():
-            self.opened.set_exception(
-                ConnectionError(f"connection to {self.remote} closed during the handshake")
-            )
-            self.opened.exception()  # mark retrieved: nobody may be waiting
-        self.hub._closed(self, was)
-
-    # ------------------------------------------------------------------ handshake
-    def _tls_established(self) -> None:
-        """Identity mode: the TLS 1.3 session is up, certificates both ways (the chain and
-        the validity period checked by TLS against the cluster's authority); the dialer now
-        checks that the acceptor's certificate names the address it dialed and says HELLO.
-        Refusals name the reason on both ends."""
-        hub = self.hub
-        tls = self._tls
-        assert tls is not None
-        self.transport = tls
-        der = tls.session.getpeercert(binary_form=True)
-        if der is None:
-            self.reject("tls-failed", "the peer showed no certificate")
-            return
-        self.peer_cert = x509.load_der_x509_certificate(der)
-        if self.dialer:
-            assert hub.identity is not None and self.expected is not None
-            problem = check_certificate(
-                self.peer_cert, hub.identity.authority, format_id(self.expected)
-            ) or hub.revoked_problem(self.peer_cert)
-            if problem is not None:
-                self._refuse_certificate(problem)
-                return
-            self._nonce = security.new_nonce()
-            tls.write(security.hello(hub.node_id, self._nonce))
-
-    def _refuse_certificate(self, problem: str) -> None:
-        """Refuse the peer's certificate, telling it why over the TLS session first."""
-        assert self.transport is not None
-        self.transport.write(security.refused_frame(f"your certificate {problem}"))
-        self.reject("identity-refused", f"its certificate {problem}", flush=True)
-
-    def _identity_handshake(self, body: bytes) -> None:
-        """Identity mode after TLS: HELLO (the dialer's claimed id, which its certificate
-        must name) and CHALLENGE (the acceptor's id, which must be the one dialed)."""
-        hub = self.hub
-        assert hub.identity is not None and self.transport is not None
-        if self.dialer:
-            acceptor, _nonce = security.parse_challenge(body)
-            if acceptor != self.expected:
-                raise AuthError(
-                    "wrong-peer",
-                    f"dialed {format_id(self.expected or 0)}, reached {format_id(acceptor)}",
-                )
-            self._open(acceptor, None, None)
-            return
-        dialer, _nonce = security.parse_hello(body)
-        self.claimed = dialer
-        problem = check_certificate(
-            self.peer_cert, hub.identity.authority, format_id(dialer)
-        ) or hub.revoked_problem(self.peer_cert)
-        if problem is not None:
-            self._refuse_certificate(problem)
-            return
-        self._nonce = security.new_nonce()
-        self.transport.write(security.challenge(hub.node_id, self._nonce))
-        self._open(dialer, None, None)
-
-    def _handshake(self, frame: bytes) -> None:
-        hub = self.hub
-        body = frame[4:]
-        try:
-            security.check_refusal(body, hub.key_if_shared)
-            if hub.identity is not None:
-                self._identity_handshake(body)
-            elif self.dialer and not self._script:
-                # CHALLENGE: prove first (the acceptor proves nothing to a stranger)
-                acceptor, nonce = security.parse_challenge(body)
-                if self.expected is not None and acceptor != self.expected:
-                    raise AuthError(
-                        "wrong-peer",
-                        f"dialed {format_id(self.expected)}, reached {format_id(acceptor)}",
-                    )
-                self.claimed = acceptor
-                self._script = security.transcript(self._nonce, nonce, hub.node_id, acceptor)
-                assert self.transport is not None
-                self.transport.write(
-                    security.proof_frame(hub.key.proof(security.DIALER_LABEL, self._script))
-                )
-            elif self.dialer:
-                # CONFIRM: the acceptor's proof, only now
-                proof = security.parse_confirm(body)
-                security.verify(
-                    hub.key.proof(security.ACCEPTOR_LABEL, self._script),
-                    proof,
-                    f"peer {self.remote}",
-                    hub.key,
-                )
-                send_key, receive_key = security.session_keys(hub.key, self._script)
-                assert self.claimed is not None
-                self._open(self.claimed, send_key, receive_key)
-            elif not self._script:
-                dialer, nonce = security.parse_hello(body)
-                self.claimed = dialer
-                self._nonce = security.new_nonce()
-                self._script = security.transcript(nonce, self._nonce, dialer, hub.node_id)
-                assert self.transport is not None
-                self.transport.write(security.challenge(hub.node_id, self._nonce))
-            else:
-                proof = security.parse_proof(body)
-                assert self.transport is not None
-                try:
-                    security.verify(
-                        hub.key.proof(security.DIALER_LABEL, self._script),
-                        proof,
-                        self.remote,
-                        hub.key,
-                    )
-                except AuthError as error:
-                    # say so before the close: the dialer then names the reason too
-                    self.transport.write(security.refused_frame())
-                    self.reject(error.reason, error.detail, flush=True)
-                    return
-                self.transport.write(
-                    security.confirm_frame(hub.key.proof(security.ACCEPTOR_LABEL, self._script))
-                )
-                receive_key, send_key = security.session_keys(hub.key, self._script)
-                assert self.claimed is not None
-                self._open(self.claimed, send_key, receive_key)
-        except AuthError as error:
-            self.reject(error.reason, error.detail)
-
-    def _open(self, peer: NodeId, send_key: bytes | None, receive_key: bytes | None) -> None:
-        """The handshake is over: frames flow (sealed with the session keys, or framed only
-        where TLS carries them: identity mode, no keys)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self.peer = peer
-        if self.hub.is_banned(peer):
-            self.reject("banned", "cut off for invalid traffic; refused until its ban ends")
-            return
-        if send_key is None or receive_key is None:
-            self._sealer, self._opener = TlsSealer(), TlsOpener()
-        else:
-            self._sealer, self._opener = Sealer(send_key), Opener(receive_key)
-        self.buffer.limit = self.hub.config.max_frame
-        self.state = State.OPEN
-        self.authenticated = True
-        self.hub._left_handshake(self)
-        self.last_active = self.hub.loop.time()
-        self.hub._opened(self)
-        if not self.opened.done():
-            self.opened.set_result(self)
-
-    def _handshake_timeout(self) -> None:
-        if self.state is not State.HANDSHAKE:
-            return
-        config = self.hub.config
-        if self.dialer or self.heard:
-            limit = config.handshake_timeout
-            self.reject("handshake-timeout", f"no complete handshake within {limit:g} s")
-        else:
-            limit = config.hello_timeout
-            self.reject("handshake-timeout", f"no handshake message within {limit:g} s")
-
-    @property
-    def heard(self) -> bool:
-        """Some of the handshake arrived (an accepted connection's HELLO or part of it, or
-        in identity mode any of the TLS handshake)."""
-        if self._tls is not None and self._tls.received:
-            return True
-        return bool(self._script) or self.buffer.pending() > 0
-
-    def _claim(self) -> str:
-        """What an unproven connection claimed, for a refusal's detail (never its peer)."""
-        if self.claimed is None or self.authenticated:
-            return ""
-        return f" (it claimed to be {format_id(self.claimed)}, unproven)"
-
-    # ------------------------------------------------------------------ data
-    def _data(self, frame: bytes) -> None:
-        assert self._opener is not None
-        try:
-            tag, t_send, payload = self._opener.open(frame)
-        except FrameError as error:
-            self._refuse_frame(error.reason, error.detail)
-            return
-        now = self.last_heard = self.hub.loop.time()
-        if tag == TAG_CONTROL:
-            self._control(bytes(payload))
-            return
-        self.last_active = now
-        signed: Signed | None = None
-        if tag & TAG_SIGNED and self.hub.identity is not None:  # none in shared-key mode
-            try:
-                signed, payload = self._signature(memoryview(payload))
-            except FrameError as error:
-                self._refuse_frame(error.reason, error.detail)
-                return
-            tag &= ~TAG_SIGNED
-        try:
-            message = decode(tag, payload)
-        except CodecError as error:
-            self._refuse_frame(error.reason, error.detail)
-            return
-        topic = getattr(message, "topic", None)
-        if topic.__class__ is str and topic_too_long(topic):
-            self._refuse_frame("topic-too-long", f"a topic of {len(topic.encode()):,} bytes")
-            return
-        assert self.peer is not None
-        self.hub._received(self.peer, message, t_send, len(frame), signed)
-
-    def _refuse_frame(self, reason: str, detail: str) -> None:
-        """A malformed data frame: the link is closed, and the peer charged an invalid frame
-        (identity mode bans a peer that keeps sending them: Transport.invalid)."""
-        if self.peer is not None:
-            self.hub.invalid(self.peer, reason)
-        self.reject(reason, detail)
-
-    def _signature(self, payload: memoryview) -> tuple[Signed, memoryview]:
-        """A signed frame's signature block, and the message after it (framing docstring).
-        The signature is checked by the runtime; here only the certificate it names."""
-        signed, der, end = read_signature_block(payload)
-        publisher = signed.publisher
-        if der:
-            credential = self.hub.credential(der, publisher)
-            known = self._certs_received
-            if credential is None:
-                if self.peer is not None:
-                    self.hub.invalid(self.peer, "bad-certificate")
-            elif publisher not in known:
-                if len(known) >= MAX_PUBLISHERS:
-                    raise FrameError(
-                        "too-many-publishers", f"over {MAX_PUBLISHERS} publishers' certificates"
-                    )
-                known[publisher] = credential
-                self.hub.cert_entries += 1
-        signed.credential = self._certs_received.get(publisher)
-        return signed, payload[end:]
-
-    def _control(self, payload: bytes) -> None:
-        if payload == _GOODBYE:
-            self.graceful = True
-            if self.state is State.OPEN:
-                self.hub._unusable(self)
-            self.send_frame(TAG_CONTROL, _GOODBYE_ACK, 0.0)
-            self._close_now()
-        elif payload == _GOODBYE_ACK and self.state is State.CLOSING:
-            self._close_now()
-        elif payload == _PING:
-            pass  # last_heard is already updated
-        elif payload[:1] == _REVOKED:
-            self.hub.adopt_revocations(payload[1:], self.peer)
-        else:
-            self.reject("unknown-type", f"control frame {payload[:8].hex()}")
-
-    # ------------------------------------------------------------------ sending
-    def send_frame(
-        self, tag: int, payload: bytes, t_send: float, signed: Signed | None = None
-    ) -> int:
-        assert self._sealer is not None
-        if signed is not None:
-            # the publisher's certificate goes with the first of its publications this
-            # connection carries; the receiver keeps it for the connection's later frames
-            der = b""
-            if signed.publisher not in self._certs_sent and signed.credential is not None:
-                self._certs_sent.add(signed.publisher)
-                der = signed.credential.der
-            payload = signature_block(signed, der) + payload
-            tag |= TAG_SIGNED
-        frame = self._sealer.seal(tag, payload, t_send)
-        self._out.append(frame)
-        self._out_bytes += len(frame)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            hub = self.hub
-            if hub._reading:
-                hub._dirty.append(self)
-            else:
-                hub.loop.call_soon(self._flush)
-        return len(frame)
-
-    def backlog(self) -> int:
-        """Bytes accepted for this connection and not yet handed to the kernel."""
-        transport = self.transport
-        buffered = transport.get_write_buffer_size() if transport is not None else 0
-        return buffered + self._out_bytes
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        if not self._out:
-            return
-        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
-        self._out.clear()
-        self._out_bytes = 0
-        self.last_sent = self.hub.loop.time()
-        transport = self.transport
-        if transport is not None and not transport.is_closing():
-            transport.write(data)
-
-    # ------------------------------------------------------------------ closing
-    def begin_close(self) -> None:
-        """Graceful close: GOODBYE, keep reading until GOODBYE_ACK (or a timeout)."""
-        if self.state is not State.OPEN:
-            return
-        self.hub._unusable(self)
-        self.graceful = True
-        self.send_frame(TAG_CONTROL, _GOODBYE, 0.0)
-        self.state = State.CLOSING
-        self._timer = self.hub.loop.call_later(self.hub.config.goodbye_timeout, self._close_now)
-
-    def _close_now(self) -> None:
-        self._flush()
-        if self.state is State.HANDSHAKE:
-            self.hub._left_handshake(self)
-        self.state = State.CLOSED
-        if self.transport is not None:
-            self.transport.close()
-
-    def reject(self, reason: str, detail: str, *, flush: bool = False) -> None:
-        """Refuse what the peer sent: trace it, drop the connection at once (with ``flush``,
-        once what was written to it has gone out)."""
-        if self.state is State.CLOSED:
-            return
-        if self.state is State.OPEN:
-            self.hub._unusable(self)
-        handshake = self.state is State.HANDSHAKE
-        if handshake:
-            self.hub._left_handshake(self)
-        self.state = State.CLOSED
-        self.rejected = True
-        if not self.opened.done():
-            self.opened.set_exception(AuthError(reason, detail))
-            self.opened.exception()  # mark retrieved: nobody may be waiting
-        peer = self.peer if self.peer is not None else self.expected
-        self.hub._reject(
-            peer, self.remote, reason, detail + self._claim(), handshake=handshake, conn=self
-        )
-        if self.transport is not None:
-            if flush:
-                self.transport.close()
-            else:
-                self.transport.abort()
-
-    def abort(self) -> None:
-        if self.transport is not None:
-            self.transport.abort()
-
-
-def _tls_problem(error: BaseException) -> str:
-    """What a failed TLS handshake says, in a line: OpenSSL's reason (``certificate verify
-    failed: certificate has expired``, ``tlsv13 alert certificate required``...)."""
-    if isinstance(error, ssl.SSLCertVerificationError):
-        what = _VERIFY_CODES.get(error.verify_code)
-        if what is None:
-            return f"certificate verify failed: {error.verify_message}"
-        return f"its certificate {what} ({error.verify_message})"
-    if isinstance(error, ssl.SSLError) and error.reason:
-        text = str(error.reason).lower().replace("_", " ")
-        if "alert" in text:
-            return f"the peer refused the TLS handshake ({text})"
-        return text
-    if isinstance(error, TimeoutError):
-        return "no TLS handshake in time"
-    if isinstance(error, ConnectionError):
-        return "the peer closed the connection during the TLS handshake"
-    return str(error) or type(error).__name__
-
-
-#: OpenSSL's verification failures, said in the cluster's terms
-_VERIFY_CODES = {
-    9: "is not valid yet",
-    10: "has expired",
-    18: "is not from this cluster's authority",
-    19: "is not from this cluster's authority",
-    20: "is not from this cluster's authority",
-    21: "is not from this cluster's authority",
-}
-
-
-def _tune(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        if hasattr(socket, "TCP_KEEPIDLE"):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 10)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 5)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
-        if hasattr(socket, "TCP_USER_TIMEOUT"):
-            # data unacknowledged this long (a host gone, a cable cut) fails the connection in
-            # the kernel, instead of after ~15 minutes of retransmissions
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, USER_TIMEOUT_MS)
+    def net_room(self) -> None:
+        """Room may have appeared: a connection's write buffer drained below its low-water
+        mark, or a connection went away with its queue (what a ``BLOCK`` publication waits
+        for)."""
 
 
 @dataclass
@@ -953,8 +278,6 @@ ANNOUNCEMENTS = 20
 ANNOUNCE_WINDOW = 10.0
 MAX_QUIET = 1024
 MAX_REACHED = 1 << 16
-#: the bytes of a connection's start that show another security mode
-_HEAD_BYTES = 8
 
 
 @dataclass(eq=False)
@@ -1065,13 +388,8 @@ class Transport:
         #: call ``owner.net_sent`` for every frame (the owner may turn it off when it does
         #: not record sent frames: a call per frame saved)
         self.report_sent = True
-        #: a connection's data_received is running: frames it makes a node send are written
-        #: when the read is handled (``_dirty``: the connections with frames waiting), not in
-        #: a callback scheduled for the loop's next turn. Frames are still coalesced per read
-        #: and connection, and a node woken by one frame handles and forwards it in one turn of
-        #: the loop instead of two (issue 16: every turn costs a node process)
-        self._reading = False
-        self._dirty: list[Connection] = []
+        #: the connections' coalesced writes (pubmesh.net.connection.Writes)
+        self.writes = Writes(self.loop)
         self._last_message: Message | None = None
         self._last_encoded: tuple[int, bytes] = (0, b"")
         #: peers that cannot be reached or refuse us (another key or security mode), by
@@ -1138,11 +456,8 @@ class Transport:
                 await asyncio.wait_for(self.server.wait_closed(), 1.0)
 
     # ------------------------------------------------------------------ sending
-    def _flush_dirty(self) -> None:
-        dirty = self._dirty
-        self._dirty = []
-        for conn in dirty:
-            conn._flush()
+    def certificates_held(self, change: int) -> None:
+        self.cert_entries += change
 
     def send(
         self, dst: NodeId, message: Message, t_send: float, signed: Signed | None = None
@@ -1291,7 +606,7 @@ class Transport:
             await conn.opened
 
     # ------------------------------------------------------------------ connection events
-    def _opened(self, conn: Connection) -> None:
+    def link_opened(self, conn: Connection) -> None:
         assert conn.peer is not None
         self.counters["connections_opened"] += 1
         if conn.peer not in self._reached or self.troubles:
@@ -1301,7 +616,7 @@ class Transport:
             peer = self.peers[conn.peer] = Peer(conn.peer)
         peer.open.append(conn)
         if self.revocations is not None:  # the list goes out on every link (module docstring)
-            conn.send_frame(TAG_CONTROL, _REVOKED + self.revocations.blob, 0.0)
+            conn.send_frame(TAG_CONTROL, REVOKED + self.revocations.blob, 0.0)
         while peer.pending:
             item = peer.pending.popleft()
             sent = conn.send_frame(item.tag, item.payload, item.t_send, item.signed)
@@ -1310,14 +625,14 @@ class Transport:
             self.owner.net_sent(peer.id, item.message, item.t_send, sent)
         peer.pending_bytes = 0
 
-    def _unusable(self, conn: Connection) -> None:
+    def link_unusable(self, conn: Connection) -> None:
         if conn.peer is None:
             return
         peer = self.peers.get(conn.peer)
         if peer is not None and conn in peer.open:
             peer.open.remove(conn)
 
-    def _closed(self, conn: Connection, was: State) -> None:
+    def link_closed(self, conn: Connection, was: State) -> None:
         self.connections.discard(conn)
         if not conn.authenticated or conn.peer is None:
             return
@@ -1333,7 +648,7 @@ class Transport:
                 self._dial(peer)
             self.owner.net_lost(peer.id)
 
-    def _received(
+    def received(
         self, src: NodeId, message: Message, t_send: float, size: int, signed: Signed | None
     ) -> None:
         self.counters["frames_received"] += 1
@@ -1387,8 +702,8 @@ class Transport:
             if conn.peer_cert is not None and revocations.revokes(conn.peer_cert):
                 conn.reject("revoked", "its certificate is on the authority's revocation list")
             elif conn.state is State.OPEN and conn.peer != source:
-                conn.send_frame(TAG_CONTROL, _REVOKED + revocations.blob, 0.0)
-        self._flush_dirty()
+                conn.send_frame(TAG_CONTROL, REVOKED + revocations.blob, 0.0)
+        self.writes.flush()
         return True
 
     def revoked_problem(self, cert: x509.Certificate) -> str | None:
@@ -1455,10 +770,13 @@ class Transport:
         return True
 
     # ------------------------------------------------------------------ unproven connections
-    def _admit(self, conn: Connection) -> bool:
-        """Make room for a connection just accepted (module docstring: the oldest unproven
-        connection of its source, or of all, goes); False when every slot holds a proven
-        connection."""
+    def admit(self, conn: Connection) -> str | None:
+        """Take a new connection in; for one accepted, make room first (module docstring:
+        the oldest unproven connection of its source, or of all, goes). Why not, when every
+        slot holds a proven connection."""
+        if conn.dialer:
+            self.connections.add(conn)
+            return None
         config = self.config
         if self._unproven_by_source[conn.source] >= config.max_handshakes_per_source:
             self._evict(self._oldest(conn.source), f"{config.max_handshakes_per_source} from one")
@@ -1466,11 +784,12 @@ class Transport:
             self._evict(self._oldest(None), f"{config.max_handshakes} in all")
         if len(self.connections) >= config.max_connections:
             if not self._unproven:
-                return False
+                return f"{len(self.connections)} open, none unproven"
             self._evict(self._oldest(None), f"{config.max_connections} connections")
         self._unproven[conn] = conn.source
         self._unproven_by_source[conn.source] += 1
-        return True
+        self.connections.add(conn)
+        return None
 
     def _oldest(self, source: str | None) -> Connection:
         """The unproven connection to close (of ``source``, or of all): the oldest that has
@@ -1494,7 +813,7 @@ class Transport:
             f"the oldest unproven connection ({age:.2f} s old), closed for a newer one: {full}",
         )
 
-    def _left_handshake(self, conn: Connection) -> None:
+    def left_handshake(self, conn: Connection) -> None:
         """``conn`` is proven, refused or closed: it no longer holds an unproven slot."""
         source = self._unproven.pop(conn, None)
         if source is not None:
@@ -1502,7 +821,7 @@ class Transport:
             if not self._unproven_by_source[source]:
                 del self._unproven_by_source[source]
 
-    def _reject(
+    def refused(
         self,
         peer: NodeId | None,
         remote: str,
@@ -1663,7 +982,7 @@ class Transport:
                 )
                 continue
             if now - conn.last_sent >= config.ping_interval:
-                conn.send_frame(TAG_CONTROL, _PING, 0.0)
+                conn.send_frame(TAG_CONTROL, PING, 0.0)
             self._check_pace(conn, now)
 
     def _check_pace(self, conn: Connection, now: float) -> None:
@@ -1701,10 +1020,11 @@ class Transport:
             + len(self.banned) * 100
         )
 
-    def queues(self) -> tuple[int, NodeId | None, int]:
-        """In one walk: the bytes waiting in every peer's queue (connections' and dials'
-        both), and the open connection with the most bytes waiting, and how many."""
-        queued, peer, most = 0, None, 0
+    def usage(self) -> tuple[int, NodeId | None, int]:
+        """In one walk: the bytes the transport holds (every peer's queue, connections' and
+        dials' both, and :meth:`held_bytes`), and the open connection with the most bytes
+        waiting, and how many."""
+        queued, peer, most = self.held_bytes(), None, 0
         for conn in self.connections:
             backlog = conn.backlog()
             queued += backlog

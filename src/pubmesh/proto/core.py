@@ -128,6 +128,53 @@ class MessageInfo:
     layer: str
     payload: bool
     schema: Schema | None = None
+    #: whether the class has a ``topic: str`` field (:func:`topic_of`)
+    topic: bool = False
+    #: a payload message's optional fields: ``publisher`` (the node that published it) and
+    #: ``attributes`` (a content-based publication's); see :class:`Carrier`
+    publisher: bool = False
+    attributes: bool = False
+
+
+class Carrier(typing.Protocol):
+    """The publication contract: what every payload message (``register_message(...,
+    payload=True)``) carries, checked at registration. The TCP runtime's admission, signing
+    and ACL read a copy through this (:func:`carrier`), never by attribute name; a message
+    that also names its ``publisher`` or has ``attributes`` says so in its
+    :class:`MessageInfo`, and is read as :class:`NamesPublisher` or :class:`HasAttributes`."""
+
+    @property
+    def topic(self) -> Topic: ...
+
+    @property
+    def pub_id(self) -> PubId: ...
+
+    @property
+    def payload(self) -> bytes: ...
+
+
+class _NamesTopic(typing.Protocol):
+    @property
+    def topic(self) -> Topic: ...
+
+
+class NamesPublisher(typing.Protocol):
+    """A payload message that names its publisher (``MessageInfo.publisher``)."""
+
+    @property
+    def publisher(self) -> NodeId: ...
+
+
+class HasAttributes(typing.Protocol):
+    """A payload message with a content-based publication's ``attributes``
+    (``MessageInfo.attributes``)."""
+
+    @property
+    def attributes(self) -> Any: ...
+
+
+#: the fields the publication contract requires of a payload message, and their types
+CARRIED: tuple[tuple[str, type], ...] = (("topic", str), ("pub_id", int), ("payload", bytes))
 
 
 #: message class -> its registration; filled by :func:`register_message`.
@@ -205,10 +252,38 @@ def register_message(
             schema = None
     else:
         schema = _explicit_schema(cls, fields)
+    names = {f.name for f in dataclasses.fields(cls)}
+    if payload:
+        _check_carrier(cls, names, schema)
     MESSAGE_TYPES[tag] = cls
     MESSAGE_TAGS[cls] = tag
-    MESSAGE_INFO[cls] = MessageInfo(tag, cls.__name__, layer, payload, schema)
+    MESSAGE_INFO[cls] = MessageInfo(
+        tag,
+        cls.__name__,
+        layer,
+        payload,
+        schema,
+        topic="topic" in names and (schema is None or dict(schema)["topic"] is str),
+        publisher=payload and "publisher" in names,
+        attributes=payload and "attributes" in names,
+    )
     return cls
+
+
+def _check_carrier(cls: type, names: set[str], schema: Schema | None) -> None:
+    """TypeError unless payload message class ``cls`` keeps the publication contract
+    (:class:`Carrier`): ``topic: str``, ``pub_id: int``, ``payload: bytes`` and, where it names
+    one, ``publisher: int``. Types are checked where the schema resolved at registration."""
+    declared = dict(schema) if schema is not None else {}
+    wanted = [*CARRIED, ("publisher", int)] if "publisher" in names else list(CARRIED)
+    for name, kind in wanted:
+        if name not in names:
+            raise TypeError(f"{cls.__name__}: a payload message must have a {name!r} field")
+        if name in declared and declared[name] is not kind:
+            raise TypeError(
+                f"{cls.__name__}: a payload message's {name!r} must be {kind.__name__}, "
+                f"not {declared[name]!r}"
+            )
 
 
 def message_schema(cls: type[Message]) -> Schema:
@@ -257,6 +332,19 @@ def _explicit_schema(cls: type[Message], declared: Mapping[str, Any]) -> Schema:
 def message_info(msg: Message) -> MessageInfo:
     """The registration of ``msg``'s class (KeyError for an unregistered class)."""
     return MESSAGE_INFO[type(msg)]
+
+
+def carrier(msg: Message) -> Carrier | None:
+    """``msg`` as the publication it carries (:class:`Carrier`), or None when its class is not
+    a registered payload message."""
+    info = MESSAGE_INFO.get(type(msg))
+    return typing.cast(Carrier, msg) if info is not None and info.payload else None
+
+
+def topic_of(msg: Message) -> Topic | None:
+    """The topic ``msg`` names (a registered class with a ``topic: str`` field), or None."""
+    info = MESSAGE_INFO.get(type(msg))
+    return typing.cast(_NamesTopic, msg).topic if info is not None and info.topic else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,7 +407,7 @@ class Start:
 
 @dataclass(frozen=True, slots=True)
 class HistoryRequest:
-    """What a subscriber asks of the topic's past when it subscribes (issue 59): the
+    """What a subscriber asks of the topic's past when it subscribes (docs/history.md): the
     publications issued before it joined, at most ``count`` of them (0: no limit) and none
     older than ``seconds`` (0: no limit), as far as the stack retains them. Both 0 is "all".
     :func:`pubmesh.proto.history.parse_history` reads the text form (``all``, ``50``, ``90s``)."""

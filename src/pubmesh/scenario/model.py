@@ -101,7 +101,7 @@ from pubmesh import typed
 from pubmesh.errors import ScenarioError, did_you_mean
 from pubmesh.proto.content.filters import topic_based
 from pubmesh.proto.history import parse_history
-from pubmesh.stacks.base import all_stack_names, get_stack
+from pubmesh.stacks.base import StackSpec, all_stack_names, get_stack
 
 
 # --------------------------------------------------------------------------------------------
@@ -442,7 +442,7 @@ def _validated(data: dict[str, Any], source: str, default_name: str) -> Scenario
     own = stack_tables.get(run.stack, {})
     if not isinstance(own, dict):
         raise ScenarioError(f"{where}: [stack.{run.stack}] must be a table")
-    stack_params = _build(spec.params_type, own, f"{where}: [stack.{run.stack}]")
+    stack_params = load_stack_params(spec, own, f"{where}: [stack.{run.stack}]")
 
     scenario = Scenario(
         run=run,
@@ -619,10 +619,7 @@ def apply_override(
     key = key.strip()
     if not sep or not key or "." not in key:
         raise ScenarioError(f"{said}: write section.key=value, e.g. run.nodes=64")
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()
+    value = setting_value(raw)
     parts = key.split(".")
     problem = _override_problem(parts, data)
     if problem:
@@ -645,6 +642,25 @@ def apply_override(
 # --------------------------------------------------------------------------------------------
 # Generic validation of a TOML table against a dataclass
 # --------------------------------------------------------------------------------------------
+def load_stack_params(spec: StackSpec, table: Mapping[str, Any], where: str) -> Any:
+    """The one typed loader of a stack's parameters, for a scenario's ``[stack.<name>]``, the
+    CLI's ``--set KEY=VALUE`` (:func:`setting_value`) and the API's ``params=`` alike:
+    ``table`` (parameter name -> value) read into the stack's params dataclass, an unknown name
+    refused with the names it may have meant, each value converted to its field's declared type
+    (:mod:`pubmesh.typed`), then the dataclass's own ``check()``. ScenarioError (a UserError)
+    names ``where`` and the parameter."""
+    return _build(spec.params_type, dict(table), where)
+
+
+def setting_value(raw: str) -> Any:
+    """The value of a ``KEY=VALUE`` setting as an override reads it: a TOML value (``3``,
+    ``0.5``, ``true``, ``"x"``, ``[1, 2]``), else the text itself."""
+    try:
+        return tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw.strip()
+
+
 def _build(cls: type, table: dict[str, Any], where: str) -> Any:
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]

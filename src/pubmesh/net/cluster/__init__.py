@@ -8,7 +8,7 @@ each reports its address, which is its id), all with the same cluster key (``--k
 through their stdin with JSON commands and follows their stdout (answers, stats lines every
 half second) — the control protocol of :mod:`pubmesh.net.control` — then:
 
-1. boots the nodes at the start times of the workload plan (:mod:`pubmesh.net.workload`: the
+1. boots the nodes at the start times of the workload plan (:mod:`pubmesh.net.cluster.workload`: the
    same draws as the simulator, so one scenario means one workload in both runtimes),
    infrastructure and contact nodes first, and subscribes them;
 2. waits until the overlay is up (every booted subscriber reports a neighbour in each of its
@@ -19,7 +19,7 @@ half second) — the control protocol of :mod:`pubmesh.net.control` — then:
    or leave), all while a live table shows every node's neighbours and deliveries;
 4. at ``--duration`` tells every live node to stop (without leaving, as a simulation just
    ends), waits for them to write their partial traces, and gathers one run directory
-   (:mod:`pubmesh.net.gather`): trace v1, ``runtime = "net"``, times from the run's start,
+   (:mod:`pubmesh.net.cluster.gather`): trace v1, ``runtime = "net"``, times from the run's start,
    node ids 0..N-1 in launch order — what ``pubmesh analyze`` reads.
 
 No orphans, ever: every child runs in its own process group, and however the controller ends,
@@ -31,4 +31,8 @@ Modules
 ``children``    one node process (:class:`Child`, :class:`ChildState`) and its supervision
 ``controller``  :class:`Cluster`: the run, played as a typed timeline of events
 ``live``        the live table and the summary
+``workload``    the cluster's view of :mod:`pubmesh.scenario.workload`, the one planner both
+                runtimes run
+``gather``      the partial traces of a cluster into one run directory (runtime "net")
+``netns``       each node in a network namespace of its own, on veth pairs (``--netns``)
 """

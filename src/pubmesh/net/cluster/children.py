@@ -1,6 +1,6 @@
 """The node processes of a cluster: one :class:`Child` each, and no orphans, ever.
 
-Each child is ``pubmesh node --control`` (run as ``python -m pubmesh.net.node_cli``, which
+Each child is ``pubmesh node --control`` (run as ``python -m pubmesh.net.node``, which
 starts faster than the whole CLI) on 127.0.0.1 with any free port. The controller speaks the
 control protocol of :mod:`pubmesh.net.control` with it: commands on its stdin, and a reader
 task that follows its stdout — the ``ready`` line with its address, which is its id, the

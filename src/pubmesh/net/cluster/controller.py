@@ -8,7 +8,7 @@ workload plan as a typed timeline (:func:`timeline`): :class:`StartNode`,
 simulator's order for events at the same instant (starts, publications, unsubscriptions,
 faults, delayed subscriptions):
 
-1. it boots the nodes at the start times of the workload plan (:mod:`pubmesh.net.workload`: the
+1. it boots the nodes at the start times of the workload plan (:mod:`.workload`: the
    same draws as the simulator, so one scenario means one workload in both runtimes),
    infrastructure and contact nodes first, and subscribes them, except the late subscribers
    (``[workload] late_fraction``), which it subscribes at their planned ``late_at`` with the
@@ -36,7 +36,7 @@ faults, delayed subscriptions):
    gathered; commands for a node wait while it restarts;
 4. at ``--duration`` it tells every live node to stop (without leaving, as a simulation just
    ends), waits for them to write their partial traces, and gathers one run directory
-   (:mod:`pubmesh.net.gather`): trace v1, ``runtime = "net"``, times from the run's start,
+   (:mod:`pubmesh.net.cluster.gather`): trace v1, ``runtime = "net"``, times from the run's start,
    node ids 0..N-1 in launch order — what ``pubmesh analyze`` reads.
 
 Times are run times: seconds since time 0, on the controller's monotonic clock for the
@@ -64,10 +64,10 @@ from pubmesh.net import control
 from pubmesh.net.address import format_id
 from pubmesh.net.cluster.children import GRACE_SECONDS, Child, ChildState, child_env, terminate
 from pubmesh.net.cluster.children import wait_exit as _wait_exit
+from pubmesh.net.cluster.gather import ControllerRecords, RunInfo, gather
 from pubmesh.net.cluster.live import print_summary, start_live_table
 from pubmesh.net.cluster.netns import NetnsLayout, remove_leftovers
 from pubmesh.net.cluster.options import ClusterConfig, config_from_args
-from pubmesh.net.gather import ControllerRecords, RunInfo, gather
 from pubmesh.net.identity import init_authority, issue
 from pubmesh.private import private_dir, write_text
 from pubmesh.scenario.workload import (
@@ -535,7 +535,7 @@ class Cluster:
             *prefix,
             sys.executable,
             "-m",
-            "pubmesh.net.node_cli",
+            "pubmesh.net.node",
             "--stack",
             self.scenario.run.stack,
             "--listen",

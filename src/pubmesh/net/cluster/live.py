@@ -5,7 +5,7 @@ times a second, shows every node: its index, address, role and state, its topics
 overlay neighbours (as node indexes, the first eight), its deliveries and its frame counters —
 all from the node's latest ``stats`` line; a legend under the table (:data:`LEGEND`) says what
 the less obvious columns count (``dropped``, ``refused``). At the end a summary table gives the
-headline figures of the gathered run (:func:`pubmesh.net.gather.summarize`) and the next command.
+headline figures of the gathered run (:func:`.gather.summarize`) and the next command.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pubmesh.net.address import format_id
-from pubmesh.net.gather import summarize
+from pubmesh.net.cluster.gather import summarize
 
 if TYPE_CHECKING:
     from rich.table import Table

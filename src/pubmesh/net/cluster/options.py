@@ -10,7 +10,7 @@ the run exactly as it was given. Without ``--duration`` (or a duration in the fi
 ``--set``) the run lasts until the last publication or fault plus :data:`DRAIN_SECONDS`; that
 needs the validated workload, so the scenario is then read once without a duration first.
 
-The workload plan (:mod:`pubmesh.net.workload`) is made here, before any process starts, so a
+The workload plan (:mod:`.workload`) is made here, before any process starts, so a
 bad workload is one line and exit status 2.
 """
 
@@ -32,10 +32,10 @@ from pubmesh.catalog import find
 from pubmesh.errors import ScenarioError, UserError
 from pubmesh.net.acl import load_acl
 from pubmesh.net.cluster.netns import NetnsLayout, require_root
+from pubmesh.net.cluster.workload import plan
 from pubmesh.net.identity import check_authority
 from pubmesh.net.security import KEY_ENV, ClusterKey, load_key
 from pubmesh.net.transport import net_config
-from pubmesh.net.workload import plan
 from pubmesh.scenario.model import Scenario, apply_override, parse_scenario, timing_warnings
 from pubmesh.scenario.workload import WorkloadPlan
 from pubmesh.stacks.base import get_stack

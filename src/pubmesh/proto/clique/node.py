@@ -35,8 +35,8 @@ publication is delivered at its publisher (if a member) and flooded: to one rela
 N ∪ D ∪ {a_out}, with the set of members already sent a copy, so that in a clique every member
 gets it once, in one hop (n − 1 messages). A non-member publishes through the contact.
 
-**Topic history** (issue 59; an addition, not in the lecture nor the spec: docs/protocols/
-clique.md "Topic history"). The contact, which every publication of a group reaches, retains
+**Topic history** (an addition, not in the lecture nor the spec: docs/protocols/clique.md
+"Topic history"). The contact, which every publication of a group reaches, retains
 each topic's publications (:class:`pubmesh.proto.history.Retention`: ``history_count``,
 ``history_seconds``, ``history_bytes``), as an MQTT broker's retained messages or a Zenoh
 storage would. A subscriber that asks for history joins with ``JoinWithHistory``: the Join of
@@ -110,6 +110,7 @@ from pubmesh.proto.core import (
     TimerFired,
     TraceRecord,
     Unsubscribe,
+    topic_of,
 )
 from pubmesh.proto.history import AnswerLimit, Retained, Retention, checked_retained, item_age
 from pubmesh.proto.relay.layer import IN, PORT, ROUTED, Delivery, Outcome, Relay, RelayLayer
@@ -454,14 +455,14 @@ class CliqueNode(StackNode):
         """A group frame reached one of our IN relays: the PORT (Join, a non-member's Pub) or
         an instance's ``in`` / ``a_in``."""
         message, refs = delivery.message, delivery.refs
-        topic = getattr(message, "topic", None)
+        topic = topic_of(message)
         instance = None
         if delivery.relay.rid == PORT:
-            if type(topic) is str and (self.is_contact or topic in self.instances):
+            if topic is not None and (self.is_contact or topic in self.instances):
                 instance = self.instances.get(topic)
                 if instance is None and isinstance(message, Join) and self.is_contact:
                     instance = self._new_instance(topic, now, out)
-        elif type(topic) is str:
+        elif topic is not None:
             candidate = self.instances.get(topic)
             if candidate is not None and delivery.relay.key == topic and not candidate.stopped:
                 instance = candidate

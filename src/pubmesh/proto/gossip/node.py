@@ -29,6 +29,15 @@ Every swarm instance has an *epoch* (a counter per node). The layers' typed time
 node wrapped as ``SwarmTimer(topic, epoch, timer)`` and come back the same way; a timer whose
 epoch is not the current instance's (the topic was unsubscribed and subscribed again since) is
 dropped here, so no layer ever sees a timer of an instance it is not.
+
+The rule that keeps it correct
+==============================
+A swarm's two layers see only their own instance's inputs: HyParView's NeighborUp and
+NeighborDown are Plumtree's only source of links, so its eager and lazy peers are the active
+view; broadcast traffic from outside the active view is answered with DISCONNECT, and of it
+only a GOSSIP reaches Plumtree, to be delivered if new, its sender then dropped again with a
+NeighborDown; and a timer reaches only the instance that set it (its epoch). Each layer's own
+rule (:mod:`.hyparview`, :mod:`.plumtree`) then holds per topic.
 """
 
 from __future__ import annotations
@@ -63,6 +72,7 @@ from pubmesh.proto.core import (
     TimerFired,
     TraceRecord,
     Unsubscribe,
+    topic_of,
 )
 from pubmesh.proto.gossip.hyparview import (
     MEMBERSHIP_MESSAGES,
@@ -390,9 +400,9 @@ class GossipNode(StackNode):
         """A message of no gossip type (a junk message, another stack's): one that names a
         topic swarm as a string goes to its broadcast layer, which ignores what it does not
         know; anything else is dropped."""
-        topic_field = getattr(msg, "topic", None)
-        if isinstance(topic_field, str):
-            self._receive_broadcast(src, msg, topic_field, now, out)
+        topic = topic_of(msg)
+        if topic is not None:
+            self._receive_broadcast(src, msg, topic, now, out)
 
     def _receive_broadcast(
         self, src: NodeId, msg: Message, topic: str, now: float, out: list[Output]

@@ -59,6 +59,7 @@ from pubmesh.proto.core import (
     Timer,
     TimerFired,
     Unsubscribe,
+    topic_of,
 )
 from pubmesh.proto.skipring import publications
 from pubmesh.proto.skipring.labels import is_label, request_probability
@@ -263,8 +264,8 @@ class Subscriber(StackNode):
 
     # ------------------------------------------------------------------ messages
     def _receive(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
-        topic = getattr(message, "topic", None)
-        if not isinstance(topic, str):
+        topic = topic_of(message)
+        if topic is None:
             return
         state = self.topics.get(topic)
         plain = type(message) in _PLAIN_RING  # none of the three cases below

@@ -1,23 +1,12 @@
-"""``pubmesh node``: one node in its own process, with a shell on a terminal.
+"""``pubmesh node``'s process: one node, a shell on a terminal, JSON lines otherwise.
 
-On a terminal the node opens the shell of Henriques & Pamplona §3.1 (help, subscribe, unsubscribe,
-publish, neighbors, stats, quit) and prints deliveries as they arrive. On a content-based stack
-(chord) ``subscribe`` takes a content filter and ``publish`` attributes, as JSON objects ending
-the line (``subscribe quotes {"price": {"lt": 100}}``, ``publish quotes tick {"price": 99}``);
-a topic-based stack (gossip, skipring) refuses them with an error line. Otherwise it speaks JSON
-lines: one object per line on stdout for what happens (``ready``, ``deliver``, ``net``,
-``result``, ``stats``, ``bye``), and it reads commands from stdin, either as shell lines
-(``publish news hello``) or as JSON objects (``{"op": "publish", "topic": "news", ...}``), so a
-script or :mod:`pubmesh.net.cluster` can drive it. Both directions are the typed control
-protocol of :mod:`pubmesh.net.control`.
-
-SIGTERM (and Ctrl-C) make the node leave gracefully: it hands its stack the ``Leave`` command,
-waits briefly for the leave protocol (the stack unsubscribes where it has one), closes its
-connections with goodbyes and writes the rest of its trace.
-
-``--control`` is the mode :mod:`pubmesh.net.cluster` uses: the node waits for a ``start`` op
-before it boots, exits when its stdin closes (its cluster is gone) and asks the kernel to
-signal it when its parent dies, so a cluster can never leave orphans behind.
+:class:`NodeProcess` runs a :class:`~pubmesh.net.runtime.NodeRuntime` with the options of
+:mod:`pubmesh.net.node.options`: it prints deliveries and events (a shell line each, or one
+JSON object of :mod:`pubmesh.net.control`), reads commands from stdin (:class:`StdinReader`,
+shell lines or JSON objects), answers them, and ends on SIGTERM, Ctrl-C or, in ``--control``
+mode, when its stdin closes. Its stdout is a :class:`~pubmesh.net.output.LineWriter`: a reader
+that falls behind loses delivery, event and stats lines (said in ``lagged`` lines), never
+answers, and never the node.
 """
 
 from __future__ import annotations
@@ -35,14 +24,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pubmesh.errors import UserError
 from pubmesh.net import control
-from pubmesh.net.acl import Acl, load_acl
-from pubmesh.net.address import format_id, node_id, parse_hostport
+from pubmesh.net.address import format_id
 from pubmesh.net.admission import InvalidCommand, PublicationTooLarge
 from pubmesh.net.control import PublishRefused
 from pubmesh.net.events import (
@@ -53,18 +40,15 @@ from pubmesh.net.events import (
     repeats_trouble,
     with_addresses,
 )
-from pubmesh.net.identity import Identity, bound_listen, load_identity
-from pubmesh.net.output import DEFAULT_LIMIT, LineWriter
+from pubmesh.net.output import LineWriter
 from pubmesh.net.runtime import MISWIRED, NodeRuntime, published_at
 from pubmesh.net.runtime_stats import mode_lines, mode_of
-from pubmesh.net.security import ClusterKey, load_key
-from pubmesh.net.transport import NetConfig, net_config
-from pubmesh.proto.core import Deliver, NodeId
+from pubmesh.proto.core import Deliver
 from pubmesh.scenario.workload import workload_payload
-from pubmesh.stacks.base import StackSpec, get_stack
 
 if TYPE_CHECKING:
     from pubmesh.net.metrics import MetricsServer
+from pubmesh.net.node.options import NodeOptions, add_parser, options_from_args
 
 #: stdout lines dropped while the reader is behind (pubmesh.net.output); the rest never are
 _DROPPABLE = (control.Delivered, control.NetEvent, control.StatsLine)
@@ -76,74 +60,6 @@ _SHOW_CONTROLS = {
 }
 #: and a publication's line breaks
 _SHOW_LINES = {0x0A: "\\n", 0x0D: "\\r"}
-
-DESCRIPTION = """\
-Run one pubmesh node in this process, speaking TCP to the other nodes of its cluster.
-
-The node listens on HOST:PORT, which is also its id (ip << 16 | port), and joins the
-cluster through --contact (the contact node of Henriques & Pamplona, or the skipring supervisor).
-brokertree computes its broker tree from the list of brokers: every node, broker or client,
-names every broker with --contact, in the same order (a broker names itself too), and
-clients are placed on brokers by their address.
-Every connection is authenticated with the cluster key (--key FILE or $PUBMESH_KEY; make one
-with `pubmesh key new`) and every frame encrypted: nodes without it are refused. Or, in
-identity mode (--identity DIR, from `pubmesh ca issue`), every link is TLS 1.3 with
-certificates both ways, and a peer is accepted only with a certificate from the cluster's
-authority that names the address it claims.
-
-On a terminal it opens a shell:
-  help                     list commands
-  subscribe TOPIC [FILTER-JSON] [--history all|N|DURATION]
-                           deliver publications on TOPIC (printed as they arrive); on a
-                           content-based stack (chord) only those whose attributes match
-                           the filter, e.g.
-                             subscribe quotes {"symbol": "s3", "price": {"lt": 100}}
-                           (operators: eq ne lt le gt ge prefix in; a bare value is eq);
-                           --history also delivers the topic's past (marked "replayed",
-                           with "published", its original publish time):
-                           all of it, the newest N or those of the last DURATION (90s, 5m,
-                           1h), as far as the stack retains them: gossip the swarm's
-                           caches (30 s), chord and brokertree each publisher's own,
-                           clique and d2g the contact's, skipring everything
-                           (docs/history.md)
-  unsubscribe TOPIC
-  publish TOPIC MESSAGE [ATTRIBUTES-JSON]
-                           publish MESSAGE (the rest of the line) on TOPIC; a JSON object
-                           ending the line gives the attributes (strings or numbers) that
-                           filters match on (content-based stacks only), e.g.
-                             publish quotes tick {"symbol": "s3", "price": 99.5}
-  neighbors                the overlay neighbours per topic
-  stats                    counters: deliveries, frames, drops, rejections, protocol
-  quit                     leave gracefully and exit
-Otherwise it prints JSON lines and reads the same commands (or JSON objects, such as
-{"op": "subscribe", "topic": "quotes", "filter": {"price": {"lt": 100}}} or
-{"op": "subscribe", "topic": "news", "history": "5m"}) from stdin.
-SIGTERM leaves gracefully."""
-
-EPILOG = """\
-examples:
-  export PUBMESH_KEY=$(pubmesh key new)
-  pubmesh ca init ca && pubmesh ca issue ca 127.0.0.1:7500 ids/7500     (identity mode)
-  pubmesh node --stack gossip --listen 127.0.0.1:7500 --identity ids/7500
-  pubmesh node --stack gossip --listen 127.0.0.1:7000
-  pubmesh node --stack gossip --listen 127.0.0.1:7001 --contact 127.0.0.1:7000
-  pubmesh node --stack skipring --role supervisor --listen 127.0.0.1:7100
-  pubmesh node --stack skipring --listen 127.0.0.1:7101 --contact 127.0.0.1:7100 \\
-      --subscribe news --trace-dir traces/n7101
-  pubmesh node --stack gossip --listen 127.0.0.1:7003 --contact 127.0.0.1:7000
-      pubmesh> subscribe news --history 5m     (news of the last 5 minutes, then live)
-  echo "publish news hello" | pubmesh node --stack gossip --listen 127.0.0.1:7002 \\
-      --contact 127.0.0.1:7000 --key cluster.key
-  pubmesh node --stack chord --listen 127.0.0.1:7200
-      pubmesh> subscribe quotes {"symbol": "s3", "price": {"lt": 100}}
-  pubmesh node --stack chord --listen 127.0.0.1:7201 --contact 127.0.0.1:7200
-      pubmesh> publish quotes cheap {"symbol": "s3", "price": 99.5}     (delivered)
-      pubmesh> publish quotes dear {"symbol": "s3", "price": 120}       (filtered out)
-  B="--contact 127.0.0.1:7300 --contact 127.0.0.1:7301"     (brokertree: the brokers)
-  pubmesh node --stack brokertree --role broker --listen 127.0.0.1:7300 $B
-  pubmesh node --stack brokertree --role broker --listen 127.0.0.1:7301 $B
-  pubmesh node --stack brokertree --listen 127.0.0.1:7310 $B
-"""
 
 SHELL_HELP = """\
 commands:
@@ -166,298 +82,6 @@ content-based stacks (chord) also take a filter and attributes, as JSON objects:
   publish TOPIC MESSAGE ATTRIBUTES-JSON
                            attributes (strings or numbers) end the line, e.g.
                            publish quotes tick {"symbol": "s3", "price": 99.5}"""
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "node",
-        help="run one node over TCP (an interactive shell on a terminal)",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--stack", required=True, help="stack to run (see `pubmesh stacks`)")
-    parser.add_argument(
-        "--listen",
-        required=True,
-        metavar="HOST:PORT",
-        help="address to listen on; it is the node's id, so give the address peers dial "
-        "(port 0: any free port, reported on start)",
-    )
-    parser.add_argument(
-        "--contact",
-        action="append",
-        default=[],
-        metavar="HOST:PORT",
-        help="a node of the cluster to join through (repeatable; none for the first node)",
-    )
-    parser.add_argument("--key", metavar="FILE", help="cluster key file (default: $PUBMESH_KEY)")
-    parser.add_argument(
-        "--identity",
-        metavar="DIR",
-        help="identity mode: this node's certificate, key and the cluster authority's "
-        "certificate (from pubmesh ca issue); TLS 1.3 links, no cluster key, and signed "
-        "publications",
-    )
-    parser.add_argument(
-        "--acl",
-        metavar="FILE",
-        help="identity mode: topic permissions, which members may publish and subscribe on "
-        "which topics (a TOML file of [[rule]]s; see docs/security.md), enforced on what "
-        "this node sends, receives and is asked to do",
-    )
-    parser.add_argument(
-        "--revocations",
-        metavar="FILE",
-        help="identity mode: the authority's revocation list (pubmesh ca revoke writes it), "
-        "read again whenever it changes and sent on to every node this one is connected to: "
-        "load it into one node and the cluster refuses the revoked members",
-    )
-    parser.add_argument(
-        "--unsigned",
-        action="store_true",
-        help="identity mode: neither sign publications nor check their signatures (for "
-        "benchmarks; every node of the cluster must agree, and a member can then forge)",
-    )
-    parser.add_argument(
-        "--role",
-        default="peer",
-        help="'peer' (default) or an infrastructure role of the stack, e.g. 'supervisor' "
-        "for skipring",
-    )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a stack parameter, e.g. --set fanout=3 (repeatable; as [stack.<name>] in "
-        "scenario files)",
-    )
-    parser.add_argument(
-        "--net",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a transport setting (repeatable), e.g. --net memory_budget=33554432 (bytes the "
-        "node's queues and caches may hold before its publishers are refused), --net "
-        "max_queue_bytes=... (per peer), --net slow_disconnect=5 (seconds a slow peer is "
-        "kept), --net suspect_after=3 (seconds of silence that lose a peer); README, flow "
-        "control",
-    )
-    parser.add_argument(
-        "--subscribe", action="append", default=[], metavar="TOPIC", help="subscribe on start"
-    )
-    parser.add_argument("--seed", type=int, help="seed of the node's random stream")
-    parser.add_argument("--trace-dir", metavar="DIR", help="write this node's partial trace here")
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help="remember the node's address, contacts, subscriptions and recent deliveries in"
-        " DIR/node.db (made if missing; only you may write DIR): started again on DIR, the"
-        " node comes back as itself (--listen HOST:0 takes its old port), rejoins without"
-        " --contact, resubscribes, and delivers nothing twice; `pubmesh data inspect DIR`"
-        " shows what DIR holds",
-    )
-    parser.add_argument(
-        "--metrics",
-        metavar="HOST:PORT",
-        help="serve live metrics for Prometheus at http://HOST:PORT/metrics (OpenMetrics) and "
-        "/healthz; no authentication, so bind it to loopback or a monitoring network "
-        "(port 0: any free port, said in the ready line)",
-    )
-    parser.add_argument(
-        "--no-message-trace",
-        action="store_true",
-        help="with --trace-dir, leave frames out of the trace (deliveries, events and "
-        "snapshots only): what a benchmark wants",
-    )
-    parser.add_argument(
-        "--snapshot-interval",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="seconds between overlay snapshots in the trace (0: none)",
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="JSON lines even on a terminal (no shell)"
-    )
-    parser.add_argument(
-        "--stats-interval",
-        type=float,
-        default=0.0,
-        metavar="S",
-        help="in JSON mode, print a stats line every S seconds (0: never)",
-    )
-    parser.add_argument(
-        "--no-delivery-lines",
-        action="store_true",
-        help="in JSON mode, count deliveries without printing a line for each",
-    )
-    parser.add_argument(
-        "--stdout-buffer",
-        type=int,
-        default=DEFAULT_LIMIT,
-        metavar="BYTES",
-        help="lines the reader of stdout may fall behind by, in bytes, before delivery, event"
-        " and stats lines are dropped (counted, then said in one 'lagged' line); answers are"
-        " never dropped (default: 1 MiB)",
-    )
-    parser.add_argument(
-        "--control",
-        action="store_true",
-        help="driven by `pubmesh cluster`: boot on a 'start' command, exit when stdin closes",
-    )
-    parser.add_argument(
-        "--leave-linger",
-        type=float,
-        default=2.0,
-        metavar="S",
-        help="on SIGTERM/quit, seconds to let the leave protocol run (default 2)",
-    )
-    parser.set_defaults(func=run)
-    return parser
-
-
-@dataclass
-class NodeOptions:
-    spec: StackSpec
-    listen: tuple[str, int]
-    contacts: tuple[NodeId, ...]
-    key: ClusterKey | None
-    role: str
-    params: Any
-    seed: int | None
-    trace_dir: Path | None
-    snapshot_interval: float
-    trace_messages: bool = True
-    identity: Identity | None = None
-    sign: bool = True
-    acl: Acl | None = None
-    #: identity mode: the authority's revocation list file, followed as it changes
-    revocations: Path | None = None
-    subscribe: list[str] = field(default_factory=list)
-    json_mode: bool = False
-    stats_interval: float = 0.0
-    delivery_lines: bool = True
-    stdout_buffer: int = DEFAULT_LIMIT
-    #: where to serve /metrics and /healthz, or None
-    metrics: tuple[str, int] | None = None
-    control: bool = False
-    leave_linger: float = 2.0
-    #: ``--net``: the transport's limits and timings
-    config: NetConfig = field(default_factory=NetConfig)
-    data_dir: Path | None = None
-
-
-def resolve_stack(name: str) -> StackSpec:
-    try:
-        return get_stack(name)
-    except KeyError as error:
-        raise UserError(f"--stack: {error.args[0]}") from None
-
-
-def stack_params(spec: StackSpec, settings: list[str], *, where: str = "--set") -> Any:
-    """The stack's params dataclass with ``KEY=VALUE`` settings applied and validated (by the
-    scenario loader, so the rules and messages are those of ``[stack.<name>]``)."""
-    if not settings:
-        return spec.params_type()
-    from pubmesh.scenario.model import parse_scenario
-
-    overrides = []
-    for setting in settings:
-        key, sep, value = setting.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"{where} {setting!r}: write KEY=VALUE, e.g. --set fanout=3")
-        overrides.append(f"stack.{spec.name}.{key.strip()}={value}")
-    # a run larger than any infrastructure the settings may ask for (brokertree's brokers)
-    text = f'[run]\nstack = "{spec.name}"\nnodes = {1 << 16}\n'
-    labels = [f"--set #{number} {setting!r}" for number, setting in enumerate(settings, 1)]
-    scenario = parse_scenario(text, source=where, overrides=overrides, labels=labels)
-    return scenario.stack_params
-
-
-def options_from_args(args: argparse.Namespace) -> NodeOptions:
-    """Validate everything before any socket is opened; UserError names the flag at fault."""
-    spec = resolve_stack(args.stack)
-    listen = parse_hostport(args.listen, what="--listen", allow_port_zero=True)
-    contacts = []
-    for text in args.contact:
-        host, port = parse_hostport(text, what="--contact")
-        contacts.append(node_id(host, port))
-    if args.unsigned and not args.identity:
-        raise UserError("--unsigned: only identity mode (--identity) signs publications")
-    if args.acl and (not args.identity or args.unsigned):
-        raise UserError("--acl: permissions rest on signed publications (--identity, signed)")
-    identity = load_identity(args.identity) if args.identity else None
-    if args.revocations:
-        if identity is None:
-            raise UserError("--revocations: a revocation list needs identity mode (--identity)")
-        from pubmesh.net.revocation import load as load_revocations
-
-        load_revocations(Path(args.revocations), identity.authority)  # refused now, not later
-    if identity is not None:
-        listen = bound_listen(identity, listen, "--listen")
-    key = None if identity is not None else load_key(args.key)
-    acl = None
-    if args.acl:
-        acl = load_acl(args.acl)
-        assert identity is not None
-        for topic in args.subscribe:
-            if not acl.may_subscribe(identity.node, topic):
-                raise UserError(
-                    f"--subscribe {topic}: {identity.address} may not subscribe there "
-                    f"(the ACL {args.acl})"
-                )
-    params = stack_params(spec, args.set)
-    config = net_config(args.net)
-    roles = {"peer", *spec.infrastructure(64, params).values()}
-    if args.role not in roles:
-        raise UserError(
-            f"--role {args.role!r}: stack {spec.name} has roles {', '.join(sorted(roles))}"
-        )
-    if args.stdout_buffer < 4096:
-        raise UserError(f"--stdout-buffer {args.stdout_buffer}: at least 4096 bytes")
-    if args.snapshot_interval < 0 or args.stats_interval < 0 or args.leave_linger < 0:
-        raise UserError("--snapshot-interval, --stats-interval and --leave-linger must be ≥ 0")
-    return NodeOptions(
-        spec=spec,
-        listen=listen,
-        contacts=tuple(contacts),
-        key=key,
-        identity=identity,
-        sign=not args.unsigned,
-        acl=acl,
-        revocations=Path(args.revocations) if args.revocations else None,
-        role=args.role,
-        params=params,
-        seed=args.seed,
-        trace_dir=Path(args.trace_dir) if args.trace_dir else None,
-        metrics=parse_hostport(args.metrics, what="--metrics", allow_port_zero=True)
-        if args.metrics
-        else None,
-        snapshot_interval=args.snapshot_interval,
-        trace_messages=not args.no_message_trace,
-        subscribe=list(args.subscribe),
-        json_mode=bool(args.json or args.control or not sys.stdin.isatty()),
-        stats_interval=args.stats_interval,
-        delivery_lines=not args.no_delivery_lines,
-        stdout_buffer=args.stdout_buffer,
-        control=bool(args.control),
-        leave_linger=args.leave_linger,
-        config=config,
-        data_dir=_data_dir(args.data_dir),
-    )
-
-
-def _data_dir(text: str | None) -> Path | None:
-    """``--data-dir``, opened once now so a directory or file it must refuse is one line
-    before any socket opens (pubmesh.net.store)."""
-    if text is None:
-        return None
-    from pubmesh.net.store import open_store
-
-    open_store(text).close()
-    return Path(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -664,7 +288,7 @@ class NodeProcess:
         # the collector's sight (gc.freeze), a full collection walks the node's own objects
         # only. Every node of a cluster runs the same code on the same load, so their full
         # collections came at about the same moment, and on two cores 32 of them at once held
-        # every publication for up to a second (issue 16's latency tails)
+        # every publication for up to a second (the cluster's p99 latency tails)
         gc.freeze()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -786,7 +410,7 @@ class NodeProcess:
             # a publication's own line breaks too: it cannot forge lines of its own
             topic, text = (s.translate(_SHOW_LINES) for s in (delivery.topic, text))
             how = f"{delivery.hops} hops" + (", replayed" if delivery.replayed else "")
-            published = published_at(delivery, t)
+            published = published_at(delivery, t) if delivery.replayed else None
             if published is not None:
                 how += ", published " + time.strftime("%H:%M:%S", time.localtime(published))
             self.say(f"\n[{topic}] #{delivery.pub_id} ({how}): {text}", droppable=True)
@@ -802,7 +426,7 @@ class NodeProcess:
                     attributes=attributes,
                     # only on replayed deliveries: the live ones' lines stay as they were
                     replayed=True if delivery.replayed else None,
-                    published=published_at(delivery, t),
+                    published=published_at(delivery, t) if delivery.replayed else None,
                 )
             )
 
@@ -1041,7 +665,7 @@ class _NoPandas:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pubmesh.net.node_cli ARGS``: ``pubmesh node ARGS`` without loading the rest
+    """``python -m pubmesh.net.node ARGS``: ``pubmesh node ARGS`` without loading the rest
     of the CLI (what :mod:`pubmesh.net.cluster` runs, to start its processes quickly)."""
     if "pandas" not in sys.modules:
         sys.meta_path.insert(0, _NoPandas)
