@@ -1,4 +1,4 @@
-"""Benchmark (issue 3): `pubmesh analyze`'s core metrics on Spark against the same metrics in
+"""Benchmark: `pubmesh analyze`'s core metrics on Spark against the same metrics in
 DuckDB SQL, on one synthetic trace of 20 million message rows and 20,000 publications.
 
 The trace is generated deterministically with numpy (seed 7) as a trace v1 run directory and

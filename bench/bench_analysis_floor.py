@@ -1,4 +1,4 @@
-"""Benchmark (issue 17 item 1): the floor under Spark ÷ DuckDB for the core metrics.
+"""Benchmark: the floor under Spark ÷ DuckDB for the core metrics.
 
 ``bench_analysis.py`` times the core metrics on Spark and on DuckDB. This one asks how low the
 Spark ÷ DuckDB ratio can go on this machine whatever the plan: it times, on the same cached

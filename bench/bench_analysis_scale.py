@@ -1,4 +1,4 @@
-"""Benchmark (issue 17 item 3): large traces stay analysable.
+"""Benchmark: large traces stay analysable.
 
 Runs ``pubmesh analyze`` (the whole job: every metric, the report, the plots) in a child
 process on two large traces and measures what the driver used:

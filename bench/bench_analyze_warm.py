@@ -1,4 +1,4 @@
-"""Benchmark: `pubmesh analyze` as a user calls it, with and without the warm Spark (issue 45).
+"""Benchmark: `pubmesh analyze` as a user calls it, with and without the warm Spark.
 
 The 200-node gossip run of ``scenarios/gossip_crash.toml`` is simulated once (`pubmesh sim`,
 the same-run reference), then analysed by the real command in fresh processes:

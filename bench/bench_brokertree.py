@@ -1,4 +1,4 @@
-"""brokertree benchmarks (issue 12): the SRDS'11 anchor and the failure curve.
+"""brokertree benchmarks: the SRDS'11 anchor and the failure curve.
 
 * **Anchor** (Kazemzadeh & Jacobsen, SRDS'11): 500 brokers, δ = 3, 97% of publications
   delivered with up to 17% of the brokers failed. ``scenarios/brokertree_srds11.toml``: 500

@@ -81,7 +81,7 @@ def main() -> None:
         "--restarts",
         action="store_true",
         help="scenarios/brokertree_srds11_restarts.toml: clients and brokers also restart "
-        "durably during the run (issue 59)",
+        "durably (their state kept across the restart) during the run",
     )
     parser.add_argument(
         "--set", action="append", default=[], help="scenario override (KEY=VALUE), repeatable"

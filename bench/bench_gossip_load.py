@@ -1,4 +1,4 @@
-"""Gossip under concurrent publications (issue 14's diagnosis): RMR, LDH and latency against
+"""Gossip under concurrent publications (does the tree stay a tree?): RMR, LDH and latency against
 the publication rate and against the spread of link latencies, Plumtree beside eager flooding.
 
 Runs the two sweeps ``scenarios/grids/gossip_load.toml`` (rate 0.5 … 16/s) and

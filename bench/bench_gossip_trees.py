@@ -1,5 +1,5 @@
-"""Issue 14's benchmark: the paper's Plumtree tree beside the rooted tree (the default since
-issue 14) and eager flooding, on the same seeds in the same run, against the publication rate
+"""Benchmark of the gossip trees: the paper's Plumtree tree beside the rooted tree (the default)
+and eager flooding, on the same seeds in the same run, against the publication rate
 (``--axis rate``) or against the spread of link latencies at 8 publications/s (``--axis
 spread``: links uniform from 5 ms to the value, as ``scenarios/grids/gossip_load_spread.toml``).
 

@@ -1,4 +1,4 @@
-"""Issue 59's history figure, measured in the simulator: how much of a topic's past do late
+"""The topic-history figure, measured in the simulator: how much of a topic's past do late
 subscribers get, on each stack that keeps history?
 
 One scenario per stack: ``--nodes`` nodes (1,000), ``--topics`` topics, every workload node

@@ -1,4 +1,4 @@
-"""Issue 58's goal, measured in the simulator: a tenth of the nodes are colluding insiders
+"""Membership against insiders, in the simulator: a tenth of the nodes are colluding insiders
 (the adversary of :mod:`pubmesh.sim.insiders`); does an honest node's active view keep their
 share within twice their share of the population (0.2), and do honest nodes deliver at least
 0.99 of honest publications?

@@ -1,4 +1,4 @@
-"""Issue 58's goal over real sockets: ``bench/bench_insiders.py``'s colluding insiders, as
+"""Insiders over real sockets: ``bench/bench_insiders.py``'s colluding insiders, as
 node runtimes in identity mode (TLS 1.3, signed publications) on loopback.
 
 Every node is a :class:`pubmesh.net.runtime.NodeRuntime` of its own, with its own listening

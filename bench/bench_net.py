@@ -21,13 +21,13 @@ the expected deliveries made, and p50/p99 publish-to-delivery latency (deliverie
 nodes). The headline compares the best rate each system sustains (≥ 99.9% of the deliveries,
 p99 under one second).
 
-Then the goal of issue 16, item 4, is checked in the same run: pubmesh's peak (the most
+Then the throughput goal is checked in the same run: pubmesh's peak (the most
 deliveries per second with ≥ 99% delivered) against ≥ 0.5× Redis's, and p99 latency under
 100 ms at half that peak, measured by running both systems again at half pubmesh's peak
 rate for ``--half-seconds`` (a steady load: the sweep's short windows mostly measure the
 first seconds).
 
-Issue 42, item 7, is checked in the same run too: identity mode's peak ≥ 0.35× Redis's, and
+The security goal is checked in the same run too: identity mode's peak ≥ 0.35× Redis's, and
 shared-key mode's ≥ 0.5× (Redis without TLS: see the report).
 
     .venv/bin/python bench/bench_net.py [--quick] [--rates 500,1000,2000] [--seconds 5]
@@ -62,11 +62,11 @@ PAYLOAD = 100
 REDIS_PORT = 6390
 SUSTAINED_SHARE = 0.999
 SUSTAINED_P99 = 1.0
-#: issue 16, item 4: at least this share of Redis's peak deliveries/s ...
+#: the throughput goal: at least this share of Redis's peak deliveries/s ...
 GOAL_RATIO = 0.5
 REDIS = "redis-server + redis-py"
 REDIS_TLS = "redis-server + redis-py, TLS"
-#: the TLS-only redis-server beside the plain one (issue 42, item 7: the secure default
+#: the TLS-only redis-server beside the plain one (the secure default
 #: against Redis with TLS too)
 REDIS_TLS_PORT = 6391
 #: ... and p99 under this at half that peak
@@ -111,17 +111,17 @@ def percentile(values: list[float], q: float) -> float:
 # --------------------------------------------------------------------------------------------
 # pubmesh
 # --------------------------------------------------------------------------------------------
-#: pubmesh's link modes (issue 42, item 7): the flags of ``pubmesh cluster`` for each
-#: issue 59, item 2: deliveries per second with every node's data directory, against without
+#: pubmesh's link modes: the flags of ``pubmesh cluster`` for each
+#: the durability goal: deliveries per second with every node's data directory, against without
 DURABLE_GOAL_RATIO = 0.8
 MODES = {
     "shared-key": [],  # AES-256-GCM frames under a shared key
     "identity": ["--identity"],  # TLS 1.3 links + Ed25519-signed publications, checked
     "identity-unsigned": ["--identity", "--unsigned"],  # TLS only: the signatures' share
-    # shared-key with every node's data directory (issue 59: the price of durability)
+    # shared-key with every node's data directory (the price of durability)
     "shared-key-durable": ["--data-dir", "{out}/data"],
 }
-#: issue 42, item 7: the secure default (identity mode) against Redis's peak
+#: the secure default (identity mode) against Redis's peak
 IDENTITY_GOAL_RATIO = 0.35
 
 
@@ -509,7 +509,7 @@ def run_both(
 def mode_lines(
     rows: list[Figures], modes: list[str], redis_peak: float, tls_peak: float
 ) -> list[str]:
-    """Issue 42, item 7: each link mode's peak against Redis's (and Redis with TLS's, where
+    """Each link mode's peak against Redis's (and Redis with TLS's, where
     it ran), measured in this run."""
     goals = {"shared-key": GOAL_RATIO, "identity": IDENTITY_GOAL_RATIO}
     lines = []
@@ -529,7 +529,7 @@ def mode_lines(
 
 
 def durability_lines(rows: list[Figures], modes: list[str]) -> list[str]:
-    """Issue 59, item 2: the price of durability, every node with a data directory against
+    """The price of durability, every node with a data directory against
     none, same run: peak deliveries per second, goal >= 0.8x."""
     if not {"shared-key", "shared-key-durable"} <= set(modes):
         return []
@@ -549,7 +549,7 @@ def peak_of(rows: list[Figures], system: str) -> float:
 
 
 def goal_lines(ratio: float, half: list[Figures], half_seconds: float) -> list[str]:
-    """Issue 16, item 4, as measured in this run: one line per bound."""
+    """The throughput goal, as measured in this run: one line per bound."""
     lines = [
         f"goal: pubmesh's peak >= {GOAL_RATIO:g}x Redis's: {ratio:.2f}x, "
         f"{'met' if ratio >= GOAL_RATIO else 'NOT met'}"
@@ -619,7 +619,7 @@ def write_markdown(
     lines += [
         "",
         f"**Peak deliveries/s with ≥ 99% delivered: pubmesh {modes[0]} {peaks[0]:,.0f}, Redis "
-        f"{peaks[1]:,.0f}: ratio {ratio:.2f}×** (issue 16's bound is ≥ {GOAL_RATIO:g}×, parity "
+        f"{peaks[1]:,.0f}: ratio {ratio:.2f}×** (the throughput goal is ≥ {GOAL_RATIO:g}×, parity "
         "the aim beyond it). Sustained (≥ "
         f"{SUSTAINED_SHARE:.1%}, p99 < {SUSTAINED_P99:g} s): pubmesh "
         f"{ours.per_second if ours else 0:,.0f}/s, Redis "

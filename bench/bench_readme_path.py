@@ -1,4 +1,4 @@
-"""The README's analysis path, timed as a user runs it (issue 60, item 1).
+"""The README's analysis path, timed as a user runs it.
 
     .venv/bin/python bench/bench_readme_path.py [--out DIR]
 
@@ -10,7 +10,7 @@ then twice with ``--engine plan`` (the side-by-side reference: one Spark plan, a
 analysis ran before runs went to tasks);
 ``pubmesh spark stop``; ``pubmesh sweep paper004_failures`` (24 runs of 17 nodes) with the
 seconds its simulations took (the sweep's ``tasks.json``). Prints each time in seconds and in
-loop figures, beside issue 60's goals (warm ≤ 6, embedded ≤ 20, warm-up ≤ 13 loop figures; a
+loop figures, beside its goals (warm ≤ 6, embedded ≤ 20, warm-up ≤ 13 loop figures; a
 small sweep's Spark overhead ≤ its simulation time). A warm Spark already running is stopped
 first; the one it starts is always stopped.
 """
@@ -95,7 +95,7 @@ def main() -> int:
         print(f"{name:<14} {seconds:7.1f} s  {seconds / loop:6.1f} loop figures")
     warm = min(times[f"warm call {c}"] for c in (2, 3))
     print(
-        f"goals (issue 60): warm {warm / loop:.1f} ≤ 6, embedded {times['embedded'] / loop:.1f}"
+        f"goals: warm {warm / loop:.1f} ≤ 6, embedded {times['embedded'] / loop:.1f}"
         f" ≤ 20, warm-up {times['warm-up'] / loop:.1f} ≤ 13 (with the start "
         f"{(times['spark start'] + times['warm-up']) / loop:.1f}); "
         f"sweep: {simulating:.1f} task-seconds simulating, Spark and the rest "

@@ -1,4 +1,4 @@
-"""Benchmarks (issue 13) for the ``clique`` and ``d2g`` stacks (Scheideler's lecture;
+"""Benchmarks for the ``clique`` and ``d2g`` stacks (Scheideler's lecture;
 docs/protocols/relay.md §9).
 
 * **Clique convergence against n**, through the analysis pipeline: for each corruption kind of

@@ -1,4 +1,4 @@
-"""Simulator benchmarks (issues 2 and 10). Not a test: prints figures for BENCHMARKS.md.
+"""Simulator benchmarks. Not a test: prints figures for BENCHMARKS.md.
 
 1. ``rate``: events per CPU second of a 10,000-node gossip run, beside a bare ``heapq`` event
    loop timed in the same process: the ratio is the figure (goal ≥ 0.10 pure Python, ≥ 0.15
@@ -59,7 +59,7 @@ messages = "counts"
 tree = "plumtree"
 """
 #: the gossip runs pin the paper's tree (tree = "plumtree"): this file measures the simulator
-#: against its earlier records (issue 10), and the rooted tree, the default since issue 14,
+#: against its earlier records, and the rooted tree, the default now,
 #: adds its beacon rounds (about 2.5 messages per node per second) to the events measured
 GOSSIP_TREE = '[stack.gossip]\ntree = "plumtree"\n'
 

@@ -1,4 +1,4 @@
-"""Benchmark (issue 4): skipring convergence from corrupted states as n grows, and its cost
+"""Benchmark: skipring convergence from corrupted states as n grows, and its cost
 once legitimate, measured through the analysis pipeline.
 
 For each corruption kind and n = 64, 256, 1,024, 4,096, 16,384 subscribers, one simulation

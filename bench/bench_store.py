@@ -1,4 +1,4 @@
-"""What a data directory costs per delivery (issue 59): the CPU of recording deliveries in
+"""What a data directory costs per delivery: the CPU of recording deliveries in
 ``pubmesh.net.store`` (SQLite, WAL, ``synchronous = NORMAL``) by the number of deliveries one
 commit carries (the runtime commits once per event-loop turn, for every delivery of that turn),
 beside the same number of bare ``dict`` insertions as the reference.

@@ -1,4 +1,4 @@
-"""The swarm-convergence figure (issue 41): many topics of 4–12 subscribers each, all joining
+"""The swarm-convergence figure: many topics of 4–12 subscribers each, all joining
 within 1 s, no fault; after three shuffle periods, how many swarms are one component and
 delivered a publication to every subscriber. Active views of 3 and the default, both trees.
 

@@ -1,4 +1,4 @@
-"""Gossip's upkeep on a steady overlay (issue 63): what a healthy swarm costs per node and second.
+"""Gossip's upkeep on a steady overlay: what a healthy swarm costs per node and second.
 
 A warm overlay (``[init] overlay = "warm"``), one topic, every node subscribed, one publication at
 10 s, 30 simulated seconds, message totals only (``[trace] messages = "counts"``), seed 1000003:
@@ -10,7 +10,7 @@ long simulation at scale costs.
 
 ``--against DIR`` runs the same scenario on the pubmesh of another checkout (its ``src``) in
 the same process layout, alternating the two ``--repeat`` times, and prints both side by
-side with the ratios: the reference of issue 63 is the code of 37767d3
+side with the ratios: the reference is 37767d3, the code before the liveness fixes
 (``git worktree add /tmp/old 37767d3``).
 
     .venv/bin/python bench/bench_upkeep.py [--nodes 20000] [--against /tmp/old] [--repeat 2]

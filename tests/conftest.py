@@ -91,7 +91,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     worker holding two million objects that took 5-12 s. execnet gives a worker 5 s to finish
     once the controller has said goodbye, then sends the worker a SIGINT of its own
     (``WorkerGateway._terminate_execution``): that was the SIGINT that raised
-    ``KeyboardInterrupt`` inside Hypothesis's gc callback at the end of full runs (issue 41).
+    ``KeyboardInterrupt`` inside Hypothesis's gc callback at the end of full runs.
     One collection still finds every unreachable object; frozen objects are skipped by the
     five that follow.
 
@@ -99,7 +99,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     pytest's collections, before the interpreter's own last one): left frozen, they were never
     freed, and DuckDB's bindings (nanobind, which counts its live objects when its module is
     torn down) printed "nanobind: leaked 27 instances!" at the end of every run that had
-    imported ``duckdb`` (issue 57). One collection at exit, not five, so the worker still
+    imported ``duckdb``. One collection at exit, not five, so the worker still
     ends well within execnet's grace."""
     gc.collect()
     gc.freeze()

@@ -133,7 +133,7 @@ def cached_build(root: Path | None = None) -> Path:
     made under a temporary name then renamed, so two runs building at once never see half a
     build; a source edit changes the key, so a stale build is never reused. The suite's
     compiled tests use this: the mypyc build (~100 CPU s) is paid once per source tree, not
-    once per run (issue 57)."""
+    once per run."""
     root = root or cache_root()
     target = root / source_key()
     if (target / ".complete").exists():

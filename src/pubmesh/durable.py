@@ -1,4 +1,4 @@
-"""What a node keeps across its lives, for both runtimes (issue 59).
+"""What a node keeps across its lives, for both runtimes.
 
 The network runtime keeps it in the node's data directory (:mod:`pubmesh.net.store`); the
 simulator's ``recover`` fault with ``durable = true`` brings a node back with the same subset,

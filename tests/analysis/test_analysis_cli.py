@@ -283,8 +283,8 @@ def _warm_record(state: Path) -> dict[str, Any]:
 def test_a_warm_spark_serves_later_analyses_with_the_same_results(
     good_run: Path, embedded: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
-    """`pubmesh spark start` keeps one Spark Connect server that every later analyze uses
-    (issue 45): the same metrics as Spark embedded in the command, the same server process
+    """`pubmesh spark start` keeps one Spark Connect server that every later analyze uses:
+    the same metrics as Spark embedded in the command, the same server process
     for the second call, 127.0.0.1 and a token kept private, and `stop` ends it."""
     state = tmp_path / "state"
     assert _spark(state, "spark", "status").returncode == 1

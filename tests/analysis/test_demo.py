@@ -6,7 +6,7 @@ names: 0% for Table 1's "no failures, every expected delivery made", 50% for the
 opening sentence ("With 50% of the nodes failed"), every stack at both, the tables printed and
 the report written and rendered. The default grid's 10% and 85% are ``make demo``'s (its
 fractions are the same code path: ``write_grid`` writes whichever it is given; the default is
-checked below). Issue 57: the four-fraction grid cost twice the simulations and analysis.
+checked below). The four-fraction grid cost twice the simulations and analysis.
 
 "Every stack" is every stack whose spec names a demo scenario, the test suite's tiny stack
 (tests/tinystack) included: the demo learns of it from its spec alone."""
@@ -59,7 +59,7 @@ def test_demo_quick_runs_every_stack_and_prints_the_papers_tables(
 ) -> None:
     """The command as a user types it, run in this process (``pubmesh.cli.main``), so that
     it finds the suite's warm Spark session as its active one (``get_session``) instead of
-    starting and warming a JVM of its own (issue 57: one JVM for the suite's analyses)."""
+    starting and warming a JVM of its own (one JVM for the suite's analyses)."""
     code = main(
         ["demo", "--quick", "--quiet", "--out", str(tmp_path),
          "--fractions", ",".join(str(f) for f in FRACTIONS)]

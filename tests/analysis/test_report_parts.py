@@ -1,4 +1,4 @@
-"""The report's parts that need no Spark (issue 44 item 5): the sentence a report opens
+"""The report's parts that need no Spark: the sentence a report opens
 with, the runs' names in legends, what each column means, and charts that stay readable
 when runs differ in size or a trace has many message types."""
 

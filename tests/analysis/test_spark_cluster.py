@@ -1,4 +1,4 @@
-"""``--master spark://...`` on a real Spark standalone cluster (issue 17, item 2).
+"""``--master spark://...`` on a real Spark standalone cluster.
 
 A master and one worker are started from the installed PySpark, bound to 127.0.0.1 on
 ephemeral ports with their own scratch directory, and stopped in the fixture's finalizer.
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # a hang guard, not a bound: the fixture starts the cluster's JVMs and runs two Spark analyses
 # on the cluster and one locally (~4 min alone, longer beside the suite's other workers).
 # The local reference runs on the suite's shared session, so this module is in its worker's
-# group ("spark"): in a group of its own it started a second local JVM just for that (issue 57)
+# group ("spark"): in a group of its own it started a second local JVM just for that
 pytestmark = [
     pytest.mark.xdist_group("spark"),
     pytest.mark.spark,

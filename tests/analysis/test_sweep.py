@@ -227,7 +227,7 @@ def _grid(tmp_path: Path, body: str) -> Any:
 def test_a_swept_parameter_the_scenario_never_reads_is_named_with_the_reason(
     tmp_path: Path,
 ) -> None:
-    """paper004_fail50 sets active_view = 4, so sweeping fanout (issue 15's example) runs the
+    """paper004_fail50 sets active_view = 4, so sweeping fanout (an inert parameter) runs the
     same scenario twice: one line names the parameter and why, and the report marks it."""
     grid = _grid(
         tmp_path, '[grid]\n"faults.0.fraction" = [0.0, 0.5]\n"stack.gossip.fanout" = [3, 4]'

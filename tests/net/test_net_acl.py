@@ -1,4 +1,4 @@
-"""Topic permissions (issue 42, item 4): an ACL file says which members may publish and which
+"""Topic permissions: an ACL file says which members may publish and which
 may subscribe on which topics, and every node enforces it on what it sends, receives and is
 asked to do (:mod:`pubmesh.net.acl`).
 
@@ -183,7 +183,7 @@ def test_every_node_enforces_the_acl_on_what_it_sends_receives_and_is_asked(
         assert not sent & cheater.deliveries(), "the cheater received a secret"
         # the cheater could not even join the secret topic's swarm: honest nodes refuse the
         # swarm messages of a member that may neither publish nor subscribe on their topic
-        # (issue 58); before, they let it join and withheld every copy from it instead
+        # now; before, they let it join and withheld every copy from it instead
         refused = sum(
             n.command({"op": "stats"})["stats"]["denied"].get("topic", 0) for n in (reader, writer)
         )
@@ -231,7 +231,7 @@ def test_every_node_enforces_the_acl_on_what_it_sends_receives_and_is_asked(
         got = {r["payload"] for r in reader.records[before:] if r.get("event") == "deliver"}
         assert "direct" not in got and "relayed" not in got, got
         assert reader.command({"op": "stats"})["stats"]["denied"]["publish"] == 2
-        # the contact's directory is ACL-checked (issue 58, item 2): a member asking for the
+        # the contact's directory is ACL-checked (its state stays bounded): a member asking for the
         # swarm of a topic it may neither publish nor subscribe on is refused and charged
         before_topic = reader.command({"op": "stats"})["stats"]["denied"].get("topic", 0)
         with insider_link(tmp_path / "insider", insider.node, reader.address) as send:

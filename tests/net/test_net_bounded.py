@@ -1,4 +1,4 @@
-"""Everything a member can make a node hold is bounded and counted (issue 58, item 2).
+"""Everything a member can make a node hold is bounded and counted.
 
 Each test floods one structure over a member's own link, with a valid identity, and reads the
 target's resident memory (``VmRSS``) and its memory budget's ``used`` before and after:

@@ -47,7 +47,7 @@ KILL_AT = 3.0
 
 def settle(stack: str) -> float:
     """Seconds a stack's overlay gets on loopback before these tests' first publication or
-    fault, beyond the files' times (the runs keep the files' clock: issue 16): none, for every
+    fault, beyond the files' times (the runs keep the files' clock): none, for every
     stack. Chord had 30 s here: its ring took 9–24 s to a legitimate state after 12 joins at
     once, in the simulator as over TCP, because corrections of the successor lists travelled
     one node per 5 s stabilize period and lost join answers and notices waited 2 s retries.
@@ -177,7 +177,7 @@ nodes = [3, 0]
 
 
 def test_the_workload_plan_makes_the_simulators_draws(tmp_path: Path) -> None:
-    from pubmesh.net.workload import plan
+    from pubmesh.net.cluster.workload import plan
     from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import run_scenario
 
@@ -240,7 +240,7 @@ def test_twelve_processes_deliver_every_publication_as_the_simulator_does(
 ) -> None:
     """Twelve node processes give every subscriber every publication, and these are exactly
     the deliveries the simulator makes of the same scenario file (one cluster per case reads
-    both claims: a cluster is the suite's most expensive fixture, issue 41)."""
+    both claims: a cluster is the suite's most expensive fixture)."""
     from pubmesh.scenario.model import parse_scenario
     from pubmesh.sim.runner import run_scenario
 
@@ -559,9 +559,9 @@ def test_pubmesh_analyze_reads_a_network_run_unchanged(tmp_path: Path, spark: An
 
 
 # ------------------------------------------------------------------------------------------
-# One clock: the workload file's times, in both runtimes (issue 16)
+# One clock: the workload file's times, in both runtimes
 # ------------------------------------------------------------------------------------------
-#: issue 16's case: nodes start over [run] start_spread's default 5 s while publications begin
+#: the case that failed: nodes start over [run] start_spread's default 5 s while publications begin
 #: at 2 s; a fault at 8 s. The old controller waited 30 s for an overlay whose later nodes it
 #: had not booted yet, then shifted everything after it.
 CLOCK_SCENARIO = """

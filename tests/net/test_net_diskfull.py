@@ -1,4 +1,4 @@
-"""A full disk under a node's trace stays off its network path (issue 43, item 6).
+"""A full disk under a node's trace stays off its network path.
 
 Before, trace write errors escaped into connection and timer callbacks: on a full filesystem
 the node delivered 0 of 60 publications, its peer declared it down, and the segments that

@@ -1,4 +1,4 @@
-"""No door a stranger can hold shut (issue 42, item 5), against live node processes.
+"""No door a stranger can hold shut, against live node processes.
 
 A stranger without the cluster key can open TCP connections to any node. Before, 128 idle
 sockets took every handshake slot of a node and honest connections were refused for as long as

@@ -1,4 +1,4 @@
-"""One member cannot eclipse a node through HyParView (issue 58, item 1).
+"""One member cannot eclipse a node through HyParView.
 
 The attack as it was found: a member joins the target's swarm over its own link, then sends
 twenty ``ForwardJoin`` messages a second with ``ttl = 0``, each naming one of 40 silent

@@ -1,4 +1,4 @@
-"""A hung peer is declared down, and taken back when it answers (issue 43, item 1).
+"""A hung peer is declared down, and taken back when it answers.
 
 Before, a peer stopped with SIGSTOP was never declared down: its kernel kept acknowledging
 bytes, TCP saw nothing wrong, and publications to it were dropped silently. Now every open

@@ -1,4 +1,4 @@
-"""Identities (issue 42, item 1): ``pubmesh ca init`` / ``ca issue`` and the checks a peer's
+"""Identities: ``pubmesh ca init`` / ``ca issue`` and the checks a peer's
 certificate must pass: from the cluster's authority, within its validity period, naming the
 address the peer claims. Real certificates (``cryptography``), the real CLI in subprocesses."""
 
@@ -145,7 +145,7 @@ def test_ca_bad_input_gets_one_line_and_exit_status_2(tmp_path: Path) -> None:
 
 def test_keys_are_never_written_through_a_link(tmp_path: Path) -> None:
     """``--force`` replaces a key file by a new one renamed over its name: a symbolic or hard
-    link planted there is replaced and its target left as it was (issue 58)."""
+    link planted there is replaced and its target left as it was."""
     init_authority(tmp_path / "ca")
     issue(tmp_path / "ca", "127.0.0.1:7000", tmp_path / "n")
     victim = tmp_path / "victim"

@@ -1,4 +1,4 @@
-"""An insider's flood of invented IHAVE ids costs its target bounded memory (issue 43, item 5).
+"""An insider's flood of invented IHAVE ids costs its target bounded memory.
 
 Before, 3 MB of invented ids grew the target by 159 MB for 90 s and made it send ~75,000 GRAFT
 requests: Plumtree kept every announcement of a message it had not received, with a timer,

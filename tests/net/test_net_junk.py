@@ -1,4 +1,4 @@
-"""A sender of junk is cut off (issue 58, item 5): a member that sends copies that fail their
+"""A sender of junk is cut off: a member that sends copies that fail their
 checks (here bound ids with wrong signatures, each costing its target a signature check) is
 cut off after ``max_invalid`` (10) of them within ``invalid_window`` (10 s) and refused for
 ``ban_seconds`` (60 s), gossipsub v1.1's invalid-message penalty (:meth:`pubmesh.net.

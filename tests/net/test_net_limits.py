@@ -1,5 +1,5 @@
 """A publication too large for the cluster's frames is refused at ``publish``, never sent to
-tear a link down (issue 43, item 2).
+tear a link down.
 
 Before, a publication of 1 MiB or more crossed the sender's transport, the receiver refused
 the frame from its length prefix and dropped the connection, both ends reported a failure, and

@@ -1,4 +1,4 @@
-"""Live metrics, scraped by a real Prometheus (issue 43, item 8).
+"""Live metrics, scraped by a real Prometheus.
 
 A running node was observable only through its shell, its JSON lines and the trace after the
 fact. ``pubmesh node --metrics HOST:PORT`` now serves OpenMetrics (:mod:`pubmesh.net.metrics`),
@@ -221,7 +221,7 @@ def _probe(host: str, port: int) -> bytes:
 
 
 def _flood_then_probe(host: str, port: int) -> None:
-    """A stranger's silent sockets cannot keep a liveness probe out (issue 58, item 6): 40
+    """A stranger's silent sockets cannot keep a liveness probe out: 40
     from one address and 40 from twenty others, the flood topped up before every probe;
     every one of 40 probes answered 200. Before the fix, 16 silent sockets took the port
     for 5 s: 39 of 40 probes failed."""

@@ -1,4 +1,4 @@
-"""Clusters across network namespaces (issue 16 item 2): real interfaces, real partitions.
+"""Clusters across network namespaces: real interfaces, real partitions.
 
 Each test runs the real CLI, ``pubmesh cluster --netns 3``, as root: twelve node processes in
 three namespaces joined by veth links and a bridge. A partition moves one namespace's bridge

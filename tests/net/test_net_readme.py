@@ -1,4 +1,4 @@
-"""The README's first ``pubmesh node`` commands work as written (issue 60, item 6).
+"""The README's first ``pubmesh node`` commands work as written.
 
 They once stopped at "no cluster key": the README started two nodes without one. The test
 reads the commands from README.md itself (the "Run real nodes" block: ``pubmesh key new`` and

@@ -1,4 +1,4 @@
-"""Fresh signatures (issue 58, item 3): a member that captured a genuine signed publication
+"""Fresh signatures: a member that captured a genuine signed publication
 cannot get it delivered a second time, anywhere (:mod:`pubmesh.net.signing`, fresh
 signatures).
 

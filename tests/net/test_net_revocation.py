@@ -1,4 +1,4 @@
-"""Revocation that reaches every copy (issue 58, item 4): ``pubmesh ca revoke`` signs a list,
+"""Revocation that reaches every copy: ``pubmesh ca revoke`` signs a list,
 one node reads it, and every node of the cluster closes the revoked member's links, refuses
 its handshakes and refuses its publications, whoever relays them (pubmesh.net.revocation).
 

@@ -1,4 +1,4 @@
-"""A slow subscriber beside a fast one: the fast one loses nothing (issue 43, item 9).
+"""A slow subscriber beside a fast one: the fast one loses nothing.
 
 Real processes: a publisher and two subscribers of one topic swarm. The slow one is stopped
 (SIGSTOP) for three seconds, less than ``suspect_after``, in the middle of a burst of 2,000

@@ -1,4 +1,4 @@
-"""A node's data directory (issue 59, items 2 and 5), with real node processes.
+"""A node's data directory, with real node processes.
 
 Before ``--data-dir`` a node started again came back empty: another port (so another node
 id), no contacts, no subscriptions, and a duplicate filter that had forgotten every

@@ -1,4 +1,4 @@
-"""What a reader of the wire sees (issue 42, item 2): lengths and timing, not payloads.
+"""What a reader of the wire sees: lengths and timing, not payloads.
 
 Two node processes on loopback share a cluster key; the test captures every packet on the
 loopback interface (a raw ``AF_PACKET`` socket, as tcpdump does) while they subscribe and

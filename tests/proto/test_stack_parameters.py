@@ -1,4 +1,4 @@
-"""``pubmesh stacks NAME`` (issue 44 item 6): every parameter of every stack this build has
+"""``pubmesh stacks NAME``: every parameter of every stack this build has
 is listed with its default and what it does, read from the ``#:`` comment above the field in
 its params class (a field right under a commented one shares that comment)."""
 

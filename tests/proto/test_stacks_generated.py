@@ -184,7 +184,7 @@ def _contract_output(out: object) -> bool:
 def _settled(stack: str) -> PoolCluster:
     """Six nodes of ``stack``, every peer subscribed to t0, settled for 2 s: the state every
     example of the hostile-input test starts from. Built once per stack and deep-copied per
-    example (issue 57: building and settling it again was most of the test's cost); the
+    example (building and settling it again was most of the test's cost); the
     harness is deterministic, so the copy is the cluster a fresh build would give."""
     cluster = PoolCluster(get_stack(stack), 6, seed=3)
     for node in cluster.peers:
@@ -326,7 +326,7 @@ def _simulate_both_ways(stack: str, create: object = None) -> int:
     answer alike; the first input answered differently is named. How many inputs were
     compared; raises EntryPointDivergence.
 
-    Issue 57: this replaced a deep copy of the node before every input (the copy taking
+    This replaced a deep copy of the node before every input (the copy taking
     ``handle``, the node its fast path), which cost a chord node's whole state per input; two
     runs check every input of the run as that did, and also catch a fast path that leaves
     the node in another state than ``handle`` would, once that state shows in an output."""

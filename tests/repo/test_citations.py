@@ -1,4 +1,4 @@
-"""Every document the repository cites is in the repository (issue 44 item 1).
+"""Every document the repository cites is in the repository.
 
 Code, tests, the README, ``--help`` texts, reports and the benchmarks cite the design, the
 metric glossary and each stack's protocol notes by path (``docs/design.md``,

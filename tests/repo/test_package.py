@@ -1,5 +1,5 @@
 """pubmesh as a user installs it: the wheel built from pyproject.toml, in a fresh venv, run
-from an empty directory (issue 44 item 6).
+from an empty directory.
 
 A wheel built before this had no scenarios, so ``pip install`` then ``pubmesh demo`` failed:
 the scenarios and grids now ship as package data, found by name from anywhere. The fresh

@@ -1,4 +1,4 @@
-"""The README's times are the ones measured for the commands it shows (issue 60, item 1).
+"""The README's times are the ones measured for the commands it shows.
 
 The README once promised "~10 s" for `pubmesh analyze` beside its own 1,000-node run, a
 figure measured on a 200-node run. Every time the README's warm-Spark block states (a number

@@ -1,4 +1,4 @@
-"""brokertree's per-publisher high-water marks survive a durable restart (issue 59, item 4).
+"""brokertree's per-publisher high-water marks survive a durable restart.
 
 A brokertree client drops every copy at or below the last it delivered from that publisher
 (spec §6.5's safety net); that is what keeps ``past_stall = "forward"`` exactly-once and in

@@ -1,5 +1,5 @@
-"""A node recovered with its data directory delivers nothing twice across its lives (issue 59,
-item 3): the simulator's ``recover`` fault with ``durable = true`` brings a node back with what
+"""A node recovered with its data directory delivers nothing twice across its lives:
+the simulator's ``recover`` fault with ``durable = true`` brings a node back with what
 ``pubmesh node --data-dir`` keeps (pubmesh.durable, the same rule and window).
 
 Skipring keeps a topic's history and hands it to a node that comes back, so a node recovered

@@ -1,4 +1,4 @@
-"""Faults that mean something (issue 44 item 4).
+"""Faults that mean something.
 
 The README's cluster examples killed nodes at 10 s and 15 s while the default workload
 published from 2 s to about 7 s: the runs reported reliability 1.0 and tested nothing, and a

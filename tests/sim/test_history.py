@@ -1,4 +1,4 @@
-"""Topic history for late subscribers in the simulator (issue 59, item 1 and 3).
+"""Topic history for late subscribers in the simulator.
 
 A share of the workload nodes (``[workload] late_fraction``) subscribes at ``late_at``, long
 after the publications began, asking for the topic's history. On gossip the history comes from

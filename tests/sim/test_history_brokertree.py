@@ -1,4 +1,4 @@
-"""Topic history for late subscribers on the brokertree stack, in the simulator (issue 59;
+"""Topic history for late subscribers on the brokertree stack, in the simulator (see
 docs/protocols/brokertree.md §14).
 
 Every client retains the publications it issued; a late subscriber, once its subscription is

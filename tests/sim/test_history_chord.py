@@ -1,4 +1,4 @@
-"""Topic history for late subscribers on the chord stack, in the simulator (issue 59;
+"""Topic history for late subscribers on the chord stack, in the simulator (see
 docs/protocols/chord.md §14).
 
 Every chord node retains the publications it issued; a late subscriber broadcasts a history
@@ -178,7 +178,7 @@ CRASH_AT, RECOVER_AT = 7.0, 8.0
 def test_a_publisher_restarted_durably_still_answers_with_what_it_published(
     tmp_path: Path,
 ) -> None:
-    """What a publisher retains is part of what its data directory keeps (issue 59, item 2):
+    """What a publisher retains is part of what its data directory keeps:
     eight publishers crash at 7 s and come back at 8 s, before the late subscribers ask.
     Restarted durably, they answer with what they published before the crash; restarted
     empty, none of it comes (the contrast: the check can fail)."""

@@ -1,4 +1,4 @@
-"""Topic history for late subscribers on the relay-model stacks, clique and d2g (issue 59;
+"""Topic history for late subscribers on the relay-model stacks, clique and d2g (see
 docs/protocols/clique.md and d2g.md, "Topic history"; an addition to Scheideler's lecture).
 
 The contact (node 0), a member of every group that every publication reaches, retains each

@@ -1,4 +1,4 @@
-"""A tenth of the nodes colluding insiders, in the simulator (issue 58, item 1): the
+"""A tenth of the nodes colluding insiders, in the simulator: the
 adversary of :mod:`pubmesh.sim.insiders` (black holes for payloads, shuffles naming only
 colluders, every invitation taken, forced high-priority links at two honest nodes per insider
 every second) against 180 honest gossip nodes.

@@ -63,7 +63,7 @@ def common_umask() -> Iterator[None]:
 
 def check_private(run_dir: Path) -> None:
     """A run directory holds what the wire encrypts: it and every directory in it are 0700,
-    every trace file and run.json 0600, whatever the umask (issue 58)."""
+    every trace file and run.json 0600, whatever the umask."""
     import stat
 
     def mode(path: Path) -> int:

@@ -1,4 +1,4 @@
-"""The suite's CPU, in loop figures, at the end of every run (issue 57).
+"""The suite's CPU, in loop figures (the unit of its bar), at the end of every run.
 
 Machines of the project's kind differ about 2x in speed, so a bar in wall minutes is no bar.
 The suite's bar is its CPU divided by the *loop figure*: the CPU seconds a bare Python loop of
@@ -45,7 +45,7 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 def loop_figure(runs: int = 5) -> float:
     """CPU seconds of a bare loop of 10**7 additions in this interpreter, median of ``runs``:
-    the unit the suite's CPU is stated in (issue 57's definition, to the letter)."""
+    the unit the suite's CPU is stated in (its definition, to the letter)."""
     times = []
     for _ in range(runs):
         started = time.process_time()

@@ -1,4 +1,4 @@
-"""Checks shared by the topic-history tests (issue 59): what a run's ``history.replayed``
+"""Checks shared by the topic-history tests: what a run's ``history.replayed``
 events say about the publications they replayed."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Many small gossip swarms joining at once, driven in-process with link latency: the harness of
-the swarm-convergence figure (issue 41: "2,000 topics with 4–12 subscribers each, all joining
+the swarm-convergence figure (its claim: "2,000 topics with 4–12 subscribers each, all joining
 within 1 s; after 3 shuffle periods every swarm is one component and a publication reaches
 every subscriber").
 

@@ -1,4 +1,4 @@
-"""The steady gossip overlay whose upkeep issue 63 measures: shared by the cheap test
+"""The steady gossip overlay whose upkeep is measured: shared by the cheap test
 (``tests/proto/gossip/test_gossip_upkeep.py``, 300 nodes) and the benchmark
 (``bench/bench_upkeep.py``, 20,000 and 100,000 nodes).
 

@@ -22,7 +22,8 @@ from typing import Any
 from pubmesh.analysis import charts
 from pubmesh.analysis.report import Chart, Section, html_table
 
-#: The failed fraction the headline sentence is about (issue 15: "under 50% failures").
+#: The failed fraction the headline sentence is about: the most reliable stack under 50%
+#: failures.
 HEADLINE_FRACTION = 0.5
 
 HEADLINE_COLUMNS: list[tuple[str, str, str]] = [

@@ -225,7 +225,8 @@ COUNTS_MISSING = ("rmr_mean", "rmr_std", "rmr_late", "false_positive_rate")
 
 def counts_note(trace: Trace) -> tuple[str, str] | None:
     """A report section naming the runs whose trace keeps message counts only, and the
-    metrics those runs cannot have (shown as "–"), instead of failing on them (issue 17)."""
+    metrics those runs cannot have (shown as "–"), instead of failing on them, so a large run
+    traced as counts stays analysable."""
     rows = trace.runs.where(F.col("messages_mode") == "counts").select("run_id").collect()
     return counts_note_of([r["run_id"] for r in rows])
 
@@ -257,8 +258,8 @@ def plot_data(trace: Trace, result: Metrics) -> dict[str, Any]:
     Four Spark jobs in all, whatever the number of charts: the runs and the faults (a few rows
     each), the two scales the bins need (publish-time span, top load), then every chart's
     aggregate in one union collected at once. Each job is a fixed cost of a few hundred
-    milliseconds on a small trace; one job per chart made this the analysis's dearest step
-    after the metrics themselves (issue 60)."""
+    milliseconds on a small trace; one job per chart would make this the analysis's dearest
+    step after the metrics themselves."""
     runs = [r.asDict() for r in trace.runs.select("run_id", "stack", "nodes").collect()]
     fault_rows = [
         r.asDict() for r in trace.faults.select("run_id", "t", "kind", "detail").collect()
@@ -675,7 +676,7 @@ def static_plans(spark: SparkSession, size: int) -> Iterator[bool]:
     after). Adaptive execution runs each shuffle stage as a job of its own and plans the rest
     again after it: on a small trace there is nothing to coalesce, split or broadcast that
     one partition a shuffle does not already give, and the analysis of the README's
-    1,000-node run ran 113 jobs instead of 58 and took a sixth longer (issue 60)."""
+    1,000-node run with it ran 113 jobs instead of 58 and took a sixth longer."""
     from pubmesh.analysis.spark import SMALL_INPUT_BYTES
 
     key = "spark.sql.adaptive.enabled"

@@ -102,7 +102,7 @@ def driver_java_options(*, local: bool, small: bool) -> str:
     large input (local mode, not ``small``), the client compiler only
     (``-XX:TieredStopAtLevel=1``). A small analysis is all start-up and one-off plans, where
     C2's background compilations cost more CPU than they ever save: a 124 KB trace took
-    91 CPU s and 50 s with C2, 56 CPU s and 41 s without, on two cores (issue 41)."""
+    91 CPU s and 50 s with C2, 56 CPU s and 41 s without, on two cores."""
     options = f"-Dlog4j.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}"
     if small or not local:
         options += f" {CLIENT_COMPILER}"
@@ -245,9 +245,10 @@ def end_jvm(timeout: float = 60.0) -> None:
     """Stop this process's embedded Spark and wait for its JVM to exit.
 
     PySpark leaves the JVM to notice on its own that the Python process is gone (its standard
-    input closes): the command returned, the JVM was still writing its last files and then
-    exited as nobody's child, so neither ``time pubmesh analyze`` nor any parent saw the CPU
-    it spent (most of an analysis's: a small one showed 4 of its 38 CPU seconds; issue 57).
+    input closes): the command returns while the JVM is still writing its last files, and
+    the JVM then exits as nobody's child, so neither ``time pubmesh analyze`` nor any parent
+    sees the CPU it spent (most of an analysis's: a small one showed 4 of its 38 CPU
+    seconds), which the test suite's CPU budget must count.
     Called as a command ends (``pubmesh analyze``, ``sweep``, ``demo``): the session
     stops, the JVM's input is closed, and the JVM is waited for, so it is reaped here and its
     time counts as this process's. Nothing to do without an embedded JVM (a Connect session,

@@ -421,7 +421,7 @@ def _completed(sc: Any, group: str) -> int:
 
 def scenario_name(value: Any) -> str:
     """A swept scenario as a reader sees it: its name (the file's stem), never its absolute
-    path (issue 15)."""
+    path, which tells a reader nothing and crowds a chart's axis."""
     return Path(str(value)).stem
 
 
@@ -442,7 +442,7 @@ def compare(
     """Per grid point: the swept values, the number of runs, and the mean and sample standard
     deviation over seeds of each metric the runs have (pandas, ordered by point), and those
     metrics. One row a run goes in, whatever the runs' size: a few dozen rows, which a Spark
-    job took seconds to plan and run on a small sweep (issue 60)."""
+    job would take seconds to plan and run on a small sweep."""
     import pandas as pd
 
     keys = ["point"] + [column_name(k) for k in grid.parameters]

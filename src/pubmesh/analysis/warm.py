@@ -1,11 +1,12 @@
 """A warm Spark to come back to: one long-lived local Spark Connect server per user.
 
-Every ``pubmesh analyze`` of a small trace used to pay for a JVM start and for the JIT
-warming up on the same plans again (issue 45). ``pubmesh spark start`` starts Spark once, in
-a background process of its own, with the Spark Connect plugin (which PySpark 4 ships:
-``org.apache.spark.sql.connect.SparkConnectPlugin``); later ``pubmesh analyze`` calls find it
-and send their plans to it over gRPC instead of starting a JVM. Each call gets its own
-server-side session, so one analysis's settings never leak into the next.
+Without it, every ``pubmesh analyze`` of a small trace pays for a JVM start and for the JIT
+warming up on the same plans again, which is most of its time. ``pubmesh spark start``
+starts Spark once, in a background process of its own, with the Spark Connect plugin
+(which PySpark 4 ships: ``org.apache.spark.sql.connect.SparkConnectPlugin``); later
+``pubmesh analyze`` calls find it and send their plans to it over gRPC instead of starting a
+JVM. Each call gets its own server-side session, so one analysis's settings never leak into
+the next.
 
 Who can use it (the attacker's view): the server listens on 127.0.0.1 only, on a port the
 kernel picks, and refuses every request without the token it was started with (Spark
@@ -26,8 +27,8 @@ use), on ``pubmesh spark stop``, or on SIGTERM. ``pubmesh spark status`` says wh
 runs, where, since when and how long until the idle stop.
 
 What it does not serve: ``pubmesh sweep`` and ``pubmesh demo`` run their simulations as
-Spark tasks through the RDD API, which Spark Connect does not offer; they start their own
-Spark as before. ``--master`` and ``$PUBMESH_SPARK_MASTER`` still choose a cluster (or
+Spark tasks through the RDD API, which Spark Connect does not offer; they start an embedded
+Spark of their own. ``--master`` and ``$PUBMESH_SPARK_MASTER`` choose a cluster (or
 ``sc://host:port``, any Spark Connect server) over the warm one.
 """
 
@@ -280,7 +281,7 @@ def warm_up(session: Any, directory: Path) -> None:
     right after it starts listening: the JVM's compilers see Spark's planning and execution
     code, and the classes Spark generates for the analysis's plans (the same for any trace)
     land in the codegen cache, so the user's first analysis runs as warm as a later one
-    (issue 45: the server's first call otherwise costs what an embedded one does). On a
+    (otherwise the server's first call costs what an embedded one does). On a
     session of its own; a failure is logged and changes nothing else."""
     from pubmesh.analysis.job import analyze
     from pubmesh.catalog import find

@@ -1,4 +1,4 @@
-"""Topic history for late subscribers (issue 59): the request, its text form, and the two
+"""Topic history for late subscribers (docs/history.md): the request, its text form, and the two
 messages of a history exchange between members of a topic.
 
 What a late subscriber gets

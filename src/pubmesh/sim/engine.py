@@ -569,7 +569,7 @@ class Simulation:
         # No collections in the loop (see _no_collections): a run allocates millions of
         # messages that reference counting frees, and what survives (the state a broadcast
         # leaves at every node, the events in flight) makes no cycles; with the collector on,
-        # the gen-0 passes walked those survivors, and a full one now and then everything
+        # the gen-0 passes walk those survivors, and a full one now and then everything
         # made since the run began (4.7 of 61 CPU s at 400,000 warm gossip nodes). The stacks
         # make no cyclic garbage in a run (tests/sim/test_sim_engine.py); cycles a stack did make
         # would be collected after the run.

@@ -1,4 +1,4 @@
-"""Colluding insiders in the simulator: an adversary model for the gossip stack (issue 58).
+"""Colluding insiders in the simulator: an adversary model for the gossip stack.
 
 A fraction of the nodes are members with valid identities that collude. They run pubmesh's
 own gossip node and follow every membership rule towards each other, but:

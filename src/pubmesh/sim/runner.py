@@ -71,8 +71,8 @@ def _stopping_on_signals(sim: Simulation, enabled: bool) -> Iterator[list[int]]:
 
     Once a SIGXCPU has come, SIGXCPU stays ignored after the block too: the kernel sends
     another one every CPU second past the soft limit, and the process still has to print its
-    line and exit with 128 + the first signal (a close that took a CPU second more was killed
-    by the second SIGXCPU's default action, exit -24). The hard limit still ends it."""
+    line and exit with 128 + the first signal (otherwise a close that takes a CPU second more
+    is killed by the second SIGXCPU's default action, exit -24). The hard limit still ends it."""
     received: list[int] = []
     if not enabled or threading.current_thread() is not threading.main_thread():
         yield received

@@ -1,4 +1,4 @@
-"""brokertree over TCP (docs/protocols/brokertree.md; issue 12): real processes, real sockets.
+"""brokertree over TCP (docs/protocols/brokertree.md): real processes, real sockets.
 
 A cluster of 18 processes (6 brokers, δ = 2, 12 clients) publishes 200 content-free
 publications at 40/s; at 3 s two brokers (= δ) are SIGKILLed (``--kill FRACTION@T:broker``).

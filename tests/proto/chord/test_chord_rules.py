@@ -177,7 +177,7 @@ def test_the_spec_example_tree_from_3_sends_seven_messages_in_range_order() -> N
         *((keys, n) for keys in ("even", "hashed") for n in (1, 2, 8, 100)),
         # spec §11.1's N = 1,000 in make figures only, both key modes (bench_chord_q has seeds
         # 2-5): ~60 wall s each beside the suite, and the rule Q checks is the same at N = 100
-        # (issue 41 item 7: the suite under its time bar; the tiers' rule holds)
+        # (the suite under its time bar; the tiers' rule holds)
         *(pytest.param(keys, 1000, marks=full) for keys in ("even", "hashed")),
     ],
 )

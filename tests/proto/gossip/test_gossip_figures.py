@@ -1,20 +1,20 @@
-"""Issue 2's figures for the gossip stack, measured on 1,000 simulated nodes over 5 seeds.
+"""The gossip stack's figures, measured on 1,000 simulated nodes over 5 seeds.
 
 * No faults (50 publications, one a second, from t = 30 s; the scenario has 100, make test
   runs the first 50): reliability 1.0, no duplicate delivery, RMR ≤ 0.1 over the last half of
   the publications, and the mean LDH (last delivery hop: the hops of each publication's last
   delivery in time) against eager flooding's on the same overlay (same seed, so the same
   HyParView overlay: Plumtree draws nothing from the node's random stream): ≤ 2 × flooding's
-  for the rooted tree (the default, issue 14). For the paper's tree the 2 × goal (issue 2's
+  for the rooted tree (the default). For the paper's tree the 2 × goal (the project's
   own, not a claim of the Plumtree paper) does not hold: measured 2.1–2.3 × at seed 1 over
   100 publications (16.0 and 17.2 hops against flooding's 7.6 and 7.7, before and after
-  issue 41's Bridge rule; 2.02 ×, 15.5 against 7.7, over the first 50). It looked met only
+  the swarms' Bridge rule; 2.02 ×, 15.5 against 7.7, over the first 50). It looked met only
   while the test helper took the deepest delivery for LDH; the test now holds Plumtree's tree
   to what it does, ≤ 2.5 × (BENCHMARKS.md, the gossip trees table).
 * 50% and 80% of the nodes crashed at once: publications issued two shuffle periods after
   the crash reach ≥ 99% of the surviving subscribers; first-broadcast reliability is reported.
 
-Issue 14's, the rooted tree under concurrent publications (8/s, 60 publications):
+And the rooted tree under concurrent publications (8/s, 60 publications):
 reliability 1.0, no duplicate delivery, RMR ≤ 0.1 and LDH ≤ 1.5 × flooding's over the later
 half; and with the root itself crashed mid-run, a new root is agreed on, publications issued
 once it has had time (root_timeout and two rounds) reach every survivor, and the tree is a
@@ -150,7 +150,7 @@ def test_mass_crash_repairs_within_two_shuffle_periods(
 #: 40 s after (110 s)
 ROOT_CRASH_STEPS = ("run.duration=80.0",)
 
-#: issue 14's load: 60 publications at 8 per second over gossip_1000's overlay, the last at
+#: the concurrent load: 60 publications at 8 per second over gossip_1000's overlay, the last at
 #: t = 37.4 s; the run ends 22 s later (it ran to 160 s, 120 s of upkeep nobody measured)
 LOAD = ("workload.publications=60", "workload.publish_rate=8.0", "run.duration=60.0")
 

@@ -89,7 +89,7 @@ PARAMS = GossipParams(
     directory_size=3,
     optimization_threshold=1,
     # the paper's Plumtree: the machines below were tuned on its schedules (derandomized);
-    # the rooted tree (issue 14) has machines of its own, further down
+    # the rooted tree has machines of its own, further down
     tree="plumtree",
 )
 #: the same with the rooted tree (pubmesh.proto.gossip.rooted)
@@ -420,7 +420,7 @@ class ReorderingMachine(GossipMachine):
     FIFO = False
 
 
-# Liveness is checked by every machine below (issue 41): with it switched off in the machines
+# Liveness is checked by every machine below: with it switched off in the machines
 # `make test` ran, the FIFO machine's derandomized examples included a swarm of 8 with 4
 # subscribers that settled as {0, 1} beside a full {2, ..., 7} (seed 1994: a publication of 0
 # missed 2 and 3), and the rooted reordering machine's two full K4 components; both merge

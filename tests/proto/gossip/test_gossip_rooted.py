@@ -1,4 +1,4 @@
-"""Example tests for the rooted tree (gossip ``tree = "rooted"``, issue 14), one or more per
+"""Example tests for the rooted tree (gossip ``tree = "rooted"``), one or more per
 rule of :mod:`pubmesh.proto.gossip.rooted`'s essay: each drives ``Plumtree.handle`` from a
 state built by hand and checks the outputs and the state afterwards. No simulator."""
 

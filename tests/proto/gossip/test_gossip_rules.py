@@ -174,7 +174,7 @@ def test_join_eviction_victim_is_random() -> None:
 def test_forward_join_ttl_zero_invites_and_adds_only_when_the_node_asks() -> None:
     """The walk's end invites the named node (ForwardJoinAccept); it enters the active view
     when its Neighbor request arrives over a connection it made: an id nobody answers for
-    takes no place and evicts nobody (issue 58, item 1)."""
+    takes no place and evicts nobody (no eclipse by named ids)."""
     h = hv()
     h.active = [2, 3, 4]
     out = h.handle(Receive(2, ForwardJoin(topic=T, new_node=9, ttl=0)), 0.0)
@@ -188,7 +188,7 @@ def test_forward_join_ttl_zero_invites_and_adds_only_when_the_node_asks() -> Non
 
 
 def test_ids_a_member_names_evict_nobody_and_failed_ones_are_not_tried_again() -> None:
-    """The eclipse of issue 58: an active member names silent ids in ttl-0 ForwardJoins. A
+    """The eclipse an insider tried: an active member names silent ids in ttl-0 ForwardJoins. A
     full view invites one per shuffle period from that member (the rest are dropped, not put
     in the passive view) and keeps every honest neighbour; an invited id whose dial failed is
     ignored for failed_memory; a ForwardJoin from a node outside the active view is ignored."""
@@ -375,7 +375,7 @@ def test_neighbor_high_priority_always_accepted_evicting_a_member(seed: int) -> 
 
 def test_forced_evictions_are_paid_from_a_bucket_whoever_asks() -> None:
     """A coalition's high-priority Neighbors evict at most forced_evictions (3) members in a burst
-    and one per shuffle period (10 s) after it (issue 58): a request beyond is refused and
+    and one per shuffle period (10 s) after it: a request beyond is refused and
     nobody is evicted for it. The paper's rule evicted a member for every one of them."""
     h = hv(active_view=2)
     h.active = [2, 3]
@@ -526,7 +526,7 @@ def test_shuffle_merge_skips_self_and_active_members() -> None:
 
 
 def test_what_one_shuffle_brings_into_the_passive_view_is_sampled_and_answered_once() -> None:
-    """Issue 58, item 1: a Shuffle naming 200 ids brings at most as many as an honest one
+    """Against insiders: a Shuffle naming 200 ids brings at most as many as an honest one
     carries (1 + shuffle_ka + shuffle_kp); a ShuffleReply is merged once per shuffle sent."""
     h = hv(me=1, shuffle_ttl=1)
     h.active = [2]
@@ -550,7 +550,7 @@ def test_directory_names_only_joined_members_and_the_founder() -> None:
 
 
 def test_the_directory_is_bounded_whatever_members_ask() -> None:
-    """Issue 58, item 2: a node holds a place in at most per_node topics (its least recent
+    """Against insiders: a node holds a place in at most per_node topics (its least recent
     place given up), the directory keeps max_topics (least recently touched first out), an
     idle topic expires, and held_bytes follows what is kept."""
     d = SwarmDirectory(2, random.Random(0), max_topics=5, per_node=3, topic_expiry=100.0)
@@ -891,7 +891,7 @@ def test_duplicate_gossip_prunes_the_sender() -> None:
 
 
 def test_prune_guard_spares_a_link_that_recently_carried_a_first_copy() -> None:
-    """prune_guard (issue 14, experimental): 2 brought message 8 first at t = 1.0, so its
+    """prune_guard (experimental): 2 brought message 8 first at t = 1.0, so its
     duplicate of 7 at t = 1.5 (inside a 1-s guard) prunes nothing; its duplicate of 9 at
     t = 2.5 (outside) prunes it as Plumtree does. 3 never brought a first copy: pruned."""
     tree = pt(eager=(1, 2, 3), prune_guard=1.0)
@@ -972,7 +972,7 @@ def test_graft_without_request_or_unknown_id_only_makes_eager() -> None:
 
 
 def test_grafts_for_ids_not_held_are_bounded_per_neighbour_and_second() -> None:
-    """``max_unknown_grafts`` (issue 43; not in the paper): past the bound in one second, a
+    """``max_unknown_grafts`` (not in the paper): past the bound in one second, a
     neighbour's requests for ids not held are ignored, link unchanged; requests for held ids
     are always answered; the next second starts the count over, per neighbour."""
     tree = pt(eager=(1,), lazy=(3, 4), max_unknown_grafts=2)
@@ -1397,7 +1397,7 @@ def test_cache_stays_bounded_under_a_long_stream_with_one_eviction_timer(seed: i
 
 
 def test_cache_is_bounded_in_bytes_oldest_first_and_the_bytes_are_counted() -> None:
-    """``cache_bytes`` (issue 43; not in the paper): an insider publishing fast cannot grow a
+    """``cache_bytes`` (not in the paper): an insider publishing fast cannot grow a
     swarm's cache past it. The oldest payloads go first, before their retention, and stop
     answering GRAFTs; their ids stay (duplicates are still recognised); held_bytes says what
     is left, payloads and ids."""

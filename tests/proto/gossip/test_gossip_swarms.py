@@ -1,4 +1,4 @@
-"""Small gossip swarms converge to one component without any fault (issue 41's figure).
+"""Small gossip swarms converge to one component without any fault.
 
 Many topics of 4–12 subscribers each, all joining within 1 s through the contact, links of
 5–50 ms, nothing lost and nothing crashed (the harness: ``tests/support/swarms.py``). After three

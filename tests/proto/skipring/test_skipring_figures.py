@@ -1,4 +1,4 @@
-"""Issue 4's figures for the skipring stack, measured on simulated runs and read back from their
+"""The skipring stack's figures, measured on simulated runs and read back from their
 Parquet traces with pyarrow (the Spark pipeline computes the same metrics on its own).
 
 * ``scenarios/skipring_corrupted.toml`` from every corrupted-state kind, at 250 subscribers

@@ -109,7 +109,7 @@ class Connections(Part["BrokerTreeNode"]):
         match ev:
             case Miswired(peer=peer, wiring=theirs):
                 # said once per peer, for the operator of either side (the runtime shows a
-                # "miswired" record as one line; pubmesh.net.node_cli)
+                # "miswired" record as one line; pubmesh.net.node.process)
                 role = "broker" if view.is_broker(peer) else "client"
                 out.append(
                     TraceRecord(

@@ -1,5 +1,5 @@
 """Topic history of a brokertree client: publisher-side caches, queried through the brokers
-(docs/protocols/brokertree.md §14; issue 59; not in Kazemzadeh & Jacobsen).
+(docs/protocols/brokertree.md §14, docs/history.md; not in Kazemzadeh & Jacobsen).
 
 The design
 ==========

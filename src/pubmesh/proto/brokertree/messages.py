@@ -261,13 +261,13 @@ class TopoSummary(Message):
 register_message(TopoSummary, 415, layer=CTL)
 
 
-# ------------------------------------------------------------------- topic history (issue 59)
+# ------------------------------------------------------------------------------ topic history
 HISTORY = "history"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HistoryAsk(Message):
-    """A late subscriber's history query (spec §14, not in the paper; issue 59), outside the
+    """A late subscriber's history query (spec §14, not in the paper), outside the
     sessions: sent by ``asker`` straight to every broker, and by each broker to the clients
     it has a session with. ``filter`` is the subscription's content filter (as in
     :class:`Sub`), ``count``/``seconds`` the request (0: no limit), ``qid`` the asker's number

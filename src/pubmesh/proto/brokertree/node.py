@@ -75,8 +75,8 @@ deliveries) and :class:`.history.BrokerTreeHistory` (the topic history of spec �
 own publications retained for late subscribers, their queries and the replayed deliveries).
 A part reaches the shared state through its node (``self.n``, a weak proxy:
 :class:`pubmesh.proto.core.Part`); the order in which the node calls them is the order of the
-rules below, and the traces are byte-identical to those of the single class they were cut from
-(the history, added since, sends nothing unless asked).
+rules below, so splitting them into parts changes no trace: the traces are byte-identical to
+those of the same rules in one class (the history part sends nothing unless asked).
 
 The rule that keeps it correct
 ==============================
@@ -727,7 +727,7 @@ class BrokerTreeNode(StackNode):
 
     def durable(self) -> dict[str, Any]:
         """A client's per-publisher high-water marks (spec §6.5's safety net), kept across its
-        lives (issue 59): restarted on the same data directory it still drops every copy at or
+        lives: restarted on the same data directory it still drops every copy at or
         below what it delivered, so ``past_stall = "forward"`` keeps exactly-once and each
         publisher's order across a restart. A broker keeps nothing: its tables come back by
         the protocol (Kazemzadeh & Jacobsen §4.2)."""

@@ -83,7 +83,7 @@ class BrokerTreeParams:
     #: and let the nodes after it forward it without holding it again; Fig. 5 may then miss a
     #: duplicate beyond the guarantee, and the subscriber's per-publisher high-water mark (spec
     #: §6.5's safety net) keeps exactly-once and order, across a restart too since the marks are
-    #: kept in the data directory (BrokerTreeNode.durable; issue 59). ``"skip"``: give the copy up
+    #: kept in the data directory (BrokerTreeNode.durable). ``"skip"``: give the copy up
     #: for this session, as Kazemzadeh & Jacobsen §5.5 never propagates one ("nodes stop to
     #: propagate messages if they become illegitimate"); the pairs lost are beyond the δ
     #: guarantee (SRDS'11 setup: 0.915 pooled over 5 seeds against forward's 0.992).

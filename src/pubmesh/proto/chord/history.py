@@ -1,5 +1,5 @@
 """Topic history of a chord node: publisher-side caches, queried down the late subscriber's
-own binomial tree (docs/protocols/chord.md §14; issue 59; not in Terpstra et al.).
+own binomial tree (docs/protocols/chord.md §14, docs/history.md; not in Terpstra et al.).
 
 The design
 ==========

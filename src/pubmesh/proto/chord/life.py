@@ -94,7 +94,7 @@ def backoff(period: float, attempt: int) -> float:
     newcomer's maintenance interval yet (its filter wave, §4.4, is still on its way): the
     notification then reaches no owner and nobody answers. Such a loss lasts a filter wave, a
     few round trips, so the first retry comes after period/8 (0.25 s by default) and later
-    ones back off to the period as before: a lost answer no longer costs 2 s of the ring's
-    settling. (Chord, Stoica et al., SIGCOMM 2001, §4.4 and §5.1, leaves the retry of a
-    join's lookup to the implementation.)"""
+    ones back off to the period: a first retry after the whole period would make each lost
+    answer cost 2 s of the ring's settling. (Chord, Stoica et al., SIGCOMM 2001, §4.4 and
+    §5.1, leaves the retry of a join's lookup to the implementation.)"""
     return min(period, period / 8 * float(2 ** max(0, attempt)))

@@ -38,6 +38,15 @@ stabilize, and far fingers are re-resolved (fix_fingers) as a safety net.
 The filters each edge carries are *clipped* where a range ends inside an out-neighbour's range,
 so filter waves end; :mod:`.filters` tells how, and the rule that keeps every filter correct.
 
+The rule that keeps it correct
+==============================
+Two facts, each kept by its part. A node's own range and its edges' ranges partition the ring,
+and over an edge it forwards only the part of its own range that edge is responsible for, so a
+publication's ranges nest, siblings' are disjoint, and no node receives it twice. And f(u→v)
+covers every subscription of every node in r_u(v) (Terpstra et al. §4.2; :mod:`.filters`), so
+an edge filter drops a publication only where no subscriber in the range wants it.
+:mod:`.legitimacy` checks both in the quiet state (Q1–Q4).
+
 The parts
 =========
 The node composes four parts, each owning the state it alone keeps, and dispatches its inputs

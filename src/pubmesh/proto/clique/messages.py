@@ -137,7 +137,7 @@ register_message(Pub, 530, layer="pubsub", payload=True)
 
 
 # ------------------------------------------------------------------------------ topic history
-# Not in Scheideler's lecture: the topic history of late subscribers (issue 59, docs/history.md;
+# Not in Scheideler's lecture: the topic history of late subscribers (docs/history.md;
 # docs/protocols/clique.md "Topic history"). Tags 550-551, layer "history".
 
 

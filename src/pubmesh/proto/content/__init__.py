@@ -2,6 +2,14 @@
 
 See :mod:`pubmesh.proto.content.filters` for how filters are validated, matched, normalized,
 covered, merged and reduced (docs/protocols/chord.md §4, Terpstra et al. §2.1).
+
+Package map:
+
+* ``filters`` — content filters: validation, matching, normal form, covering, merging and
+  reduction (everything this package re-exports).
+* ``sets`` — value sets of one kind (Points, Span): the algebra under the filter normal form.
+* ``values`` — how the analysis (Spark) sees one JSON value: is it a number, which number, and
+  what is its text; reproduced here so that matching agrees with the analysis matcher.
 """
 
 from pubmesh.proto.content.filters import (

@@ -36,6 +36,15 @@ as many hops as the directed distance, ≤ 2 for nearly all pairs.
 Topic history (an addition, not in the lecture) is the clique's, unchanged: the contact
 retains each topic's publications and answers a ``JoinWithHistory`` with them (the clique
 node's module essay; docs/protocols/d2g.md "Topic history").
+
+The rule that keeps it correct
+==============================
+The clique's, unchanged: nothing is deleted while something points at it, and every
+introduction is safe (a node only ever hands out its own ``in``, or a relay that keeps pointing
+where it did), so the relay graph stays weakly connected. On top of it, Timeout takes a relay
+out of N only into D, where it is used once more before it goes, or as a twin (one to the same
+sink stays in N); and [R] ``repair_in`` gives a member nobody points at an in-link, so floods
+do not miss it for good.
 """
 
 from __future__ import annotations
@@ -298,8 +307,8 @@ class D2GNode(CliqueNode):
         reference counted towards it may be on its way to another process, whose Adopt moves
         the count there: spec §2.3), and drops it only at the next Probe of ``in``, every
         ``in_probe_every`` T. Reading that count, a member whose last live in-link went while
-        a dead holder still counted saw itself pointed at and missed every publication until
-        someone happened to connect to it: seen on a 12-process cluster with 3 SIGKILLed, one
+        a dead holder still counted would see itself pointed at and miss every publication
+        until someone happened to connect to it: seen on a 12-process cluster with 3 SIGKILLed, one
         survivor out for 1-4 s (ours). The counts stay as they are; only the repair's
         decision ignores holders reported down."""
         down = self.layer.down

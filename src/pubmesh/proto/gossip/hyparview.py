@@ -32,6 +32,20 @@ The rules (each handler below quotes the one it implements):
   one member, the receiver answers ShuffleReply with as many of its passive nodes, and both
   sides merge what they got into their passive views, evicting first what they sent.
 
+The rule that keeps it correct
+==============================
+The active view is symmetric, up to messages in flight: q is in p's exactly when p is in q's.
+So a member that drops a link tells the other end: an eviction to make room, a join that timed
+out and a leave each send DISCONNECT, a crashed or unreachable peer is reported to the survivor
+as PeerDown, and traffic over a link only one end still has is answered with DISCONNECT (below).
+A view never holds the node itself or a repeat, the passive view never holds an active member,
+and every change of the active view goes to Plumtree as NeighborUp or NeighborDown (a leave
+drops Plumtree with it), so the broadcast layer's links are the active view's. A member left
+with no active link promotes from its passive view and, with none left to try, asks the
+contact again, rather than stay isolated.
+
+What pubmesh adds
+=================
 Six rules pubmesh adds, because the paper leaves them to the implementation:
 
 * **Swarm discovery.** Every topic has its own swarm, so a node needs a member of *that* swarm
@@ -78,8 +92,8 @@ Six rules pubmesh adds, because the paper leaves them to the implementation:
   ``component_watch`` members is not watched (the contact keeps a few ids per member only for
   small swarms; a large one rarely has every member full and cut off at once).
 
-What a member can bring into a view (issue 58; docs/protocols/gossip.md §2.9, after Brahms,
-Basalt and gossipsub v1.1): the paper trusts every id a message names. Here a walk's end
+What a member can bring into a view, against eclipsing (docs/protocols/gossip.md §2.9, after
+Brahms, Basalt and gossipsub v1.1): the paper trusts every id a message names. Here a walk's end
 *invites* the named node (ForwardJoinAccept) and adds it only when it asks (Neighbor) over a
 connection it made, so an id nobody answers for evicts no one; a walk travels active links;
 one member's walks end in a bounded number of invitations per shuffle period; a NeighborReply
@@ -89,13 +103,14 @@ high-priority Neighbor requests the paper accepts by evicting a random member ev
 ``forced_evictions`` (3) members in a burst and one per shuffle period after it, whoever sends
 them: a coalition's forced links could otherwise replace a node's neighbours as fast as it sends
 (with a tenth of 1,000 nodes colluding, the share of honest views with more than twice the
-insiders' share went from 1.2x that of uniformly random views to 1.0x).
+insiders' share is 1.2x that of uniformly random views when every forced request evicts, the
+paper's rule, and 1.0x with the bucket).
 
 Non-FIFO delivery (the simulator's per-message latency) can reorder a DISCONNECT and an accept
 on one link, leaving a link one-sided. Two lazy repairs answer traffic over such a link with
 DISCONNECT: a Shuffle from a node outside the active view (every shuffle hop uses an active
-link), and broadcast traffic from one (see :mod:`pubmesh.proto.gossip.node`). Before the first, a
-node of 30,000 whose only link was one-sided missed a broadcast.
+link), and broadcast traffic from one (see :mod:`pubmesh.proto.gossip.node`). Without the
+first, a node of 30,000 whose only link was one-sided missed a broadcast.
 """
 
 from __future__ import annotations
@@ -381,7 +396,7 @@ class SwarmDirectory:
     crashed or left). A swarm that grows past ``watch`` members is no longer watched
     (``unwatched``): a partial map would show a connected swarm as split.
 
-    **Bounded whatever members send** (issue 58, item 2). A topic's state is bounded by the
+    **Bounded whatever members send**, against memory floods. A topic's state is bounded by the
     reservoirs and the watch; the number of topics by three rules, since any member may ask
     for any topic: at most ``max_topics`` topics (the one touched least recently goes), a topic
     no one asked about or announced in for ``topic_expiry`` seconds goes, and a node holds a
@@ -585,8 +600,8 @@ class SwarmDirectory:
         2,000-member overlay the first 64 announces, before the swarm was known to be past the
         watch, drew 58 bridges, whose dropped links then asked for refills every shuffle
         (2,780 Neighbor requests in 30 s, 18x as many, and the rooted tree's beacons with them:
-        issue 63). A split swarm's map is whole once each member has announced, which it does
-        at each of its first ``announce_every`` shuffle ticks."""
+        upkeep a steady overlay should not pay). A split swarm's map is whole once each member
+        has announced, which it does at each of its first ``announce_every`` shuffle ticks."""
         views = self.views.get(topic)
         if not views or member not in views:
             return NONE
@@ -1057,7 +1072,7 @@ class HyParView:
         """Whether a request the rules accept by evicting a member (a high-priority Neighbor)
         may evict one now: a token bucket of ``forced_evictions`` (0: no bucket), one more
         every shuffle period. The paper accepts every such request; a coalition of members sending
-        them would then replace a node's honest neighbours as fast as it likes (issue 58)."""
+        them would then replace a node's honest neighbours as fast as it likes, and eclipse it."""
         burst = self.p.forced_evictions
         if burst == 0:
             return True
@@ -1112,7 +1127,8 @@ class HyParView:
     def _sampled(self, nodes: tuple[NodeId, ...]) -> tuple[NodeId, ...]:
         """What one message may bring into the passive view: as many ids as an honest shuffle
         carries (the origin, ``shuffle_ka`` active and ``shuffle_kp`` passive members), a
-        random sample of them if it names more (issue 58, item 1)."""
+        random sample of them if it names more, so one message cannot fill the view with ids
+        nobody answers for."""
         most = 1 + self.p.shuffle_ka + self.p.shuffle_kp
         if len(nodes) <= most:
             return nodes

@@ -45,19 +45,19 @@ class GossipParams:
     #: Plumtree: announcements of not-yet-received messages held per neighbour, at most
     #: (beyond it that neighbour's IHAVEs are ignored until some are settled). Not in the
     #: paper, which trusts its members: it bounds what an insider's flood of invented ids
-    #: costs (issue 43). An honest neighbour holds at most the ids it announced within
+    #: costs in memory. An honest neighbour holds at most the ids it announced within
     #: ihave_timeout1 that the tree has not brought yet
     max_announced: int = 1024
     #: Plumtree: bytes of payloads a node's caches (all its swarms') hold at most, to answer
     #: GRAFTs (beyond it the adding swarm's oldest are dropped before payload_retention;
     #: counted as cache_evicted_early). Not
     #: in the paper either: a cache bounded only by time grows with an insider's publication
-    #: rate (issue 43); the node's memory budget (pubmesh.net) counts what it holds
+    #: rate; the node's memory budget (pubmesh.net) counts what it holds
     cache_bytes: int = 16 << 20
     #: Plumtree: GRAFT requests for ids this node does not hold (never had, or evicted)
     #: answered per neighbour and second, at most; beyond it they are ignored, link and all,
     #: and counted as graft_over_limit. Not in the paper: an honest neighbour asks only for ids
-    #: it was told of, so such requests are rare but for an insider's (issue 43)
+    #: it was told of, so such requests are rare but for an insider's
     max_unknown_grafts: int = 100
     #: Plumtree's tree optimization (§3.8) on or off, and its hop threshold
     optimization: bool = True
@@ -67,13 +67,14 @@ class GossipParams:
     ihave_batch_interval: float = 0.0
     #: eager flooding over the same overlay instead of Plumtree (a baseline for comparisons)
     flood: bool = False
-    #: (issue 14, experimental) a duplicate does not prune a link that carried the first copy
-    #: of another message within this many seconds (0: Plumtree's rule, prune on every one)
+    #: (experimental) a duplicate does not prune a link that carried the first copy of another
+    #: message within this many seconds, so concurrent broadcasts prune the tree apart less
+    #: (0: Plumtree's rule, prune on every one)
     prune_guard: float = 0.0
-    #: (issue 14) how the eager links are chosen: "plumtree", the paper's (the first
-    #: broadcast's duplicates prune the overlay to a tree, §3), or "rooted", a breadth-first
-    #: tree towards the member with the lowest id kept by periodic beacons
-    #: (pubmesh.proto.gossip.rooted)
+    #: how the eager links are chosen: "plumtree", the paper's (the first broadcast's
+    #: duplicates prune the overlay to a tree, §3), or "rooted", a breadth-first tree towards
+    #: the member with the lowest id kept by periodic beacons, which stays a tree under
+    #: concurrent publications (pubmesh.proto.gossip.rooted)
     tree: str = "rooted"
     #: tree = "rooted": seconds between the root's beacon rounds ...
     beacon_interval: float = 2.0

@@ -38,22 +38,40 @@ Rounds count hops: the publisher sends round 0, and a node that receives GOSSIP 
 delivers at hop r + 1 and forwards round r + 1. ``flood = true`` turns the tree off (every
 neighbour eager, no prune, no IHAVE): the baseline Plumtree is measured against.
 
+The rule that keeps it correct
+==============================
+A node's ``eager`` and ``lazy`` lists are disjoint and together are exactly its active view in
+the swarm: NeighborUp makes a peer eager, NeighborDown drops it from both, and PRUNE, GRAFT and
+the optimization only move a neighbour from one list to the other (a GOSSIP from outside the
+active view is delivered if new, and its sender dropped again: :mod:`pubmesh.proto.gossip.node`).
+Every message a node broadcasts or receives for the first time goes at once to every neighbour
+but the one it came from: GOSSIP to the eager ones, IHAVE to the lazy ones (batched: to those
+still lazy when the batch goes out). So a PRUNE never cuts a neighbour off a message, it only
+trades the payload for an announcement: a node the tree fails to reach hears IHAVE from every
+neighbour that has the message, and its graft timer asks those announcers one by one
+(``timeout1``, then ``timeout2`` each) until the message comes, sent by any of them that still
+caches the payload (``payload_retention``). While the active view is connected, every member
+therefore receives every message, as flooding would (within the bounds below); the tree only
+decides which links carry the payload first.
+
+Timers, bounds and the cache
+============================
 Timers are typed values: ``SendGraft(pub_id, generation)`` (timeout1, then timeout2 per further
-announcer), ``FlushIHave(peer)`` (IHAVE batching) and ``EvictCache()``. A graft timer for a
-message that has since arrived, or a superseded one, is ignored by its generation (the report's
-§3.4 problem with timers inside timers cannot happen); a timer of an earlier instance of the
-topic never reaches this one, because the gossip node wraps every timer with the instance's
-epoch (:class:`pubmesh.proto.gossip.node.SwarmTimer`).
+announcer), ``FlushIHave()`` (IHAVE batching, one per node) and ``EvictCache()``. A graft timer
+for a message that has since arrived, or a superseded one, is ignored by its generation (the
+report's §3.4 problem with timers inside timers cannot happen); a timer of an earlier instance
+of the topic never reaches this one, because the gossip node wraps every timer with the
+instance's epoch (:class:`pubmesh.proto.gossip.node.SwarmTimer`).
 
 Bounds. The paper trusts its members; a member that announces ids that never come (an
-insider's IHAVE flood: 3 MB of invented ids grew a node by 159 MB for 90 s and made it send
-~75,000 GRAFTs) must not cost the others without limit. So each neighbour may hold at most
-``max_announced`` announcements of messages not received yet (IHAVEs beyond it are ignored and
-counted as ``ihave_over_limit``), an announcement is settled when the message comes, when its
-GRAFT goes out, when its announcer goes down or when the id is evicted, and an id whose every
-announcer has been asked in vain is given up at once instead of at ``id_retention``. Each
-invented id therefore costs one GRAFT to the liar and is forgotten within ``timeout1`` plus one
-``timeout2`` per announcer.
+insider's IHAVE flood: without the bounds, 3 MB of invented ids grew a node by 159 MB for 90 s
+and made it send ~75,000 GRAFTs) must not cost the others without limit. So each neighbour may
+hold at most ``max_announced`` announcements of messages not received yet (IHAVEs beyond it are
+ignored and counted as ``ihave_over_limit``), an announcement is settled when the message
+comes, when its GRAFT goes out, when its announcer goes down or when the id is evicted, and an
+id whose every announcer has been asked in vain is given up at once instead of at
+``id_retention``. Each invented id therefore costs one GRAFT to the liar and is forgotten
+within ``timeout1`` plus one ``timeout2`` per announcer.
 
 The message cache has a retention (iroh-gossip ``plumtree.rs``: ``message_cache_retention`` and
 ``message_id_retention``, evicted on a timer): a payload is kept ``payload_retention`` seconds
@@ -186,9 +204,9 @@ class SendGraft(Timer):
 @dataclass(frozen=True, slots=True)
 class FlushIHave(Timer):
     """Send every lazy peer the announcements batched for it. One timer per node, not one
-    per peer: per-peer timers, started whenever a peer's queue filled, woke a node process up
-    to once per lazy peer and interval (issue 16: a wake-up of a node process costs far more
-    than the frame it handles). When and how the lazy queue is emptied is the lazy push
+    per peer: per-peer timers, started whenever a peer's queue fills, would wake a node
+    process up to once per lazy peer and interval, and a wake-up of a node process costs far
+    more than the frame it handles. When and how the lazy queue is emptied is the lazy push
     policy, which Henriques & Pamplona leaves unused ("IHave messages immediately after they are
     created") and docs/protocols/gossip.md leaves open ("IHAVE may be batched")."""
 
@@ -297,7 +315,7 @@ class Plumtree:
         self.counters: dict[str, int] = {}
         #: with prune_guard: peer -> when it last brought the first copy of a message
         self.first_from: dict[NodeId, float] | None = None
-        #: tree = "rooted" (issue 14, pubmesh.proto.gossip.rooted): the tree's state, and the
+        #: tree = "rooted" (pubmesh.proto.gossip.rooted): the tree's state, and the
         #: temporary eager links with when each goes lazy
         self.rt: RootedTree | None = None
         self.temp: dict[NodeId, float] = {}
@@ -520,7 +538,7 @@ class Plumtree:
         guard = self.p.prune_guard
         if pub_id in self.received:
             # "Duplicate: make s lazy and send PRUNE to s." With prune_guard, not if s brought
-            # the first copy of another message within the guard (issue 14, experimental).
+            # the first copy of another message within the guard (experimental).
             if not self.p.flood:
                 if self.rt is not None:
                     if self.rt.is_tree_link(src):

@@ -1,4 +1,12 @@
-"""The rooted tree: Plumtree's eager links chosen by a root-distance gradient (issue 14).
+"""The rooted tree: Plumtree's eager links chosen by a root-distance gradient.
+
+How it works
+============
+The member with the lowest id is the root and starts a round every ``beacon_interval``; the
+round's beacons spread over the HyParView active view, and every member takes as parent a
+neighbour one hop closer to the root (DSDV's gradient). The parent and the children are the
+member's tree links, which Plumtree keeps eager; the other links stay lazy and repair by
+IHAVE/GRAFT what the tree misses. The sections below tell why and give the rules.
 
 Why
 ===
@@ -28,8 +36,8 @@ the neighbour that offers the best path to the root; messages travel the tree, a
 message ids over the other overlay links repairs what the tree misses). Here the tree is a
 breadth-first tree of the HyParView active view rooted at the member with the lowest id, and
 its links are Plumtree's eager links; everything else of Plumtree stays: IHAVE to the lazy
-links, GRAFT after ``timeout1``, duplicates pruning the links a graft added. Since the tree no
-longer depends on which broadcast arrived first where, concurrent broadcasts cannot cut it,
+links, GRAFT after ``timeout1``, duplicates pruning the links a graft added. Since the tree
+does not depend on which broadcast arrived first where, concurrent broadcasts cannot cut it,
 and a breadth-first tree has depth ≈ the overlay's eccentricity, so the deepest delivery
 from any sender is at most depth(sender) + height (≈ flooding's LDH on a random overlay).
 
@@ -66,10 +74,20 @@ node keeps (root, seq, dist, parent):
   parent, once per round; the root, receiving a request for its current round, starts the
   next one at once, or ``beacon_interval / 4`` after its last round started (a
   ``RoundDue`` timer), so a burst of detachments costs one round. Without it, the fragments
-  the overlay's start-up churn detaches stayed detached until the root's first tick, 2 to 4
-  s after its start, and every broadcast meanwhile reached them only by IHAVE and GRAFT
-  after ``timeout1`` (issue 16: the first second of publications in a 32-node cluster at
+  the overlay's start-up churn detaches stay detached until the root's first tick, 2 to 4
+  s after its start, and every broadcast meanwhile reaches them only by IHAVE and GRAFT
+  after ``timeout1`` (measured: the first second of publications in a 32-node cluster at
   300/s had a p99 of 0.6-1.2 s).
+
+The rule that keeps it correct
+==============================
+Parent pointers never close a loop. A node takes as parent only a neighbour whose last beacon
+offers a better place: a lower root, a newer round of its root, or, in its own round, a smaller
+dist from a neighbour that does not name the node as its parent; and a detached node takes no
+offer of its own round (one may come from its own subtree). So within a round dist strictly
+decreases along parent pointers (DSDV's argument), and the tree links form a forest: the root's
+tree and, until the next round, detached fragments, each still a tree. Tree links are always
+eager, whatever duplicates or PRUNEs say: only beacons and NeighborDown change them.
 
 Eager links = the tree links (parent and children) plus *temporary* links: those a GRAFT
 opened (ours or a neighbour's), a new neighbour's, and a link that brought a first copy

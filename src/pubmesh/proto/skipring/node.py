@@ -4,6 +4,12 @@ Node 0 is the supervisor (the hard-coded gateway of Feldmann et al. §1.1); ever
 subscriber. Per topic, the subscribers build the skip ring SR(n) with the supervisor's help
 (BuildSR, §3), keep every publication ever issued in a Patricia trie that CheckTrie keeps in
 sync (§4.2), and flood new publications over ring edges and shortcuts (§4.3).
+
+The rules that keep it correct are the parts', each stated in its module: the supervisor
+computes every configuration from a repaired database (:mod:`.supervisor`), a subscriber with a
+label never silently drops a reference (:mod:`.ring`), which keeps the ring weakly connected,
+and publications are only ever inserted, never removed (:mod:`.publications`,
+:mod:`.patricia`), so each subscriber's set only grows towards the topic's union.
 """
 
 from __future__ import annotations
