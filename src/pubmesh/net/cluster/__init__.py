@@ -11,9 +11,10 @@ half second) — the control protocol of :mod:`pubmesh.net.control` — then:
 1. boots the nodes at the start times of the workload plan (:mod:`pubmesh.net.cluster.workload`: the
    same draws as the simulator, so one scenario means one workload in both runtimes),
    infrastructure and contact nodes first, and subscribes them;
-2. waits until the overlay is up (every booted subscriber reports a neighbour in each of its
-   topics) before the first publication — if that takes longer than ``publish_start``, the
-   publications are shifted later by the wait, and ``run.json`` says by how much;
+2. keeps the workload's clock, as the simulator does: at the first publication it says in one
+   line (and traces) which subscribers have no neighbour in a topic yet, and publishes on
+   time; only ``--wait-overlay S`` waits up to S seconds for the overlay and shifts the rest
+   of the schedule by the wait (``run.json`` says by how much; :mod:`.controller`);
 3. issues the publications at their planned times from their planned publishers, SIGKILLs the
    planned victims at ``--kill FRACTION@SECONDS`` (and runs any ``[[faults]]`` of kind crash
    or leave), all while a live table shows every node's neighbours and deliveries;
