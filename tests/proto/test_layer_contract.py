@@ -127,8 +127,7 @@ def test_a_part_reaches_its_owner_without_a_cycle_and_a_copy_reaches_the_copy() 
     for name, parts in (
         ("brokertree", ("conn", "recovery", "flow", "acks", "client")),
         ("chord", ("ring", "joins", "filters", "publisher")),
-        ("clique", ("build", "leave_protocol")),
-    ):
+    ):  # clique's and d2g's parts hold no node at all (the test below)
         spec = get_stack(name)
         node = spec.create(NodeContext(0, random.Random(1), params=spec.params_type()))
         twin = copy.deepcopy(node)
@@ -204,3 +203,23 @@ def test_registering_a_payload_message_checks_the_contract() -> None:
     cls = next(cls for cls, info in MESSAGE_INFO.items() if info.topic and not info.payload)
     other = cls(**{f.name: "t/2" if f.name == "topic" else None for f in dataclasses.fields(cls)})
     assert carrier(other) is None and topic_of(other) == "t/2"
+
+
+def test_the_relay_stacks_parts_hold_no_node() -> None:
+    """clique's and d2g's parts reach their node only as the ``ops`` each call is handed (the
+    relay model's operations, ``RelayOps``): they keep no state, so no reference to a node and
+    no field of one, and every method they offer takes ``ops`` first."""
+    from pubmesh.proto.clique.build import BuildClique
+    from pubmesh.proto.clique.leave import LeaveProtocol
+    from pubmesh.proto.d2g.build import BuildD2G
+
+    checked = 0
+    for cls in (BuildClique, LeaveProtocol, BuildD2G):
+        assert cls.__slots__ == () and not hasattr(cls(), "__dict__"), cls.__name__
+        for name, method in inspect.getmembers(cls, inspect.isfunction):
+            if name.startswith("_"):
+                continue
+            parameters = list(inspect.signature(method).parameters)
+            assert parameters[:2] == ["self", "ops"], (cls.__name__, name, parameters)
+            checked += 1
+    assert checked >= 15, checked

@@ -15,12 +15,14 @@ Package map:
 * ``clique`` — the clique stack: topic groups as self-stabilizing cliques in the relay model
   (Build-Clique, docs/protocols/relay.md). A directory without ``__init__.py``; its modules:
   ``node`` (CliqueNode, the stack node), ``build`` (the joining part: Join, AskForIntro,
-  Introduce), ``leave`` (the Leave part), ``messages`` (the group messages of clique and d2g),
+  Introduce), ``leave`` (the Leave part), ``ops`` (RelayOps, what the parts may ask of the
+  node, and BuildRules), ``messages`` (the group messages of clique and d2g),
   ``params`` (the ``[stack.clique]`` table), ``corruption`` (corrupted initial states) and
   ``legitimacy`` (the legitimate states).
 * ``d2g`` — the d2g stack: topic groups as self-stabilizing random digraphs of diameter about
   2 (Build-D2G), on the clique's machinery. A directory without ``__init__.py``; its modules:
-  ``node`` (D2GNode), ``messages`` (Build-D2G's own group messages), ``params`` (the
+  ``node`` (D2GNode), ``build`` (BuildD2G, its joining rules), ``messages`` (Build-D2G's own
+  group messages), ``params`` (the
   ``[stack.d2g]`` table), ``corruption`` (corrupted initial states, warm start) and
   ``legitimacy`` (the legitimate states and the graph figures).
 """

@@ -58,12 +58,15 @@ graph stays weakly connected, which is all the convergence proof needs.
 
 Where the code is
 =================
-The node composes two parts that hold a reference to it:
-:class:`~pubmesh.proto.clique.build.BuildClique` (Join, AskForIntro, Introduce, Feedback,
-Timeout) and :class:`~pubmesh.proto.clique.leave.LeaveProtocol` (Leave, AskToReverse, Reverse,
-LeaveTimeout). The hooks a stack built on this one overrides (``_on_join``,
-``_on_ask_for_intro``, ``_on_introduce``, ``_timeout``, ``_dispatch_more``, ``_apply``,
-``_probe_more``, ``_rejoins``) stay methods of the node, and the parts call the node's.
+The node holds two parts and hands itself to each of their calls as
+:class:`~pubmesh.proto.clique.ops.RelayOps`, the relay model's operations (``send``,
+``delete``, ``introduction``, ``apply``, ``stop``, ``leave_timeout``): its joining rules
+``build`` (:class:`~pubmesh.proto.clique.build.BuildClique`: Join, AskForIntro, Introduce,
+Feedback, Timeout; a stack built on this one gives its own, as d2g does) and
+:class:`~pubmesh.proto.clique.leave.LeaveProtocol` (Leave, AskToReverse, Reverse,
+LeaveTimeout). A part holds no reference to the node. What a stack built on this one adds to
+the node itself (``_dispatch_more`` for its own messages, ``apply``, ``_probe_more``,
+``_rejoins``) it adds by overriding those methods.
 """
 
 from __future__ import annotations
@@ -86,6 +89,7 @@ from pubmesh.proto.clique.messages import (
     Reverse,
     Search,
 )
+from pubmesh.proto.clique.ops import BuildRules
 from pubmesh.proto.clique.params import CliqueParams
 from pubmesh.proto.core import (
     Deliver,
@@ -242,10 +246,10 @@ class CliqueNode(StackNode):
         #: not name it): history is taken from, and sent to, only the node that sent the frame
         self.frame_src: NodeId = -1
         #: the parts: Build-Clique's handlers and Timeout, and Leave's reversal
-        self.build = BuildClique(self)
-        self.leave_protocol = LeaveProtocol(self)
+        self.build: BuildRules = BuildClique()
+        self.leave_protocol = LeaveProtocol()
 
-    def _count(self, name: str, by: int = 1) -> None:
+    def count(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by
 
     # ------------------------------------------------------------------------------ handle
@@ -261,7 +265,7 @@ class CliqueNode(StackNode):
                 if peer != self.node_id:
                     outcome = Outcome()
                     self.layer.peer_down(peer, now, outcome)
-                    self._apply(outcome, now, out)
+                    self.apply(outcome, now, out)
             case Start(contacts=contacts):
                 self._start(contacts, now)
             case Subscribe(topic=topic, history=history):
@@ -271,7 +275,7 @@ class CliqueNode(StackNode):
                 self.waits.pop(topic, None)
                 instance = self.instances.get(topic)
                 if instance is not None and not instance.leaving and not self.is_contact:
-                    self.leave_protocol.leave(instance, now)
+                    self.leave_protocol.leave(self, instance, now)
             case Publish():
                 self._publish(event, now, out)
             case Leave():
@@ -280,7 +284,7 @@ class CliqueNode(StackNode):
                 for topic in sorted(self.instances):
                     instance = self.instances[topic]
                     if not instance.leaving:
-                        self.leave_protocol.leave(instance, now)
+                        self.leave_protocol.leave(self, instance, now)
         if self.unarmed:
             for topic in sorted(self.unarmed):
                 instance = self.instances.get(topic)
@@ -309,14 +313,14 @@ class CliqueNode(StackNode):
                 done.append(item)
                 continue
             if budget <= 0:
-                self._count("loopback_dropped")
+                self.count("loopback_dropped")
                 continue
             budget -= 1
             outcome = Outcome()
             self.layer.receive(me, item.message, now, outcome)
             more: list[Output] = []
             self.frame_src = me
-            self._apply(outcome, now, more)
+            self.apply(outcome, now, more)
             self.frame_src = -1
             queue.extend(reversed(more))
         return done
@@ -378,7 +382,7 @@ class CliqueNode(StackNode):
                 node=self.layer.ref(instance.in_),
                 count=wait.request.count, seconds=float(wait.request.seconds),
             )  # fmt: skip
-            self._count("history_asked")
+            self.count("history_asked")
         else:
             message = Join(
                 topic=instance.topic,
@@ -389,10 +393,10 @@ class CliqueNode(StackNode):
                 hop=0,
                 node=self.layer.ref(instance.in_),
             )
-        self._send(self.bootstrap, message, now, out)
-        self._count("joins")
+        self.send(self.bootstrap, message, now, out)
+        self.count("joins")
 
-    def _send(self, relay: Relay, message: Message, now: float, out: list[Output]) -> None:
+    def send(self, relay: Relay, message: Message, now: float, out: list[Output]) -> None:
         """``relay ← message``; to one of our own IN relays it is a local call (Scheideler's
         lecture: "w ← … with w = in is a local call, run immediately")."""
         if relay.kind == IN:
@@ -401,10 +405,10 @@ class CliqueNode(StackNode):
         if send is not None:
             out.append(send)
 
-    def _delete(self, relay: Relay, now: float, out: list[Output]) -> None:
+    def delete(self, relay: Relay, now: float, out: list[Output]) -> None:
         outcome = Outcome()
         self.layer.delete(relay, outcome)
-        self._apply(outcome, now, out)
+        self.apply(outcome, now, out)
 
     # ------------------------------------------------------------------------- receiving
     def _receive(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
@@ -417,10 +421,10 @@ class CliqueNode(StackNode):
         outcome = Outcome()
         self.layer.receive(src, message, now, outcome)
         self.frame_src = src
-        self._apply(outcome, now, out)
+        self.apply(outcome, now, out)
         self.frame_src = -1
 
-    def _apply(self, outcome: Outcome, now: float, out: list[Output]) -> None:
+    def apply(self, outcome: Outcome, now: float, out: list[Output]) -> None:
         out.extend(outcome.sends)
         for relay in outcome.killed:
             for instance in self.instances.values():
@@ -442,7 +446,7 @@ class CliqueNode(StackNode):
         instance = self.instances.get(relay.key)
         if instance is None or instance.leaving or instance.stopped or not instance.holds(relay):
             return
-        self._send(relay, self._introduce(instance, instance.in_, self.node_id), now, out)
+        self.send(relay, self.introduction(instance, instance.in_, self.node_id), now, out)
 
     @staticmethod
     def _forget(instance: Instance, relay: Relay) -> None:
@@ -468,14 +472,14 @@ class CliqueNode(StackNode):
                 instance = candidate
         if instance is None:
             for relay in refs.values():
-                self._delete(relay, now, out)
+                self.delete(relay, now, out)
             return
         instance.via_anchor = delivery.relay is instance.a_in and instance.a_in is not None
         self._dispatch(instance, message, refs, now, out)
         instance.via_anchor = False
         for relay in refs.values():
             if not instance.holds(relay):
-                self._delete(relay, now, out)
+                self.delete(relay, now, out)
 
     def _dispatch(
         self,
@@ -489,27 +493,27 @@ class CliqueNode(StackNode):
             case Join():
                 u = refs.get("node")
                 if u is not None:
-                    self._on_join(instance, u, now, out)
+                    self.build.on_join(self, instance, u, now, out)
                     if type(message) is JoinWithHistory:
                         self._serve_history(instance, u, message, now, out)
             case AskForIntro(introducer=introducer):
                 u = refs.get("u")
                 if u is not None:
-                    self._on_ask_for_intro(instance, u, introducer, now, out)
+                    self.build.on_ask_for_intro(self, instance, u, introducer, now, out)
             case Introduce(introducer=introducer):
                 w = refs.get("w")
                 if w is not None:
-                    self._on_introduce(instance, w, introducer, now, out)
+                    self.build.on_introduce(self, instance, w, introducer, now, out)
             case Feedback(target=target, new=new):
-                self.build.on_feedback(instance, target, new)
+                self.build.on_feedback(self, instance, target, new)
             case AskToReverse():
                 relay = refs.get("out")
                 if relay is not None:
-                    self.leave_protocol.on_ask_to_reverse(instance, relay, now, out)
+                    self.leave_protocol.on_ask_to_reverse(self, instance, relay, now, out)
             case Reverse():
                 relay = refs.get("out")
                 if relay is not None:
-                    self.leave_protocol.on_reverse(instance, relay, now, out)
+                    self.leave_protocol.on_reverse(self, instance, relay, now, out)
             case Pub():
                 self._on_pub(instance, message, now, out)
             case Search():
@@ -530,13 +534,10 @@ class CliqueNode(StackNode):
         """Group messages of a stack built on this one (d2g's AskForConnect and Connect)."""
 
     # --------------------------------------------------------------------- Build-Clique
-    # the handlers and Timeout live in BuildClique (build.py); these are the hooks that call
-    # it, and that d2g overrides
-    def _on_join(self, instance: Instance, u: Relay, now: float, out: list[Output]) -> None:
-        """Join(u) [P]: :meth:`BuildClique.on_join`."""
-        self.build.on_join(instance, u, now, out)
-
-    def _introduce(self, instance: Instance, relay: Relay, introducer: NodeId) -> Introduce:
+    # the handlers and Timeout are the rules of ``self.build`` (BuildClique, build.py; d2g's
+    # BuildD2G), handed this node as their RelayOps (ops.py)
+    def introduction(self, instance: Instance, relay: Relay, introducer: NodeId) -> Introduce:
+        """``Introduce(relay)`` for ``instance`` (RelayOps)."""
         return Introduce(
             topic=instance.topic,
             rid=0,
@@ -548,33 +549,18 @@ class CliqueNode(StackNode):
             introducer=introducer,
         )
 
-    def _on_ask_for_intro(
-        self, instance: Instance, u: Relay, introducer: Any, now: float, out: list[Output]
-    ) -> None:
-        """AskForIntro(u) [P]: :meth:`BuildClique.on_ask_for_intro`."""
-        self.build.on_ask_for_intro(instance, u, introducer, now, out)
-
-    def _on_introduce(
-        self, instance: Instance, w: Relay, introducer: Any, now: float, out: list[Output]
-    ) -> None:
-        """Introduce(w) [P]: :meth:`BuildClique.on_introduce`."""
-        self.build.on_introduce(instance, w, introducer, now, out)
-
-    def _timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
-        """Timeout [P]: :meth:`BuildClique.timeout`."""
-        self.build.timeout(instance, now, out)
-
     # -------------------------------------------------------------------------- leaving
     # Leave and the reversal live in LeaveProtocol (leave.py)
-    def _leave_timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
-        """LeaveTimeout: :meth:`LeaveProtocol.leave_timeout` (d2g's Timeout calls it too)."""
-        self.leave_protocol.leave_timeout(instance, now, out)
+    def leave_timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
+        """LeaveTimeout: :meth:`LeaveProtocol.leave_timeout` (RelayOps: the rules' Timeout
+        calls it for a leaving instance)."""
+        self.leave_protocol.leave_timeout(self, instance, now, out)
 
-    def _stop(self, instance: Instance, now: float, out: list[Output]) -> None:
+    def stop(self, instance: Instance, now: float, out: list[Output]) -> None:
         """stop (spec §3): every relay of the instance goes, then the instance."""
         instance.stopped = True
         for relay in instance.relays():
-            self._delete(relay, now, out)
+            self.delete(relay, now, out)
         instance.n.clear()
         instance.d.clear()
         instance.a_out = instance.a_in = None
@@ -625,11 +611,11 @@ class CliqueNode(StackNode):
             return
         target = next((r for r in instance.n.values() if r.sink == sid), None)
         if target is not None:
-            self._send(target, _search(message, message.d_left, message.hops + 1), now, out)
+            self.send(target, _search(message, message.d_left, message.hops + 1), now, out)
         elif message.d_left > 0 and instance.n:
             rids = sorted(instance.n)
             relay = instance.n[rids[self.rng.randrange(len(rids))]]
-            self._send(relay, _search(message, message.d_left - 1, message.hops + 1), now, out)
+            self.send(relay, _search(message, message.d_left - 1, message.hops + 1), now, out)
         else:
             out.append(
                 TraceRecord(
@@ -650,7 +636,7 @@ class CliqueNode(StackNode):
                     topic=command.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
                     pub_id=command.pub_id, payload=command.payload, seen=frozenset(), hops=0,
                 )  # fmt: skip
-                self._send(self.bootstrap, message, now, out)
+                self.send(self.bootstrap, message, now, out)
             elif instance is not None:
                 self._flood(instance, command.pub_id, command.payload, frozenset(), 0, now, out)
             return
@@ -664,7 +650,7 @@ class CliqueNode(StackNode):
 
     def _on_pub(self, instance: Instance, message: Pub, now: float, out: list[Output]) -> None:
         if type(message.pub_id) is not int or message.pub_id in instance.seen:
-            self._count("duplicates")
+            self.count("duplicates")
             return
         instance.seen[message.pub_id] = now + self.params.dedup_ttl
         if self.is_contact:
@@ -708,7 +694,7 @@ class CliqueNode(StackNode):
                 topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
                 pub_id=pub_id, payload=payload, seen=frozenset(reach), hops=hops,
             )  # fmt: skip
-            self._send(best[sink], message, now, out)
+            self.send(best[sink], message, now, out)
 
     # -------------------------------------------------------------------- topic history
     # not in the lecture (module essay, "Topic history"; docs/protocols/clique.md)
@@ -737,11 +723,11 @@ class CliqueNode(StackNode):
         if not self.is_contact or p.history_count <= 0:
             return
         if u.next is None or u.next[0] != src or u.sink != src or message.hop != 1:
-            self._count("history_refused")
+            self.count("history_refused")
             return
         topic = instance.topic
         if not self.history_answered.allow((topic, src), now, p.history_interval):
-            self._count("history_over_limit")
+            self.count("history_over_limit")
             return
         count = message.count if type(message.count) is int and message.count > 0 else 0
         count = min(count, p.history_items) if count else p.history_items
@@ -753,9 +739,9 @@ class CliqueNode(StackNode):
                 topic=topic, rid=0, prev=0, sink=0, direct=False, hop=0,
                 pub_id=item.pub_id, payload=item.payload, total=len(items), age=now - item.t,
             )  # fmt: skip
-            self._send(u, reply, now, out)
-        self._count("history_served")
-        self._count("history_items_sent", len(items))
+            self.send(u, reply, now, out)
+        self.count("history_served")
+        self.count("history_items_sent", len(items))
 
     def _on_history_pub(
         self, instance: Instance, message: HistoryPub, now: float, out: list[Output]
@@ -778,7 +764,7 @@ class CliqueNode(StackNode):
             or type(message.pub_id) is not int
             or type(message.payload) is not bytes
         ):
-            self._count("history_refused")
+            self.count("history_refused")
             return
         wait.left -= 1
         wait.got += 1
@@ -787,7 +773,7 @@ class CliqueNode(StackNode):
         if wait.left <= 0 or wait.got >= wait.total:
             del self.waits[topic]  # the whole answer, or all it asked for
         if message.pub_id in instance.seen:
-            self._count("history_duplicates")
+            self.count("history_duplicates")
             return
         instance.seen[message.pub_id] = now + self.params.dedup_ttl
         self.delivered += 1
@@ -811,7 +797,7 @@ class CliqueNode(StackNode):
         retention = self.retained.get(timer.topic)
         if retention is not None:
             retention.expire(now)
-        self._timeout(instance, now, out)
+        self.build.timeout(self, instance, now, out)
         if instance.stopped:
             return
         out.append(SetTimer(self.params.timeout, GroupTick(instance.topic, instance.key)))
@@ -824,7 +810,7 @@ class CliqueNode(StackNode):
             due.extend(instance.relays())
         self.layer.probe(due, now, outcome)
         self._probe_more(instance, now, outcome)
-        self._apply(outcome, now, out)
+        self.apply(outcome, now, out)
         # rejoin through the contact (spec §7)
         if self.is_contact or instance.leaving or not self._rejoins():
             return

@@ -50,24 +50,16 @@ do not miss it for good.
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from pubmesh.proto.clique.messages import AskForIntro, Join
+from pubmesh.proto.clique.messages import Join
 from pubmesh.proto.clique.node import CONTACT, CliqueNode, Instance, contacts, infrastructure
 from pubmesh.proto.core import Message, NodeContext, NodeId, Output, StackNode
+from pubmesh.proto.d2g.build import BuildD2G, random_member, twins
 from pubmesh.proto.d2g.messages import AskForConnect, Connect
 from pubmesh.proto.d2g.params import D2GParams
 from pubmesh.proto.relay.layer import Outcome, Relay
 
 __all__ = ["CONTACT", "D2GNode", "Join", "contacts", "create", "infrastructure", "twins"]
-
-
-def twins(group: dict[int, Relay]) -> int:
-    """Σ over sinks of C(count, 2) (spec §4)."""
-    counts: dict[NodeId, int] = {}
-    for relay in group.values():
-        counts[relay.sink] = counts.get(relay.sink, 0) + 1
-    return sum(k * (k - 1) // 2 for k in counts.values())
 
 
 class D2GNode(CliqueNode):
@@ -84,67 +76,9 @@ class D2GNode(CliqueNode):
         self.in_probed: dict[int, float] = {}
         #: when each instance last ran the in-link repair outside its Timeout
         self.repaired: dict[int, float] = {}
-
-    # ------------------------------------------------------------------------ messages
-    def _ask(self, instance: Instance, relay: Relay) -> AskForIntro:
-        return AskForIntro(
-            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
-            u=self.layer.ref(relay), introducer=self.node_id,
-        )  # fmt: skip
-
-    def _connect(self, instance: Instance) -> Connect:
-        return Connect(
-            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
-            w=self.layer.ref(instance.in_),
-        )  # fmt: skip
-
-    def _ask_connect(self, instance: Instance, relay: Relay, ttl: int) -> AskForConnect:
-        return AskForConnect(
-            topic=instance.topic, rid=0, prev=0, sink=0, direct=False, hop=0,
-            u=self.layer.ref(relay), ttl=ttl,
-        )  # fmt: skip
-
-    def _random(self, instance: Instance) -> Relay:
-        rids = sorted(instance.n)
-        return instance.n[rids[self.rng.randrange(len(rids))]]
-
-    # ------------------------------------------------------------------------ handlers
-    def _on_join(self, instance: Instance, u: Relay, now: float, out: list[Output]) -> None:
-        """Join(u) (spec §4): enqueue(N, u); with join_intro, u ← Connect(in)."""
-        if u.sink == self.node_id:
-            return
-        if instance.leaving:
-            instance.d[u.rid] = u
-            return
-        instance.n[u.rid] = u
-        if self.params.join_intro:
-            self._send(u, self._connect(instance), now, out)
-
-    def _on_ask_for_intro(
-        self, instance: Instance, u: Relay, introducer: Any, now: float, out: list[Output]
-    ) -> None:
-        """AskForIntro(u) [P]: if u.sink ≠ self and N ≠ ∅: u ← Introduce(random(N)); delete u
-        (the caller deletes what the instance does not hold). With N = ∅ the slides delete u
-        as well, and that can cut the relay graph: u may be the only link between the asker's
-        side and ours (found by the oracle at n = 64). We keep u in N instead: a member
-        without out-links takes the asker as its first (ours)."""
-        if u.sink == self.node_id:
-            return
-        if not instance.n:
-            if instance.leaving:
-                instance.d[u.rid] = u
-            else:
-                instance.n[u.rid] = u
-            return
-        self._send(u, self._introduce(instance, self._random(instance), self.node_id), now, out)
-
-    def _on_introduce(
-        self, instance: Instance, w: Relay, introducer: Any, now: float, out: list[Output]
-    ) -> None:
-        """Introduce(w) [P]: if w.sink ≠ self: w ← AskForConnect(in, cap_ttl); delete w."""
-        if w.sink == self.node_id:
-            return
-        self._send(w, self._ask_connect(instance, instance.in_, self.d2g.cap_ttl), now, out)
+        #: Build-D2G's rules in place of Build-Clique's (build.py)
+        self.build_d2g = BuildD2G()
+        self.build = self.build_d2g
 
     def _dispatch_more(
         self,
@@ -158,120 +92,33 @@ class D2GNode(CliqueNode):
             case AskForConnect(ttl=ttl):
                 u = refs.get("u")
                 if u is not None and type(ttl) is int:
-                    self._on_ask_for_connect(instance, u, ttl, now, out)
+                    self.build_d2g.on_ask_for_connect(self, instance, u, ttl, now, out)
             case Connect():
                 w = refs.get("w")
                 if w is not None:
-                    self._on_connect(instance, w)
+                    self.build_d2g.on_connect(self, instance, w)
 
-    def _on_ask_for_connect(
-        self, instance: Instance, u: Relay, ttl: int, now: float, out: list[Output]
-    ) -> None:
-        """AskForConnect(u, ttl) [P, R]: with ``cap`` a member with more in-links than
-        out-links passes it to a random out-neighbour while ttl > 0; else u ← Connect(in). A
-        leaver files u in D, for reversal (spec §4 deletes it, which can cut the relay graph
-        as AskForIntro's can: ours)."""
-        if u.sink == self.node_id:
-            return
-        if instance.leaving:
-            instance.d[u.rid] = u
-            return
-        indeg = sum(instance.in_.holders.values())
-        cap = self.d2g.cap and not self.d2g.literal
-        if cap and ttl > 0 and indeg > len(instance.n) and instance.n:
-            relay = self._random(instance)
-            self._send(relay, self._ask_connect(instance, u, ttl - 1), now, out)
-            if (
-                u.direct
-                and indeg > 2 * len(instance.n)
-                and not any(x.sink == u.sink for x in instance.n.values())
-            ):
-                # more in-links than out-links: keep a link back to the asker too. A group
-                # whose members only point at each other while others point at them (a sink
-                # component) has no other way to learn of those others: the digraph stays
-                # weakly but not strongly connected for good (found by the generated
-                # reliability test; ours)
-                instance.n[u.rid] = u
-        else:
-            self._send(u, self._connect(instance), now, out)
-
-    def _on_connect(self, instance: Instance, w: Relay) -> None:
-        """Connect(w) [P]: enqueue(N, w); a leaver files it for reversal (spec §4)."""
-        if w.sink == self.node_id:
-            return
-        if instance.leaving:
-            instance.d[w.rid] = w
-        else:
-            instance.n[w.rid] = w
-
-    # ------------------------------------------------------------------------- Timeout
-    def _timeout(self, instance: Instance, now: float, out: list[Output]) -> None:
-        """Timeout [P, R] (Scheideler's lecture §9.3 Build-D2G; spec §4)."""
-        for rid in sorted(instance.n):
-            relay = instance.n[rid]
-            if relay.sink == self.node_id:
-                del instance.n[rid]  # a corrupted state's relay to ourselves
-                self._delete(relay, now, out)
-            elif not relay.direct:
-                del instance.n[rid]
-                instance.d[rid] = relay
-        if instance.leaving:
-            self._leave_timeout(instance, now, out)
-            return
-        # [R] garbage anchors while not leaving (spec §3, "State: as §3")
-        if instance.a_out is not None:
-            instance.d[instance.a_out.rid] = instance.a_out
-            instance.a_out = None
-        if instance.a_in is not None:
-            self._delete(instance.a_in, now, out)
-            instance.a_in = None
-        if instance.n:
-            # P[N has a twin] at dequeue, against the birthday value (spec §9 C6)
-            self._count("dequeues")
-            if twins(instance.n):
-                self._count("dequeues_with_twin")
-            rid = next(iter(instance.n))
-            relay = instance.n.pop(rid)
-            if any(x.sink == relay.sink for x in instance.n.values()):
-                self._delete(relay, now, out)  # a twin: N shrinks
-                self._count("twins_dropped")
-            elif twins(instance.n) >= self._tau(instance):
-                instance.d[rid] = relay  # replaced by a random 2-hop neighbour
-            else:
-                self._send(relay, self._ask(instance, instance.in_), now, out)
-                instance.n[rid] = relay  # back to the tail: N grows
-        repair = self.d2g.repair_in and not self.d2g.literal
-        target = self._in_repair(instance) if repair else None
-        if target is not None:
-            self._send(target, self._connect(instance), now, out)
-        for rid in sorted(instance.d):
-            relay = instance.d[rid]
-            if not relay.incoming:
-                self._send(relay, self._ask(instance, instance.in_), now, out)
-                del instance.d[rid]
-                self._delete(relay, now, out)
-
-    def _apply(self, outcome: Outcome, now: float, out: list[Output]) -> None:
+    def apply(self, outcome: Outcome, now: float, out: list[Output]) -> None:
         """The clique's, then the in-link repair at once for an instance whose last in-link
         just went (a Release, an Adopt or a Probe answer): a member nobody points at misses
         every publication until the repair, and waiting for its Timeout leaves it out for
         T/2 on average (ours; spec §4 runs the repair in Timeout only). A crash of the last
         live holder (PeerDown) starts it too: see :meth:`_holders`."""
-        super()._apply(outcome, now, out)
+        super().apply(outcome, now, out)
         if self.d2g.literal or not self.d2g.repair_in:
             return
         for instance in self.instances.values():
             if instance.leaving:
                 continue
-            target = self._in_repair(instance)
+            target = self.in_repair(instance)
             if target is None:
                 continue
             if now - self.repaired.get(instance.key, -1e18) < self.d2g.timeout / 4:
                 continue
             self.repaired[instance.key] = now
-            self._send(target, self._connect(instance), now, out)
+            self.send(target, self.build_d2g.connect(self, instance), now, out)
 
-    def _in_repair(self, instance: Instance) -> Relay | None:
+    def in_repair(self, instance: Instance) -> Relay | None:
         """The out-relay repair_in sends ``Connect(in)`` along, or None when none is due.
 
         Spec §4 [R] repairs a member nothing points at: a random relay of N. We also repair a
@@ -291,7 +138,7 @@ class D2GNode(CliqueNode):
             return None
         holders = self._holders(instance)
         if not holders:
-            return self._random(instance)
+            return random_member(self.rng, instance)
         if len(holders) > 1 or not any(r.sink in holders for r in instance.n.values()):
             return None
         others = [rid for rid in sorted(instance.n) if instance.n[rid].sink not in holders]
@@ -323,7 +170,8 @@ class D2GNode(CliqueNode):
             self.in_probed[instance.key] = now
             self.layer.probe([instance.in_], now, outcome, at_once=True)
 
-    def _tau(self, instance: Instance) -> int:
+    def tau(self, instance: Instance) -> int:
+        """τ (D2GOps): 1, or ⌈ln |N|⌉ with ``twin_budget = "log"``."""
         if self.d2g.twin_budget == "log":
             return max(1, math.ceil(math.log(max(len(instance.n), 1))))
         return 1
