@@ -1045,8 +1045,10 @@ def test_flood_mode_never_prunes_nor_announces() -> None:
 
 def test_ihave_batching_waits_for_the_interval_and_sends_one_batch() -> None:
     """One flush timer per node serves every lazy peer (a node process wakes once per
-    interval, not once per lazy peer); each peer gets its announcements in one IHAVE, and a
-    peer that turned eager in the meantime gets none."""
+    interval, not once per lazy peer); each peer gets its announcements in one IHAVE, the
+    announcements of the messages pushed while it was lazy (Algorithm 1's lazyQueue): a peer
+    that turned eager in the meantime still hears of the messages it was not pushed, and of
+    none pushed to it since."""
     tree = pt(eager=(1,), lazy=(3, 4, 5), ihave_batch_interval=0.25)
     out1 = tree.handle(Broadcast(7, b"x"), 0.0)
     out2 = tree.handle(Receive(1, Gossip(topic=T, pub_id=8, round=2, payload=b"y")), 0.1)
@@ -1059,6 +1061,8 @@ def test_ihave_batching_waits_for_the_interval_and_sends_one_batch() -> None:
     assert [(s.dst, s.message) for s in out if isinstance(s, Send)] == [
         (3, IHave(topic=T, announcements=((7, 0), (8, 3), (9, 5)))),
         (4, IHave(topic=T, announcements=((7, 0), (8, 3), (9, 5)))),
+        # 5 was lazy when 7 and 8 went out, and its copy of 9 says nothing of them
+        (5, IHave(topic=T, announcements=((7, 0), (8, 3)))),
     ]
     assert tree.handle(TimerFired(timers[0].timer), 0.3) == []  # queues drained
     out4 = tree.handle(Broadcast(10, b"w"), 0.4)  # a new batch, a new timer

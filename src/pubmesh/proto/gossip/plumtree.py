@@ -45,14 +45,14 @@ the swarm: NeighborUp makes a peer eager, NeighborDown drops it from both, and P
 the optimization only move a neighbour from one list to the other (a GOSSIP from outside the
 active view is delivered if new, and its sender dropped again: :mod:`pubmesh.proto.gossip.node`).
 Every message a node broadcasts or receives for the first time goes at once to every neighbour
-but the one it came from: GOSSIP to the eager ones, IHAVE to the lazy ones (batched: to those
-still lazy when the batch goes out). So a PRUNE never cuts a neighbour off a message, it only
-trades the payload for an announcement: a node the tree fails to reach hears IHAVE from every
-neighbour that has the message, and its graft timer asks those announcers one by one
-(``timeout1``, then ``timeout2`` each) until the message comes, sent by any of them that still
-caches the payload (``payload_retention``). While the active view is connected, every member
-therefore receives every message, as flooding would (within the bounds below); the tree only
-decides which links carry the payload first.
+but the one it came from: GOSSIP to the eager ones, IHAVE to the lazy ones (batched, the IHAVE
+still goes to every peer that was lazy at the push, even one turned eager since). So a PRUNE
+never cuts a neighbour off a message, it only trades the payload for an announcement: a node the
+tree fails to reach hears IHAVE from every neighbour that has the message, and its graft timer
+asks those announcers one by one (``timeout1``, then ``timeout2`` each) until the message comes,
+sent by any of them that still caches the payload (``payload_retention``). While the active view
+is connected, every member therefore receives every message, as flooding would (within the
+bounds below); the tree only decides which links carry the payload first.
 
 Timers, bounds and the cache
 ============================
@@ -361,11 +361,15 @@ class Plumtree:
             case SendGraft(pub_id=pub_id, generation=generation):
                 self._graft_timeout(pub_id, generation, now, out)
             case FlushIHave():
+                # Algorithm 1's lazyQueue: an announcement goes to the peers that were lazy
+                # when the message was pushed, whatever they are now. One turned eager since
+                # (its GRAFT of another message, its first copy of one) got this message from
+                # nobody here, and without the IHAVE it would not know to graft it; a peer
+                # gone from the view took its queue with it (NeighborDown)
                 queues, self.lazy_queue = self.lazy_queue, {}
                 for peer, queue in queues.items():  # a queue exists only with an entry
-                    if peer in self.lazy:
-                        ihave = IHave(topic=self.topic, announcements=tuple(queue))
-                        out.append(Send(peer, ihave))
+                    ihave = IHave(topic=self.topic, announcements=tuple(queue))
+                    out.append(Send(peer, ihave))
             case EvictCache():
                 self._evict(now, out)
             case BeaconTick() if self.rt is not None:
