@@ -8,6 +8,7 @@ them is :mod:`pubmesh.net.node.process`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,17 +293,35 @@ def resolve_stack(name: str) -> StackSpec:
 
 def stack_params(spec: StackSpec, settings: list[str], *, where: str = "--set") -> Any:
     """The stack's params dataclass with ``KEY=VALUE`` settings applied, read by the stacks'
-    one typed loader (:func:`pubmesh.scenario.model.load_stack_params`), so the rules and
-    messages are those of a scenario's ``[stack.<name>]``."""
+    one typed loader (:func:`pubmesh.scenario.model.load_stack_params`), so the rules are
+    those of a scenario's ``[stack.<name>]``; a mistake names its setting as a scenario's
+    ``--set`` does (``--set #2 'fanout=x': ...``)."""
+    from pubmesh.errors import ScenarioError, did_you_mean
     from pubmesh.scenario.model import load_stack_params, setting_value
 
+    names = [f.name for f in dataclasses.fields(spec.params_type)]
     table: dict[str, Any] = {}
-    for setting in settings:
+    labels: dict[str, str] = {}
+    for number, setting in enumerate(settings, 1):
         key, sep, value = setting.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"{where} {setting!r}: write KEY=VALUE, e.g. --set fanout=3")
-        table[key.strip()] = setting_value(value)
-    return load_stack_params(spec, table, where)
+        key = key.strip()
+        label = f"{where} #{number} {setting!r}"
+        if not sep or not key:
+            raise UserError(f"{label}: write KEY=VALUE, e.g. --set fanout=3")
+        if key not in names:
+            raise UserError(
+                f"{label}: no parameter {key} for stack {spec.name}{did_you_mean(key, names)}"
+            )
+        table[key] = setting_value(value)
+        labels[key] = label
+    try:
+        return load_stack_params(spec, table, where)
+    except ScenarioError as error:  # a value refused: named by the setting that gave it
+        text = str(error)
+        for key, label in labels.items():
+            if text.startswith(f"{where} {key}: "):
+                raise UserError(f"{label}: {key}: {text[len(where) + len(key) + 3 :]}") from None
+        raise
 
 
 def options_from_args(args: argparse.Namespace) -> NodeOptions:
