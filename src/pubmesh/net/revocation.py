@@ -1,10 +1,11 @@
 """The authority's revocation list, and how it reaches every node.
 
-Certificates expire; before this list, expiry was the only way to put a member out. Now
-``pubmesh ca revoke DIR HOST:PORT`` revokes every certificate the authority in ``DIR`` has
-issued for that address (``ca issue`` records each in ``DIR/issued.jsonl``), and writes the
-list, signed with the authority's key, to ``DIR/revoked.list``. A certificate issued for the
-address later is not on it: a revoked node can be given a new identity.
+Certificates expire, but a member must at times be put out before its certificate expires (a
+lost key, a member turned hostile): ``pubmesh ca revoke DIR HOST:PORT`` revokes every
+certificate the authority in ``DIR`` has issued for that address (``ca issue`` records each in
+``DIR/issued.jsonl``), and writes the list, signed with the authority's key, to
+``DIR/revoked.list``. A certificate issued for the address later is not on it: a revoked node
+can be given a new identity.
 
 The list travels through the cluster itself. A node started with ``--revocations FILE``
 reads the file, and reads it again whenever it changes; a node that has a list sends it on

@@ -87,6 +87,18 @@ once per backoff (``TROUBLE_BACKOFF_INITIAL`` doubling up to ``TROUBLE_BACKOFF_M
 of ``dial_attempts`` times per send, and its repeats are counted (statistics, ``troubles``),
 not said again; it is over, and said so once, when a connection with the peer opens. A peer
 that was reached and went away keeps the usual pace of redials (the failure detector above).
+
+The rules that keep it correct
+==============================
+* **Nothing waits without a bound**: a peer's queue, a dial, a handshake, an unproven
+  connection's slot, a silent or slow peer each has its limit, and reaching it drops, closes
+  or refuses, counted and traced, so no peer can make a node hold memory or a socket for ever.
+* **The owner hears of each peer once per change**: a message as it arrives, the loss of a
+  peer's last connection (``net_lost``), a peer that cannot be reached (``net_unreachable``),
+  a trouble when it starts and when it is over; never a frame the handshake has not proven.
+* **A connection is the hub's through its ``Hub`` calls alone** (:mod:`pubmesh.net.connection`):
+  admitted, open, unusable, closed; the hub's routing (``peers``, the unproven slots) follows
+  those calls and nothing else.
 """
 
 from __future__ import annotations
@@ -888,7 +900,7 @@ class Transport:
     def _announce(self, trouble: Trouble, now: float) -> None:
         """Tell the owner of a new trouble, at most ANNOUNCEMENTS per ANNOUNCE_WINDOW (a
         stranger naming new ids cannot flood the log with them; the rest are not announced,
-        and their refusals are shown as before)."""
+        and their refusals are counted and traced like any other)."""
         if now - self._announce_window >= ANNOUNCE_WINDOW:
             self._announce_window, self._announced = now, 0
         if self._announced >= ANNOUNCEMENTS:

@@ -36,7 +36,7 @@ never shifts the draws of another (and nothing depends on Python's hash seed):
 * attributes, ``node_seed(seed, -6)``: one value per schema attribute (in name order) for
   every publication id, drawn whether or not the publication happens, so a publication's
   attributes do not depend on the live set; scenarios without ``[workload.attributes]`` make
-  no draw here, and their other draws are exactly those of earlier versions;
+  no draw here, so adding attributes to a scenario changes none of its other draws;
 * filters, ``node_seed(seed, -7)``: one filter per (node, topic), drawn when the node's topics
   are drawn, only for stacks whose spec says ``content_based``. A recovered node resubscribes
   with the same filters.
@@ -76,9 +76,9 @@ What the rules are
   on at that instant (crash: live nodes, left ones included; leave: live nodes that have not
   left; recover: crashed nodes), and the plan lists exactly those as the fault's victims,
   deduplicated and sorted. A named node that has not started yet or is already down is not a
-  victim. (The simulator used to record the named list verbatim in the trace's fault row, so a
-  crash naming an already crashed node listed a victim that did not crash, while the network
-  plan listed only the nodes it killed; both now record the resolved victims.)
+  victim. Both runtimes record these resolved victims in the trace's fault row, never the
+  named list: a crash naming an already crashed node must not list a victim that did not
+  crash, and the two runtimes' traces of one scenario must agree.
 * A node that has left or crashed drops the subscriptions it had scheduled; a recovered node
   is a fresh member again (it is no longer counted as left) and resubscribes to its workload
   topics after ``subscribe_at``.

@@ -655,7 +655,7 @@ class _NoPandas:
     trace writer's) imports pandas only to ask whether the list is a pandas object: half a CPU
     second per process, sixteen when a 32-node cluster starts on two cores (the cluster then
     took 28 s to come up). pyarrow treats a failed import as "pandas is not installed", its
-    documented optional dependency, and converts lists as before."""
+    documented optional dependency, and converts lists all the same."""
 
     @staticmethod
     def find_spec(name: str, path: object = None, target: object = None) -> None:
