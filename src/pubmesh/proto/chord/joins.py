@@ -56,17 +56,11 @@ class ChordJoins(Part["ChordNode"]):
         self.lookups: dict[int, _Lookup] = {}
         self.fix_cursor = 0
 
-    def join(self, out: list[Output]) -> None:
-        node = self.n
-        if not node.contacts or node.contacts[0] == node.node_id:
-            node.state = JOINED
-            node.ring.topology_changed(out)
-            node.publisher.flush_queue(out)
-            node.history.joined(out)
-            return
-        node.state = JOINING
+    def request_join(self, contact: NodeId, out: list[Output]) -> None:
+        """Join through ``contact`` (spec §7 step 1): a JoinRequest, retried every join_retry.
+        The node has set its phase (JOINING); it keeps its phase, a part never writes it."""
         self.join_rid = self._rid()
-        out.append(Send(node.contacts[0], JoinRequest(rid=self.join_rid)))
+        out.append(Send(contact, JoinRequest(rid=self.join_rid)))
         self.join_attempts = 1
         self._arm_join_tick(0, out)
 
@@ -116,12 +110,15 @@ class ChordJoins(Part["ChordNode"]):
             out,
         )
 
+    def answers_join(self, src: NodeId, reply: LocationReply) -> bool:
+        """Whether ``reply`` is the owner's answer to this node's join (while it joins)."""
+        return reply.rid == self.join_rid and src != self.n.node_id
+
     def on_location_reply(self, src: NodeId, reply: LocationReply, out: list[Output]) -> None:
+        """A LocationReply to one of the far fingers' lookups (the join's own answer is
+        :meth:`joined`'s)."""
         node = self.n
         rid = reply.rid
-        if node.state == JOINING and rid == self.join_rid and src != node.node_id:
-            self._joined(src, reply, out)
-            return
         look = self.lookups.get(rid)
         if look is None or node.state != JOINED:
             return
@@ -137,12 +134,12 @@ class ChordJoins(Part["ChordNode"]):
             ring.fingers[look.k - 1] = src
             ring.topology_changed(out)
 
-    def _joined(self, owner: NodeId, reply: LocationReply, out: list[Output]) -> None:
-        """LocationReply to the join (spec §7 step 4–6): successor = the owner, list = [owner]
-        + the owner's list, predecessor hint = the owner's predecessor; then the far fingers
-        are looked up and the join notice goes out."""
+    def joined(self, owner: NodeId, reply: LocationReply, out: list[Output]) -> None:
+        """LocationReply to the join (spec §7 step 4–6), the node joined (its phase set):
+        successor = the owner, list = [owner] + the owner's list, predecessor hint = the
+        owner's predecessor; then the far fingers are looked up and the join notice goes
+        out."""
         node, ring = self.n, self.n.ring
-        node.state = JOINED
         node._count("joins")
         candidates = [owner, *(x for x in reply.successors if isinstance(x, int))]
         ring.succ = ring.clockwise(candidates)
@@ -154,8 +151,6 @@ class ChordJoins(Part["ChordNode"]):
         self.join_notices = 0
         self._join_notice(out)
         self._arm_join_tick(0, out)
-        node.publisher.flush_queue(out)
-        node.history.joined(out)
 
     def _join_notice(self, out: list[Output]) -> None:
         self.join_notices += 1

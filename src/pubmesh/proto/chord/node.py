@@ -64,7 +64,9 @@ to them; a part reaches the others through the node (``node.ring``, ``node.filte
 
 The ring, the joins and the filters are the overlay: a rejoin forgets them (new parts, spec
 §8.3); the node keeps its life (phase, incarnation, epoch; the phases and the timers are in
-life.py), the subscriptions, the publisher with its queue, the history, and the counters.
+life.py), the subscriptions, the publisher with its queue, the history, and the counters. It
+alone writes its phase: a join's end is the node's step (:meth:`ChordNode._join`, and on the
+owner's LocationReply ``joins.joined`` then the queued publications and the history).
 """
 
 from __future__ import annotations
@@ -277,7 +279,7 @@ class ChordNode(StackNode):
         self.epoch = int(now * 1_000_000)
         self.contacts = tuple(contacts)
         self._arm_periodic(out)
-        self.joins.join(out)
+        self._join(out)
 
     def _rejoin(self, out: list[Output]) -> None:
         """Successor list exhausted: rejoin through the contacts, keeping the subscriptions
@@ -301,7 +303,23 @@ class ChordNode(StackNode):
         self._reset_overlay()
         self.state = IDLE
         self._arm_periodic(out)
-        self.joins.join(out)
+        self._join(out)
+
+    def _join(self, out: list[Output]) -> None:
+        """Join (spec §7 step 1): a ring of one without contacts (or as the first contact),
+        else through the first contact. The node keeps its phase: the parts never write it."""
+        if not self.contacts or self.contacts[0] == self.node_id:
+            self.state = JOINED
+            self.ring.topology_changed(out)
+            self._now_joined(out)
+            return
+        self.state = JOINING
+        self.joins.request_join(self.contacts[0], out)
+
+    def _now_joined(self, out: list[Output]) -> None:
+        """What waited for the join: the publications queued meanwhile, the history asked."""
+        self.publisher.flush_queue(out)
+        self.history.joined(out)
 
     def _arm_periodic(self, out: list[Output]) -> None:
         """Stabilize, fix_fingers and the filter refresh, first due at a random point of
@@ -354,7 +372,12 @@ class ChordNode(StackNode):
             case JoinRequest(rid=rid):
                 self.joins.on_join_request(src, rid, out)
             case LocationReply():
-                self.joins.on_location_reply(src, message, out)
+                if self.state == JOINING and self.joins.answers_join(src, message):
+                    self.state = JOINED
+                    self.joins.joined(src, message, out)
+                    self._now_joined(out)
+                else:
+                    self.joins.on_location_reply(src, message, out)
             case SuccListRequest():
                 self.ring.on_succ_list_request(src, out)
             case SuccListReply(pred=pred, successors=successors):
