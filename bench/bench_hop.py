@@ -74,7 +74,6 @@ from pubmesh.net.codec import encode  # noqa: E402
 from pubmesh.net.framing import (  # noqa: E402
     LENGTH,
     TAG_SIGNED,
-    signature_block,
 )
 from pubmesh.net.identity import (  # noqa: E402
     Identity,
@@ -334,8 +333,7 @@ def signed_frames(publisher: Identity, count: int, payload: bytes, batch: int) -
         for message, (signed, _digest) in zip(messages, signer.sign_batch(messages), strict=True):
             der = credential.der if not frames else b""
             tag, body = encode(message)
-            block = signature_block(signed, der)
-            frames.append(sealer.seal(tag | TAG_SIGNED, block + body, 0.0))
+            frames.append(sealer.seal(tag, body, 0.0, signed, der))
     return frames
 
 

@@ -15,11 +15,8 @@ from pubmesh.net import security
 from pubmesh.net.codec import decode, encode
 from pubmesh.net.framing import (
     TAG_CONTROL,
-    TAG_SIGNED,
     TlsOpener,
     TlsSealer,
-    read_signature_block,
-    signature_block,
 )
 from pubmesh.net.signing import Credential, Signed, credential_of
 from pubmesh.proto.core import Message
@@ -69,14 +66,14 @@ def insider_session(
             for frame in frames:
                 if len(frame) == 2:
                     tag, payload = frame
-                else:
-                    message, signed, with_cert = frame
-                    tag, payload = encode(message)
-                    if signed is not None:
-                        cert = signed.credential.der if with_cert and signed.credential else b""
-                        payload = signature_block(signed, cert) + payload
-                        tag |= TAG_SIGNED
-                out.append(sealer.seal(tag, payload, time.time()))
+                    out.append(sealer.seal(tag, payload, time.time()))
+                    continue
+                message, signed, with_cert = frame
+                tag, payload = encode(message)
+                cert = b""
+                if signed is not None and with_cert and signed.credential is not None:
+                    cert = signed.credential.der
+                out.append(sealer.seal(tag, payload, time.time(), signed, cert))
             tls.sendall(b"".join(out))
 
         opener = TlsOpener()
@@ -85,19 +82,18 @@ def insider_session(
         def receive() -> tuple[Message, Signed | None]:
             while True:
                 body = read_frame(tls)
-                tag, _t_send, payload = opener.open(len(body).to_bytes(4, "big") + body)
+                frame = len(body).to_bytes(4, "big") + body
+                tag, _t_send, payload, block = opener.open_frame(frame)
                 if tag == TAG_CONTROL:
                     continue
                 signed = None
-                if tag & TAG_SIGNED:
-                    signed, der, end = read_signature_block(payload)
+                if block is not None:
+                    signed, der = block
                     publisher = signed.publisher
                     if der:
                         cert = x509.load_der_x509_certificate(der)
                         credentials[publisher] = credential_of(cert, publisher)
                     signed.credential = credentials.get(publisher)
-                    payload = payload[end:]
-                    tag &= ~TAG_SIGNED
                 return decode(tag, payload), signed
 
         yield send, receive
