@@ -139,7 +139,8 @@ class MessageInfo:
 class Carrier(typing.Protocol):
     """The publication contract: what every payload message (``register_message(...,
     payload=True)``) carries, checked at registration. The TCP runtime's admission, signing
-    and ACL read a copy through this (:func:`carrier`), never by attribute name; a message
+    and ACL read a copy as this once its ``MessageInfo.payload`` says it is one (a
+    ``typing.cast``), never by attribute name; a message
     that also names its ``publisher`` or has ``attributes`` says so in its
     :class:`MessageInfo`, and is read as :class:`NamesPublisher` or :class:`HasAttributes`."""
 
@@ -332,13 +333,6 @@ def _explicit_schema(cls: type[Message], declared: Mapping[str, Any]) -> Schema:
 def message_info(msg: Message) -> MessageInfo:
     """The registration of ``msg``'s class (KeyError for an unregistered class)."""
     return MESSAGE_INFO[type(msg)]
-
-
-def carrier(msg: Message) -> Carrier | None:
-    """``msg`` as the publication it carries (:class:`Carrier`), or None when its class is not
-    a registered payload message."""
-    info = MESSAGE_INFO.get(type(msg))
-    return typing.cast(Carrier, msg) if info is not None and info.payload else None
 
 
 def topic_of(msg: Message) -> Topic | None:
