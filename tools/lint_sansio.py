@@ -20,6 +20,13 @@ And, under ``src/pubmesh/proto/``, the layer contract's one rule on shape (``pro
 ``Outbox``): a function that is handed the caller's output list takes it, named ``out``, as its
 last positional parameter (keyword-only options may follow), so every layer and part reads
 ``f(inputs..., now, out)``.
+
+And, under ``src/pubmesh/proto/``, that no code writes another part's field: a node (or
+layer) does not assign, delete or mutate in place (``add``, ``append``, ``clear``, ...) a field
+of a part it built (``self.flow = Flow(self.s)``, then ``self.flow.dirty.add(x)``), and a part
+built on its owner (``proto/core.py`` ``Part``) does not write through the owner into a
+sibling (``self.n.flow.dirty = ...``). A part owns its fields; another asks it through a
+method, or hands its node a typed effect (``proto/brokertree/shared.py``).
 """
 
 from __future__ import annotations
@@ -125,6 +132,102 @@ def output_not_last(path: Path) -> list[str]:
     return found
 
 
+#: calls that change the object they are called on
+MUTATORS = frozenset(
+    {
+        "add",
+        "append",
+        "appendleft",
+        "clear",
+        "discard",
+        "extend",
+        "insert",
+        "pop",
+        "popitem",
+        "popleft",
+        "remove",
+        "setdefault",
+        "update",
+    }
+)
+
+
+def _chain(node: ast.expr) -> list[str]:
+    """``self.a.b[k].c`` as ["self", "a", "b", "c"] (subscripts skipped); [] if it does not
+    start at a name."""
+    names: list[str] = []
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return []
+    names.append(node.id)
+    return names[::-1]
+
+
+def _written(node: ast.AST) -> list[ast.expr]:
+    """What ``node`` writes: assignment and deletion targets, and the object an in-place
+    mutator is called on."""
+    if isinstance(node, ast.Assign | ast.Delete):
+        return list(node.targets)
+    if isinstance(node, ast.AugAssign | ast.AnnAssign):
+        return [node.target]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in MUTATORS
+    ):
+        return [node.func.value]
+    return []
+
+
+def _built_parts(cls: ast.ClassDef) -> set[str]:
+    """The fields of ``cls`` that hold a part it built: ``self.x = Name(...)`` in ``__init__``
+    with ``self`` (a part on its owner) or the shared state (``s``, ``self.s``: the name the
+    stacks give it) among the arguments."""
+    parts: set[str] = set()
+    for item in cls.body:
+        if not (isinstance(item, ast.FunctionDef) and item.name == "__init__"):
+            continue
+        for node in ast.walk(item):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+                continue
+            arguments = [*node.value.args, *(k.value for k in node.value.keywords)]
+            if not any(_chain(a) in (["self"], ["s"], ["self", "s"]) for a in arguments):
+                continue
+            for target in node.targets:
+                chain = _chain(target)
+                if len(chain) == 2 and chain[0] == "self":
+                    parts.add(chain[1])
+    return parts
+
+
+def part_writes(path: Path) -> list[str]:
+    """Writes in ``path`` to a field of another part (module docstring)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        parts = _built_parts(cls)
+        for node in ast.walk(cls):
+            for target in _written(node):
+                chain = _chain(target)
+                if len(chain) >= 3 and chain[0] == "self" and chain[1] in parts:
+                    owner = "its part"
+                elif len(chain) >= 4 and chain[:2] == ["self", "n"]:
+                    owner = "a sibling part, through its owner"
+                else:
+                    continue
+                field = ".".join(chain[:4] if owner != "its part" else chain[:3])
+                found.append(
+                    f"{path}:{node.lineno}: {cls.name} writes {field}, a field of {owner} (a "
+                    "part owns its fields: call its method, or route a typed effect)"
+                )
+    return sorted(set(found), key=lambda line: int(line.split(":")[1]))
+
+
 def _package(module: str) -> str:
     """The package of a pubmesh module: ``pubmesh.net`` for ``pubmesh.net.cluster.options``,
     ``pubmesh`` for a module at the top (``pubmesh.cli``)."""
@@ -161,6 +264,7 @@ def main(argv: list[str]) -> int:
             problems.extend(violations(path, in_proto=sub == ROOTS[0]))
             if sub == ROOTS[0]:
                 problems.extend(output_not_last(path))
+                problems.extend(part_writes(path))
     src = root / "src"
     for path in sorted((src / "pubmesh").rglob("*.py")):
         module = ".".join(path.relative_to(src).with_suffix("").parts)

@@ -121,3 +121,62 @@ def test_checker_flags_an_output_list_before_another_positional_parameter(tmp_pa
     assert any("layer.py:2: send() takes its output list before dst, message" in x for x in lines)
     assert any("layer.py:6: check() takes its output list before direct" in x for x in lines)
     assert len(lines) == 2, lines  # keyword-only options after it, and net/, pass
+
+
+def test_checker_flags_a_write_to_another_parts_field(tmp_path: Path) -> None:
+    """A part owns its fields: its node writes none of them (it calls the part's method), and a
+    part on its owner writes no sibling's through it. Writes to the shared state, to the
+    node's own fields and through a part's methods pass."""
+    proto = tmp_path / "src" / "pubmesh" / "proto" / "demo"
+    proto.mkdir(parents=True)
+    (tmp_path / "src" / "pubmesh" / "stacks").mkdir()
+    (proto / "node.py").write_text(
+        "class Node:\n"
+        "    def __init__(self, ctx):\n"
+        "        self.s = State(ctx.node_id, self.params)\n"
+        "        self.flow = Flow(self.s)\n"
+        "        self.ring = Ring(self)\n"
+        "        self.seen = set()\n"
+        "    def settle(self, x):\n"
+        "        self.flow.dirty.add(x)\n"  # 8
+        "        self.flow.confs = {}\n"  # 9
+        "        self.ring.succ[0] += 1\n"  # 10
+        "        del self.flow.confs[x]\n"  # 11
+        "        self.flow.recheck(x)\n"
+        "        self.s.phase = 'left'\n"
+        "        self.s.links.clear()\n"
+        "        self.seen.add(x)\n"
+        "class Joins(Part):\n"
+        "    def joined(self, x):\n"
+        "        self.n.flow.all_dirty = True\n"  # 18
+        "        self.n.queue.append(x)\n"
+        "        self.n.ring.flush()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    flagged = sorted(int(line.split(":")[1]) for line in lines)
+    assert flagged == [8, 9, 10, 11, 18], lines
+    assert "Node writes self.flow.dirty, a field of its part" in lines[0], lines
+    assert "Joins writes self.n.flow.all_dirty, a field of a sibling part" in lines[-1], lines
+
+
+def test_checker_catches_a_cross_part_write_planted_in_the_brokertree_node(tmp_path: Path) -> None:
+    """The real node, with the write its parts' split took away put back (the node adding an
+    entry to the flow part's dirty set instead of calling ``recheck``): refused."""
+    proto = tmp_path / "src" / "pubmesh" / "proto" / "brokertree"
+    proto.mkdir(parents=True)
+    (tmp_path / "src" / "pubmesh" / "stacks").mkdir()
+    real = (ROOT / "src" / "pubmesh" / "proto" / "brokertree" / "node.py").read_text()
+    assert real.count("self.flow.recheck(entry)") >= 1
+    (proto / "node.py").write_text(
+        real.replace("self.flow.recheck(entry)", "self.flow.dirty.add(entry)", 1)
+    )
+    result = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1, result.stdout
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and "BrokerTreeNode writes self.flow.dirty" in lines[0], lines

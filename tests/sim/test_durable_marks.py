@@ -70,9 +70,9 @@ def test_a_durable_client_comes_back_with_its_marks_and_keeps_order(tmp_path: Pa
     sim = Simulation(parse_scenario(SCENARIO), tmp_path / "run")
     sim.run(until=CRASH_AT - 0.001)
     before: dict[int, dict[int, Any]] = {
-        n: dict(node.client.last)
+        n: dict(node.s.last)
         for n, node in sim.nodes.items()
-        if isinstance(node, BrokerTreeNode) and node.client.last
+        if isinstance(node, BrokerTreeNode) and node.s.last
     }
     # and what each retains of its own publications for late subscribers, with their numbers
     retained = {n: retained_now(node) for n, node in sim.nodes.items()}
@@ -88,7 +88,7 @@ def test_a_durable_client_comes_back_with_its_marks_and_keeps_order(tmp_path: Pa
     for n in crashed:
         node = sim.nodes[n]
         assert isinstance(node, BrokerTreeNode)
-        assert node.client.last == before[n], f"client {n} came back without its marks; {REPLAY}"
+        assert node.s.last == before[n], f"client {n} came back without its marks; {REPLAY}"
         assert retained_now(node) == retained[n], f"client {n} lost its history; {REPLAY}"
         for topic, item in retained[n]:  # each with the sequence number it was issued with
             assert node.history.seqs[topic][item.pub_id] == seqs[n][topic][item.pub_id], REPLAY

@@ -169,13 +169,13 @@ def stuck_sessions(sim: Simulation) -> list[tuple[int, int]]:
     stuck = []
     for node_id in sorted(sim.alive):
         node = sim.nodes.get(node_id)
-        if not isinstance(node, BrokerTreeNode) or node.view is None:
+        if not isinstance(node, BrokerTreeNode) or node.s.view is None:
             continue
-        for peer, link in sorted(node.links.items()):
-            entry = node.queue.at(link.pointer)
+        for peer, link in sorted(node.s.links.items()):
+            entry = node.s.queue.at(link.pointer)
             if link.state != "active" or entry is None or entry.confirmed:
                 continue
-            bypassed = node.view.between(peer)
+            bypassed = node.s.view.between(peer)
             vect = shifted(entry.vin, node.node_id, entry.lseq, bypassed, node.delta)
             if not legitimate(vect, node.delta):
                 stuck.append((node_id, peer))
@@ -184,7 +184,7 @@ def stuck_sessions(sim: Simulation) -> list[tuple[int, int]]:
 
 def table_of(node: Any) -> set[tuple[int, str, str]]:
     """A broker's subscription table as (subscriber, topic, predicate) triples."""
-    return {(t.origin[0], t.topic, t.pred.text) for t in node.table}
+    return {(t.origin[0], t.topic, t.pred.text) for t in node.s.table}
 
 
 def view_of(scenario: Scenario) -> View:

@@ -39,7 +39,7 @@ Confirmation (spec §5 "Eligibility"): the client emits ``brokertree.sub_confirm
 partial}`` when a Sub of its own is confirmed. The record does not name the subscription, and
 after a resubscription the old Sub's confirmation may still come; so the model takes a
 record as confirming the *current* subscription only if the node's own entry for the topic
-(``node.client.own[topic]``, read in the hook) is that subscription's origin and is confirmed. A
+(``node.s.own[topic]``, read in the hook) is that subscription's origin and is confirmed. A
 partial confirmation (``partial = True``) counts as not confirmed.
 
 Liveness (``teardown``): every crashed broker recovers and the cluster runs fault-free for
@@ -231,7 +231,7 @@ class BrokerTreeMachine(RuleBasedStateMachine):
         found = self.c.nodes.get(node)
         if not isinstance(found, BrokerTreeNode):
             return
-        own = found.client.own.get(topic)
+        own = found.s.own.get(topic)
         if own is None or not own.confirmed:
             return  # the confirmation of an earlier subscription to the topic
         if sub is None or own.origin != sub.origin:
@@ -300,7 +300,7 @@ class BrokerTreeMachine(RuleBasedStateMachine):
             return  # the node ignores a Subscribe with the predicate it holds
         found = self.c.nodes[node]
         assert isinstance(found, BrokerTreeNode)
-        own = found.client.own.get(topic)
+        own = found.s.own.get(topic)
         assert own is not None, f"node {node} did not take Subscribe({topic}); {self.where()}"
         self.next_gen += 1
         sub = mine[topic] = ModelSub(self.next_gen, dict(flt), own.origin)

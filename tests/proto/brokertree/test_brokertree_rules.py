@@ -87,7 +87,7 @@ def _replay(test: str, seed: int) -> str:
 
 def test_the_chain_tree_is_the_one_drawn_in_the_module_doc() -> None:
     cluster, _ = _cluster(1)
-    view = _node(cluster, 0).view
+    view = _node(cluster, 0).s.view
     assert view is not None
     assert {b: sorted(view.broker_neighbours(b)) for b in range(8)} == {
         0: [1, 3, 4],
@@ -122,7 +122,7 @@ def test_every_matching_subscriber_gets_every_publication_once_in_order(
     cluster.quiesce(5.0)
     assert len(rec.kinds("brokertree.sub_confirmed")) == len(cluster.peers), why
     for b in range(8):
-        assert len(_node(cluster, b).table) == len(cluster.peers), (b, why)
+        assert len(_node(cluster, b).s.table) == len(cluster.peers), (b, why)
     sent: dict[int, list[int]] = defaultdict(list)
     price: dict[int, float] = {}
     for i in range(60):
@@ -140,7 +140,7 @@ def test_every_matching_subscriber_gets_every_publication_once_in_order(
             mine = [i for i in rec.delivered[c] if i in pubs]
             assert mine == sorted(mine), (c, mine, why)
     for b in range(8):
-        assert len(_node(cluster, b).queue) == 0, (b, "queue not empty after quiesce", why)
+        assert len(_node(cluster, b).s.queue) == 0, (b, "queue not empty after quiesce", why)
     assert not rec.kinds("brokertree.stalled") and not rec.kinds("brokertree.late"), why
 
 
@@ -272,20 +272,20 @@ def test_a_subscription_past_a_large_fragment_is_confirmed_partially_then_recove
     cluster.quiesce(5.0)
     confirmed = rec.kinds("brokertree.sub_confirmed")
     assert confirmed == [(18, {"topic": "t", "partial": True})], confirmed
-    own = _node(cluster, 18).client.own["t"]
+    own = _node(cluster, 18).s.own["t"]
     assert len(own.parinfo) == 1
     (pi,) = own.parinfo
     assert pi[0] == 3 and pi[2] == (0, 1) and pi[3] is False, pi
-    assert (3, pi[1]) in _node(cluster, 3).pt
+    assert (3, pi[1]) in _node(cluster, 3).s.pt
     for broker in (0, 1):
         cluster.add_node(broker)  # fresh state
     cluster.quiesce(10.0)
-    assert _node(cluster, 3).pt[(3, pi[1])][3] is True  # π̄ at the lead
-    assert any(t.origin[0] == 18 for t in _node(cluster, 1).table)
+    assert _node(cluster, 3).s.pt[(3, pi[1])][3] is True  # π̄ at the lead
+    assert any(t.origin[0] == 18 for t in _node(cluster, 1).s.table)
     cluster.command(12, Publish("t", 1, b""))
     cluster.quiesce(5.0)
     assert rec.delivered[18] == [1]
-    assert _node(cluster, 18).client.own["t"].parinfo == frozenset()  # cleared by π̄
+    assert _node(cluster, 18).s.own["t"].parinfo == frozenset()  # cleared by π̄
     assert not rec.kinds("brokertree.tagged")
 
 
@@ -298,8 +298,8 @@ def test_a_publication_tagged_with_a_partial_subscriptions_pi_is_reported() -> N
     cluster.quiesce(5.0)
     node = _node(cluster, 18)
     pi = (3, (0.0, 7), (0, 1), False)
-    node.client.own["t"].parinfo = frozenset({pi})  # as a partial confirmation leaves it
-    session = node.sessions
+    node.s.own["t"].parinfo = frozenset({pi})  # as a partial confirmation leaves it
+    session = node.s.sessions
     assert session is not None
     sid = session._by_peer[3].sid
 
@@ -331,7 +331,7 @@ def test_a_publication_tagged_with_a_partial_subscriptions_pi_is_reported() -> N
             rec(18, out)
     assert rec.delivered[18] == [1, 2, 3]
     assert [d["pub_id"] for _, d in rec.kinds("brokertree.tagged")] == [1]
-    assert node.client.own["t"].parinfo == frozenset()
+    assert node.s.own["t"].parinfo == frozenset()
 
 
 # ---------------------------------------------------------------- recovery and leaving
@@ -344,15 +344,15 @@ def test_a_restarted_broker_gets_its_table_back(seed: int) -> None:
     for i, c in enumerate(cluster.peers):
         cluster.command(c, Subscribe(f"t{i % 3}", {"price": {"gt": 10 * i}}))
     cluster.quiesce(5.0)
-    table = {(t.origin[0], t.topic, t.pred.text) for t in _node(cluster, 0).table}
+    table = {(t.origin[0], t.topic, t.pred.text) for t in _node(cluster, 0).s.table}
     assert len(table) == len(cluster.peers), why
     cluster.crash(1)
     cluster.quiesce(5.0)
     cluster.add_node(1)
     cluster.quiesce(10.0)
     restarted = _node(cluster, 1)
-    assert {(t.origin[0], t.topic, t.pred.text) for t in restarted.table} == table, why
-    assert restarted.recovery.recovering is False
+    assert {(t.origin[0], t.topic, t.pred.text) for t in restarted.s.table} == table, why
+    assert restarted.s.recovering is False
     done = [d for node, d in rec.kinds("brokertree.recovered") if node == 1 and d["restart"]]
     assert len(done) == 1 and done[0]["tuples"] == len(table), (done, why)
 
@@ -369,8 +369,8 @@ def test_unsubscribing_removes_the_tuple_everywhere_and_stops_deliveries() -> No
     cluster.command(18, Unsubscribe("t"))
     cluster.quiesce(5.0)
     for b in range(8):
-        assert [t.origin[0] for t in _node(cluster, b).table] == [9], b
-        assert any(target[0] == 18 for target in _node(cluster, b).tombstones), b
+        assert [t.origin[0] for t in _node(cluster, b).s.table] == [9], b
+        assert any(target[0] == 18 for target in _node(cluster, b).s.tombstones), b
     cluster.command(12, Publish("t", 2, b""))
     cluster.quiesce(3.0)
     assert rec.delivered[18] == [1] and rec.delivered[9] == [1, 2]
@@ -387,10 +387,10 @@ def test_a_leaving_client_unsubscribes_then_closes_its_sessions() -> None:
     cluster.command(18, Leave())
     cluster.quiesce(5.0)
     leaver = _node(cluster, 18)
-    assert leaver.state == "left" and leaver.sessions is not None
-    assert leaver.sessions.peers() == []
+    assert leaver.s.phase == "left" and leaver.s.sessions is not None
+    assert leaver.s.sessions.peers() == []
     for b in range(8):
-        assert len(_node(cluster, b).table) == 0, b
+        assert len(_node(cluster, b).s.table) == 0, b
 
 
 def test_a_restarted_client_starts_over() -> None:
@@ -403,19 +403,19 @@ def test_a_restarted_client_starts_over() -> None:
     cluster.quiesce(5.0)
     cluster.command(12, Publish("t", 1, b""))
     cluster.quiesce(3.0)
-    old = {t.origin for t in _node(cluster, 0).table if t.origin[0] == 18}
+    old = {t.origin for t in _node(cluster, 0).s.table if t.origin[0] == 18}
     assert len(old) == 1 and rec.delivered[18] == [1]
     cluster.crash(18)
     cluster.quiesce(5.0)
     cluster.add_node(18)  # fresh state, a later epoch
     cluster.quiesce(5.0)
     for b in range(8):
-        assert not any(t.origin[0] == 18 for t in _node(cluster, b).table), b
-        assert old <= set(_node(cluster, b).tombstones), b
+        assert not any(t.origin[0] == 18 for t in _node(cluster, b).s.table), b
+        assert old <= set(_node(cluster, b).s.tombstones), b
     cluster.command(18, Subscribe("t"))
     cluster.quiesce(5.0)
     for b in range(8):
-        mine = [t.origin for t in _node(cluster, b).table if t.origin[0] == 18]
+        mine = [t.origin for t in _node(cluster, b).s.table if t.origin[0] == 18]
         assert len(mine) == 1 and mine[0] not in old, (b, mine)
     cluster.command(12, Publish("t", 2, b""))
     cluster.quiesce(3.0)
@@ -451,20 +451,20 @@ def test_a_stalled_session_waits_or_gives_up_after_stall_timeout(
         cluster.command(12, Publish("t", i, b""))
     cluster.quiesce(10.0)
     zero = _node(cluster, 0)
-    link = zero.links[18]
+    link = zero.s.links[18]
     assert link.state == "active"
     skipped = rec.kinds("brokertree.stall_skipped")
     forwarded = rec.kinds("brokertree.stall_forwarded")
     stalled = rec.kinds("brokertree.stalled")
     assert stalled and all(node == 0 for node, _ in stalled), stalled
     if not timeout and timeout is not None:
-        assert link.pointer < zero.queue.end and not skipped and not forwarded, link
+        assert link.pointer < zero.s.queue.end and not skipped and not forwarded, link
         assert rec.delivered[18] == []
     elif past == "skip":
-        assert link.pointer == zero.queue.end and len(skipped) == 5, (link, skipped)
+        assert link.pointer == zero.s.queue.end and len(skipped) == 5, (link, skipped)
         assert not forwarded and rec.delivered[18] == []
     else:
-        assert link.pointer == zero.queue.end and len(forwarded) == 5, (link, forwarded)
+        assert link.pointer == zero.s.queue.end and len(forwarded) == 5, (link, forwarded)
         assert not skipped and rec.delivered[18] == [0, 1, 2, 3, 4]
     assert not rec.kinds("brokertree.late")
 
@@ -487,12 +487,12 @@ def test_a_peer_suspected_on_silence_is_probed_again_at_once() -> None:
         if not rec.kinds("brokertree.suspect"):
             assert cluster.fire_next_timer() and cluster.now - start < 5.0
     [(_, detail)] = rec.kinds("brokertree.suspect")
-    assert detail["reason"] == "silent" and 0 in one.down
+    assert detail["reason"] == "silent" and 0 in one.s.down
     assert cluster.now - start < CHAIN.probe_period
     redial = [
         m for m in cluster.pool if (m.src, m.dst) == (1, 0) and type(m.message).__name__ == "Hello"
     ]
     assert redial, "no Hello to the suspected peer"
     cluster.drain()  # no timer fires: the probe period has not come
-    assert 0 not in one.down and one.links[0].state == "active"
+    assert 0 not in one.s.down and one.s.links[0].state == "active"
     assert not rec.kinds("brokertree.stalled")

@@ -64,7 +64,7 @@ def _control_per_second(tmp_path: Path, ack: str, rate: int) -> tuple[float, int
     rows = pq.read_table(out / "messages", columns=["t_send", "type"]).to_pylist()
     counts = Counter(r["type"] for r in rows if 10 <= r["t_send"] < 15)
     control = sum(n for kind, n in counts.items() if kind not in ("Pub", "Heartbeat"))
-    sessions = sum(len(node.sessions.open_peers()) for node in sim.nodes.values()) // 2
+    sessions = sum(len(node.s.sessions.open_peers()) for node in sim.nodes.values()) // 2
     return control / 5, sessions
 
 

@@ -4,8 +4,11 @@ to docs/protocols/brokertree.md. The stack's spec is :mod:`pubmesh.stacks.broker
 
 Package map:
 
-* ``node`` — BrokerTreeNode: the stack node; holds the state its parts share, takes every input
-  and composes the six parts below (its module essay says how it works and where it deviates).
+* ``node`` — BrokerTreeNode: the stack node; takes every input, composes the six parts below
+  and routes what one means for another (its module essay says how it works and where it
+  deviates).
+* ``shared`` — TreeState, the state the parts share, and the typed effects one part has on
+  another, which the node routes.
 * ``connections`` — sessions, routes and link activation (a part).
 * ``recovery`` — the LSeq handshake, subscription summaries, whole-table transfer (a part).
 * ``flow`` — check-out with legitimate seqVects, stalls, confirmation by rule CF (a part).

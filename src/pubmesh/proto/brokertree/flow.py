@@ -5,14 +5,15 @@ out the entries relevant to it with a legitimate seqVect (rule CO, head-of-line 
 their end past ``stall_timeout``), and rule CF with STEP-I…III, which confirms an entry to its
 senders and puts a subscription into the routing table.
 
-A part of :class:`~pubmesh.proto.brokertree.node.BrokerTreeNode`, which composes it and owns
-the queue, the table and the links it reads.
+A part of :class:`~pubmesh.proto.brokertree.node.BrokerTreeNode`, built on the node's
+:class:`~pubmesh.proto.brokertree.shared.TreeState` (the queue, the table and the links it
+reads); a client's own subscription confirmed is a :class:`~.shared.SubConfirmed` for the
+topic history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB, Entry, Kind
 from pubmesh.proto.brokertree.messages import (
@@ -27,6 +28,7 @@ from pubmesh.proto.brokertree.messages import (
     Vect,
 )
 from pubmesh.proto.brokertree.seqvect import legitimate, shifted
+from pubmesh.proto.brokertree.shared import SubConfirmed, TreeOut, TreeState
 from pubmesh.proto.brokertree.state import ACTIVATING, ACTIVE, PENDING, Link
 from pubmesh.proto.brokertree.table import SubTuple
 from pubmesh.proto.brokertree.wire import (
@@ -36,33 +38,40 @@ from pubmesh.proto.brokertree.wire import (
     valid_origin,
     valid_parinfo,
 )
-from pubmesh.proto.core import Message, NodeId, Output, Part, TraceRecord
-
-if TYPE_CHECKING:
-    from pubmesh.proto.brokertree.node import BrokerTreeNode
+from pubmesh.proto.core import Message, NodeId, TraceRecord
 
 __all__ = ["Flow"]
 
 
-class Flow(Part["BrokerTreeNode"]):
+class Flow:
     """Check-out (CO) and confirmation (CF) of one node's queue (module docstring)."""
 
-    __slots__ = ("all_dirty", "confs", "dirty")
+    __slots__ = ("confs", "dirty", "s")
 
-    def __init__(self, node: BrokerTreeNode) -> None:
-        super().__init__(node)
+    def __init__(self, s: TreeState) -> None:
+        self.s = s
         #: Confs to batch per peer this event (spec §12.5)
         self.confs: dict[NodeId, list[OriginT]] = {}
-        #: entries whose confirmation may have changed, or all of them
+        #: entries whose confirmation may have changed (all of them: ``s.recheck_all``)
         self.dirty: set[Entry] = set()
-        self.all_dirty = False
+
+    def recheck(self, entry: Entry) -> None:
+        """``entry``'s confirmation may have changed: rule CF looks at it after this event."""
+        self.dirty.add(entry)
+
+    def send_confs(self, now: float, out: list[TreeOut]) -> None:
+        """The Confs batched this event, one frame per peer (spec §12.5)."""
+        for peer in sorted(self.confs):
+            keys = tuple(self.confs[peer])
+            self.s.send(peer, Conf(sid=0, n=0, keys=keys, parinfo=()), now, out)
+        self.confs.clear()
 
     def relevant(self, entry: Entry, peer: NodeId) -> bool:
         """CO: the peer is the active connection on the path to a recipient, and its path
         does not lead towards a sender (spec §4)."""
-        view = self.n.view
+        view = self.s.view
         assert view is not None
-        if not any(self.n.conn.candidate(r)[0] == peer for r in entry.rcpt):
+        if not any(self.s.candidate(r)[0] == peer for r in entry.rcpt):
             return False
         path = view.path(peer)
         return not any(s == peer or s in path or peer in view.path(s) for s in entry.senders)
@@ -79,25 +88,25 @@ class Flow(Part["BrokerTreeNode"]):
         & Jacobsen §4.1, every ``probe_period``), so they are taken for crashed, and waiting for
         their recovery would block every later copy on the session, including the ones the δ
         guarantee covers. 0: never (the spec's rule)."""
-        timeout = self.n.params.stall_timeout
+        timeout = self.s.params.stall_timeout
         return timeout > 0 and link.stalled_since >= 0 and now - link.stalled_since >= timeout
 
     def inherited(self, entry: Entry, bypassed: tuple[NodeId, ...]) -> bool:
         """With ``past_stall = "forward"`` only: the copy is illegitimate whatever this hop
         bypasses (a node upstream forwarded it past its stall), so no recovery of a node this
         session bypasses would make it legitimate; holding it would only delay it."""
-        if self.n.params.past_stall != "forward":
+        if self.s.params.past_stall != "forward":
             return False
         if not bypassed:
             return True
-        direct = shifted(entry.vin, self.n.node_id, entry.lseq, (), self.n.delta)
-        return not legitimate(direct, self.n.delta)
+        direct = shifted(entry.vin, self.s.node_id, entry.lseq, (), self.s.delta)
+        return not legitimate(direct, self.s.delta)
 
-    def pump(self, link: Link, now: float, out: list[Output]) -> None:
+    def pump(self, link: Link, now: float, out: list[TreeOut]) -> None:
         """Move ``link``'s pointer along the queue, checking out relevant entries (CO)."""
-        view = self.n.view
+        view = self.s.view
         assert view is not None
-        queue = self.n.queue
+        queue = self.s.queue
         peer = link.peer
         bypassed = view.between(peer)
         end = queue.end
@@ -108,14 +117,14 @@ class Flow(Part["BrokerTreeNode"]):
                 if entry is not None:
                     self.dirty.add(entry)
                 continue
-            vect = shifted(entry.vin, self.n.node_id, entry.lseq, bypassed, self.n.delta)
-            if not legitimate(vect, self.n.delta) and not self.inherited(entry, bypassed):
+            vect = shifted(entry.vin, self.s.node_id, entry.lseq, bypassed, self.s.delta)
+            if not legitimate(vect, self.s.delta) and not self.inherited(entry, bypassed):
                 if link.stalled_since < 0:
                     link.stalled_since = now
                 if not self.presumed_gone(link, now):
                     if peer not in entry.stalled:
                         entry.stalled.add(peer)
-                        self.n.count("stalls")
+                        self.s.count("stalls")
                         out.append(
                             TraceRecord(
                                 "brokertree.stalled",
@@ -124,15 +133,15 @@ class Flow(Part["BrokerTreeNode"]):
                         )
                     return  # head of line (spec §4) until re-activated or stall_timeout
                 detail = {"peer": peer, "kind": entry.kind, "origin": repr(entry.origin)}
-                if self.n.params.past_stall == "skip":
+                if self.s.params.past_stall == "skip":
                     # [P §5.5]: an illegitimate copy is never sent; this session gives it up
-                    self.n.count("stall_skips")
+                    self.s.count("stall_skips")
                     out.append(TraceRecord("brokertree.stall_skipped", detail))
                     link.pointer += 1
                     self.dirty.add(entry)
                     continue
                 # past_stall = "forward" (ours, beyond Kazemzadeh & Jacobsen): sent all the same
-                self.n.count("stall_forwards")
+                self.s.count("stall_forwards")
                 out.append(TraceRecord("brokertree.stall_forwarded", detail))
             message = entry.message
             copy: Message
@@ -149,7 +158,7 @@ class Flow(Part["BrokerTreeNode"]):
                     hops=message.hops + 1,
                     tags=self.tags(entry, message.tags),
                 )
-                if self.n.params.ack == "conf":
+                if self.s.params.ack == "conf":
                     entry.out.add(peer)
             elif isinstance(message, Sub):
                 copy = Sub(
@@ -164,7 +173,7 @@ class Flow(Part["BrokerTreeNode"]):
             else:
                 copy = Unsub(sid=0, n=0, origin=entry.origin, target=message.target, vect=vect)
                 entry.out.add(peer)
-            self.n.send(peer, copy, now, out)
+            self.s.send(peer, copy, now, out)
             link.pointer += 1
             self.dirty.add(entry)
 
@@ -174,36 +183,36 @@ class Flow(Part["BrokerTreeNode"]):
         (a subscription is confirmed partially over them, Kazemzadeh & Jacobsen §3.5 case 2)."""
         if entry.out:
             return False, []
-        view = self.n.view
+        view = self.s.view
         assert view is not None
         large: list[tuple[NodeId, ...]] = []
         for r in sorted(entry.rcpt):
-            hop, status = self.n.conn.candidate(r)
+            hop, status = self.s.candidate(r)
             if hop is None:
                 if status == PENDING:
                     return False, []
                 large.append(tuple(view.path(r)[: view.reach]))
                 continue
-            link = self.n.links.get(hop)
+            link = self.s.links.get(hop)
             if link is None or link.state != ACTIVE or link.pointer <= entry.index:
                 return False, []
-        for link in self.n.links.values():
+        for link in self.s.links.values():
             if link.state == ACTIVATING:
                 return False, []
             if link.state == ACTIVE and link.pointer <= entry.index:
                 return False, []
         return True, large
 
-    def check_confirmations(self, now: float, out: list[Output]) -> None:
-        if self.all_dirty:
-            candidates = list(self.n.queue.entries())
-            self.all_dirty = False
+    def check_confirmations(self, now: float, out: list[TreeOut]) -> None:
+        if self.s.recheck_all:
+            candidates = list(self.s.queue.entries())
+            self.s.recheck_all = False
         else:
             candidates = sorted(
-                (e for e in self.dirty if self.n.queue.get(e.origin) is e), key=lambda e: e.index
+                (e for e in self.dirty if self.s.queue.get(e.origin) is e), key=lambda e: e.index
             )
         self.dirty.clear()
-        dack = self.n.params.ack == "dack"
+        dack = self.s.params.ack == "dack"
         for entry in candidates:
             if entry.confirmed or (dack and entry.kind == PUB):
                 continue
@@ -215,36 +224,36 @@ class Flow(Part["BrokerTreeNode"]):
             self.confirm(entry, large, now, out)
 
     def confirm(
-        self, entry: Entry, large: list[tuple[NodeId, ...]], now: float, out: list[Output]
+        self, entry: Entry, large: list[tuple[NodeId, ...]], now: float, out: list[TreeOut]
     ) -> None:
         """STEP-I…III [P §3.5]: Conf to the senders, the tuple into the table, the tuple to a
         closer inward node the senders bypassed."""
-        view = self.n.view
+        view = self.s.view
         assert view is not None
         parinfo = set(entry.parinfo)
         for lfrag in sorted(set(large)):
-            pi: ParInfoT = (self.n.node_id, entry.lseq, lfrag, False)
+            pi: ParInfoT = (self.s.node_id, entry.lseq, lfrag, False)
             parinfo.add(pi)
-            self.n.pt[(self.n.node_id, entry.lseq)] = pi
+            self.s.pt[(self.s.node_id, entry.lseq)] = pi
         partial = tuple(sorted(parinfo))
         for sender in sorted(entry.senders):
             if partial:
-                self.n.send(
+                self.s.send(
                     sender, Conf(sid=0, n=0, keys=(entry.origin,), parinfo=partial), now, out
                 )
             else:
                 self.conf(sender, entry.origin)
         entry.confirmed = True
-        self.n.queue.remove(entry)
+        self.s.queue.remove(entry)
         message = entry.message
         if entry.kind == SUB and isinstance(message, Sub):
             self.keep_parinfo(parinfo)
-            if entry.origin[0] == self.n.node_id:
-                own = self.n.client.own.get(message.topic)
+            if entry.origin[0] == self.s.node_id:
+                own = self.s.own.get(message.topic)
                 if own is not None and own.origin == entry.origin:
                     own.confirmed = True
                     own.parinfo = frozenset(parinfo)
-                    self.n.history.confirmed(message.topic, own.origin, out)
+                    out.append(SubConfirmed(message.topic, own.origin))
                 out.append(
                     TraceRecord(
                         "brokertree.sub_confirmed",
@@ -252,32 +261,32 @@ class Flow(Part["BrokerTreeNode"]):
                     )
                 )
                 return
-            if not self.n.is_broker:
+            if not self.s.is_broker:
                 return
             pred = predicate(message.topic, message.filter)
             if pred is None:
                 return
             frm = view.from_of(entry.origin[0])
             tuple_ = SubTuple(entry.origin, message.topic, pred, frm, entry.vin, entry.lseq)
-            if self.n.add_tuple(tuple_):
+            if self.s.add_tuple(tuple_):
                 self.step_three(tuple_, entry.senders, now, out)
         elif entry.kind == UNSUB and isinstance(message, Unsub):
-            self.n.tombstone(norm_origin(message.target), now)
+            self.s.tombstone(norm_origin(message.target), now)
 
     def step_three(
-        self, tuple_: SubTuple, senders: set[NodeId], now: float, out: list[Output]
+        self, tuple_: SubTuple, senders: set[NodeId], now: float, out: list[TreeOut]
     ) -> None:
         """STEP-III [P §3.5]: if the node has a connection to an inward node other than the
         senders, the tuple goes to the closest such node."""
-        view = self.n.view
+        view = self.s.view
         assert view is not None
         for hop in view.path(tuple_.origin[0])[: view.reach]:
             if hop in senders:
                 return
-            link = self.n.links.get(hop)
+            link = self.s.links.get(hop)
             if link is not None and link.state == ACTIVE:
                 row = (tuple_.origin, tuple_.topic, tuple_.pred.text, tuple_.vect, tuple_.lseq)
-                self.n.send(
+                self.s.send(
                     hop,
                     SubSummary(
                         sid=0,
@@ -297,11 +306,11 @@ class Flow(Part["BrokerTreeNode"]):
         """Tagging (Kazemzadeh & Jacobsen §3.5 "Publication Tagging", §7; spec §6.6): a node holding
         π tags π on a publication that comes from the fragment's side (a node of its vector, visited
         or ⊥, lies in π.lFrag), or π̄ once the fragment recovered."""
-        if not self.n.pt:
+        if not self.s.pt:
             return tags
         nodes = {node for node, _ in entry.vin}
         merged = {(pi[0], pi[1]): pi for pi in tags}
-        for key, pi in self.n.pt.items():
+        for key, pi in self.s.pt.items():
             if nodes.intersection(pi[2]):
                 known = merged.get(key)
                 if known is None or (pi[3] and not known[3]):
@@ -312,12 +321,12 @@ class Flow(Part["BrokerTreeNode"]):
 
     def keep_parinfo(self, parinfo: Iterable[ParInfoT]) -> None:
         """Keep π if its lead is within 2δ + 1 hops [P §3.5]."""
-        view = self.n.view
+        view = self.s.view
         assert view is not None
         for pi in parinfo:
             lead = pi[0]
-            if lead == self.n.node_id or view.dist(lead) <= 2 * self.n.delta + 1:
-                self.n.pt[(lead, pi[1])] = pi
+            if lead == self.s.node_id or view.dist(lead) <= 2 * self.s.delta + 1:
+                self.s.pt[(lead, pi[1])] = pi
 
     def conf(self, peer: NodeId, key: OriginT) -> None:
         self.confs.setdefault(peer, []).append(key)
@@ -328,7 +337,7 @@ class Flow(Part["BrokerTreeNode"]):
         for key in message.keys:
             if not valid_origin(key):
                 continue
-            entry = self.n.queue.get(norm_origin(key))
+            entry = self.s.queue.get(norm_origin(key))
             if entry is None:
                 continue
             entry.out.discard(src)
@@ -350,14 +359,12 @@ class Flow(Part["BrokerTreeNode"]):
             kind=kind,
             origin=origin,
             message=message,
-            lseq=lseq if lseq is not None else self.n.next_seq(),
+            lseq=lseq if lseq is not None else self.s.next_seq(),
             vin=vin,
             rcpt=rcpt,
             senders=set(senders),
             t=now,
         )
-        self.n.queue.append(entry)
+        self.s.queue.append(entry)
         self.dirty.add(entry)
-        if kind == PUB and self.n.params.ack == "dack":
-            self.n.acks.hold(vin)
         return entry

@@ -46,9 +46,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pubmesh.proto.brokertree.messages import HistoryAsk, HistoryPub, OriginT, SeqT
+from pubmesh.proto.brokertree.shared import TreeOut, TreeState
 from pubmesh.proto.brokertree.state import RUNNING
 from pubmesh.proto.brokertree.wire import norm_seq, predicate, valid_node, valid_seq
 from pubmesh.proto.content import Conjunction, matches, publication_attributes
@@ -56,17 +57,12 @@ from pubmesh.proto.core import (
     Deliver,
     HistoryRequest,
     NodeId,
-    Output,
-    Part,
     Send,
     SetTimer,
     Timer,
     TraceRecord,
 )
-from pubmesh.proto.history import ANSWERED_KEPT, Retention, item_age
-
-if TYPE_CHECKING:
-    from pubmesh.proto.brokertree.node import BrokerTreeNode
+from pubmesh.proto.history import ANSWERED_KEPT, Journal, Retention, item_age
 
 __all__ = ["BrokerTreeHistory", "HistoryDone", "HistoryFlush", "HistoryTick"]
 
@@ -125,13 +121,13 @@ class _Asking:
     published: dict[int, float] = field(default_factory=dict)
 
 
-class BrokerTreeHistory(Part["BrokerTreeNode"]):
+class BrokerTreeHistory:
     """The topic history of one brokertree node (module doc); a broker's only forwards."""
 
-    __slots__ = ("answered", "asking", "next_qid", "next_token", "retained", "seqs")
+    __slots__ = ("answered", "asking", "next_qid", "next_token", "retained", "s", "seqs")
 
-    def __init__(self, node: BrokerTreeNode) -> None:
-        super().__init__(node)
+    def __init__(self, s: TreeState) -> None:
+        self.s = s
         #: topic -> the client's own publications it retains
         self.retained: dict[str, Retention] = {}
         #: topic -> pub_id -> its sequence number (the retained ones, and a few gone since)
@@ -153,15 +149,17 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
         attributes: dict[str, Any],
         seq: SeqT,
         now: float,
+        journal: Journal | None,
     ) -> None:
-        """Keep one of the client's own publications as it is issued."""
-        p = self.n.params
+        """Keep one of the client's own publications as it is issued (each new retention
+        appends to ``journal``, the node's data directory's, if it keeps one)."""
+        p = self.s.params
         kept = self.retained.get(topic)
         if kept is None:
             if p.history_count <= 0:
                 return
             kept = self.retained[topic] = Retention(
-                p.history_count, p.history_seconds, p.history_bytes, topic, self.n.retained_journal
+                p.history_count, p.history_seconds, p.history_bytes, topic, journal
             )
             self.seqs[topic] = {}
         kept.add(pub_id, payload, now, attributes, list(seq))
@@ -171,11 +169,11 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
         if len(seqs) > 2 * len(kept.items) + 16:
             self.seqs[topic] = {i: seqs[i] for i in kept.items if i in seqs}
 
-    def on_ask(self, src: NodeId, ask: HistoryAsk, now: float, out: list[Output]) -> None:
+    def on_ask(self, src: NodeId, ask: HistoryAsk, now: float, out: list[TreeOut]) -> None:
         """A query: a broker forwards the asker's to its client peers; a client answers one
         that a broker forwarded (module doc, "Query", "Answer")."""
-        node, view = self.n, self.n.view
-        if node.state != RUNNING or view is None or node.sessions is None:
+        s, view = self.s, self.s.view
+        if s.phase != RUNNING or view is None or s.sessions is None:
             return
         topic, asker = ask.topic, ask.asker
         if not isinstance(topic, str) or topic.startswith("$") or not valid_node(asker):
@@ -184,18 +182,18 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
             return
         if not isinstance(ask.seconds, int | float) or not ask.seconds >= 0:
             return
-        if asker == node.node_id or view.is_broker(asker):
+        if asker == s.node_id or view.is_broker(asker):
             return
         pred = predicate(topic, ask.filter)
         if pred is None:
             return
-        if node.is_broker:
+        if s.is_broker:
             if src != asker or not self._take(asker, topic, ask.qid, now):
                 return
-            for peer in node.sessions.open_peers():
+            for peer in s.sessions.open_peers():
                 if peer != asker and not view.is_broker(peer):
                     out.append(Send(peer, ask))
-            node.count("history_forwarded")
+            s.count("history_forwarded")
             return
         if not view.is_broker(src) or not self._take(asker, topic, ask.qid, now):
             return
@@ -210,8 +208,8 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
         if last is not None:
             if last[1] == qid:
                 return False
-            if now - last[0] < self.n.params.history_interval:
-                self.n.count("history_over_limit")
+            if now - last[0] < self.s.params.history_interval:
+                self.s.count("history_over_limit")
                 return False
         self.answered.pop(key, None)
         if len(self.answered) >= ANSWERED_KEPT:
@@ -226,13 +224,13 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
         pred: Conjunction,
         ask: HistoryAsk,
         now: float,
-        out: list[Output],
+        out: list[TreeOut],
     ) -> None:
         kept = self.retained.get(topic)
         if kept is None:
             return
         seqs = self.seqs.get(topic, {})
-        limit = self.n.params.history_items
+        limit = self.s.params.history_items
         count = min(ask.count, limit) if ask.count > 0 else limit
         held = [
             r
@@ -250,36 +248,36 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
                 qid=ask.qid,
                 age=now - r.t,
             )
-            if asker == self.n.node_id:
+            if asker == self.s.node_id:
                 self.on_item(asker, item, now, out)
             else:
                 out.append(Send(asker, item))
         if held and count:
-            self.n.count("history_answered")
+            self.s.count("history_answered")
 
     # ------------------------------------------------------------------ the subscriber side
     def subscribe(
-        self, topic: str, request: HistoryRequest, origin: OriginT, out: list[Output]
+        self, topic: str, request: HistoryRequest, origin: OriginT, out: list[TreeOut]
     ) -> None:
         """A new subscription with a history request: hold its live copies from now on, and
         close the window after ``history_window``."""
-        node = self.n
+        s = self.s
         token = self.next_token
         self.next_token += 1
         self.asking[topic] = _Asking(request, origin, token)
-        out.append(SetTimer(node.params.history_window, HistoryDone(node.life, topic, token)))
+        out.append(SetTimer(s.params.history_window, HistoryDone(s.life, topic, token)))
 
-    def confirmed(self, topic: str, origin: OriginT, out: list[Output]) -> None:
+    def confirmed(self, topic: str, origin: OriginT, out: list[TreeOut]) -> None:
         """The client's own subscription is confirmed (rule CF): its query goes after
         ``history_delay``."""
         asking = self.asking.get(topic)
         if asking is None or asking.origin != origin or asking.scheduled:
             return
         asking.scheduled = True
-        node = self.n
-        out.append(SetTimer(node.params.history_delay, HistoryTick(node.life, topic, asking.token)))
+        s = self.s
+        out.append(SetTimer(s.params.history_delay, HistoryTick(s.life, topic, asking.token)))
 
-    def unsubscribe(self, topic: str, out: list[Output]) -> None:
+    def unsubscribe(self, topic: str, out: list[TreeOut]) -> None:
         """The subscription ends: its window with it; the live copies it held (delivered by
         the mark already) go to the application, the items it collected do not."""
         asking = self.asking.pop(topic, None)
@@ -309,13 +307,13 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
         asking.seen.add(deliver.pub_id)
         return False
 
-    def fire(self, timer: Timer, now: float, out: list[Output]) -> None:
-        node = self.n
+    def fire(self, timer: Timer, now: float, out: list[TreeOut]) -> None:
+        s = self.s
         match timer:
             case HistoryTick(life=life, topic=topic, token=token):
                 asking = self.asking.get(topic)
-                own = node.client.own.get(topic)
-                if life != node.life or node.state != RUNNING or node.view is None:
+                own = s.own.get(topic)
+                if life != s.life or s.phase != RUNNING or s.view is None:
                     return
                 if asking is None or asking.token != token or asking.qid or own is None:
                     return
@@ -327,15 +325,15 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
                     filter=dict(own.filter),
                     count=request.count,
                     seconds=request.seconds,
-                    asker=node.node_id,
+                    asker=s.node_id,
                     qid=qid,
                 )
-                node.count("history_queries")
+                s.count("history_queries")
                 out.append(TraceRecord("brokertree.history_query", {"topic": topic, "qid": qid}))
-                for broker in sorted(node.view.brokers):
+                for broker in sorted(s.view.brokers):
                     out.append(Send(broker, ask))
-                self._answer(node.node_id, topic, own.pred, ask, now, out)
-                out.append(SetTimer(node.params.history_wait, HistoryFlush(life, topic, token)))
+                self._answer(s.node_id, topic, own.pred, ask, now, out)
+                out.append(SetTimer(s.params.history_wait, HistoryFlush(life, topic, token)))
             case HistoryFlush(life=life, topic=topic, token=token):
                 asking = self.asking.get(topic)
                 if asking is not None and asking.token == token and asking.holding:
@@ -347,7 +345,7 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
                         self._flush(asking, topic, now, out)
                     del self.asking[topic]
 
-    def _flush(self, asking: _Asking, topic: str, now: float, out: list[Output]) -> None:
+    def _flush(self, asking: _Asking, topic: str, now: float, out: list[TreeOut]) -> None:
         """Deliver what waited, each publisher's in its sequence order (module doc); a
         replayed one's age counts its wait."""
         asking.holding = False
@@ -362,16 +360,15 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
         published.clear()
 
     def _emit(
-        self, publisher: NodeId, seq: SeqT, deliver: Deliver, replayed: bool, out: list[Output]
+        self, publisher: NodeId, seq: SeqT, deliver: Deliver, replayed: bool, out: list[TreeOut]
     ) -> None:
-        client = self.n.client
-        last = client.last.get(publisher)
+        last = self.s.last.get(publisher)
         if last is None or seq > last:
-            client.last[publisher] = seq
-        client.delivered += 1
+            self.s.last[publisher] = seq
+        self.s.delivered += 1
         out.append(deliver)
         if replayed:
-            self.n.count("replayed")
+            self.s.count("replayed")
             out.append(
                 TraceRecord(
                     "history.replayed",
@@ -384,17 +381,17 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
                 )
             )
 
-    def on_item(self, src: NodeId, item: HistoryPub, now: float, out: list[Output]) -> None:
+    def on_item(self, src: NodeId, item: HistoryPub, now: float, out: list[TreeOut]) -> None:
         """An answer to this client's query (module doc, "Deliver")."""
-        node = self.n
+        s = self.s
         topic = item.topic
         asking = self.asking.get(topic) if isinstance(topic, str) else None
         if asking is None or not asking.qid or item.qid != asking.qid:
             return  # not asked, or not the current query
-        own = node.client.own.get(topic)
+        own = s.own.get(topic)
         if own is None or own.origin != asking.origin:
             return
-        if asking.accepted >= node.params.history_items:
+        if asking.accepted >= s.params.history_items:
             return
         if not isinstance(item.payload, bytes) or not _is_int(item.pub_id):
             return
@@ -417,9 +414,9 @@ class BrokerTreeHistory(Part["BrokerTreeNode"]):
             return
         if item.pub_id in asking.seen:
             return
-        last = node.client.last.get(src)
+        last = s.last.get(src)
         if last is not None and seq <= last:
-            node.count("history_late")  # after the flush, behind the publisher's order
+            s.count("history_late")  # after the flush, behind the publisher's order
             return
         asking.seen.add(item.pub_id)
         self._emit(src, seq, deliver, True, out)

@@ -65,18 +65,23 @@ all nodes report its arrival or one reports its discard [P §8 (i)/(ii)].
 
 The parts
 =========
-The node holds the state every part reads (the view, the sessions, the queue, the table,
-``down``, ``links``, the partition table), takes every input and settles after each; it
-composes six parts, each with the fields it alone uses: :class:`.connections.Connections`
-(sessions, routes, link activation), :class:`.recovery.Recovery` (handshake, summaries, whole
-tables), :class:`.flow.Flow` (check-out and confirmation), :class:`.purge.Purger` (depth acks
-and the purge), :class:`.client.Client` (a client's subscriptions, publications and
-deliveries) and :class:`.history.BrokerTreeHistory` (the topic history of spec §14: a client's
-own publications retained for late subscribers, their queries and the replayed deliveries).
-A part reaches the shared state through its node (``self.n``, a weak proxy:
-:class:`pubmesh.proto.core.Part`); the order in which the node calls them is the order of the
-rules below, so splitting them into parts changes no trace: the traces are byte-identical to
-those of the same rules in one class (the history part sends nothing unless asked).
+The node holds one :class:`~.shared.TreeState`, the state every part reads (the view, the
+sessions, the queue, the table, ``down``, ``links``, the partition table, a client's
+subscriptions and marks), takes every input and settles after each. It composes six parts,
+each built on that state alone and holding the fields it alone uses:
+:class:`.connections.Connections` (sessions, routes and link activation),
+:class:`.recovery.Recovery` (handshake, summaries, whole tables), :class:`.flow.Flow`
+(check-out and confirmation), :class:`.purge.Purger` (depth acks and the purge),
+:class:`.client.Client` (a client's subscriptions and publications) and
+:class:`.history.BrokerTreeHistory` (the topic history of spec §14: a client's own
+publications retained for late subscribers, their queries and the replayed deliveries). No
+part sees the node or another part: what one part's work means for another is a typed
+effect in its output list that the node routes in place right after the call
+(:mod:`.shared`'s essay), or a value it returns that the node acts on (an LSeq's outcome, the
+publications held during recovery), and delivery, which the client part and the history
+both decide, is the node's (``_deliver``). The order of the calls is the order of the rules
+below, so the cut changes no trace: the traces are byte-identical to those of the same rules
+in one class.
 
 The rule that keeps it correct
 ==============================
@@ -128,11 +133,12 @@ publications in simulation; every one is covered by a test
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB, CheckoutQueue
+from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB, Kind
 from pubmesh.proto.brokertree.client import Client
 from pubmesh.proto.brokertree.connections import Connections
 from pubmesh.proto.brokertree.flow import Flow
@@ -152,7 +158,6 @@ from pubmesh.proto.brokertree.messages import (
     HistoryPub,
     LSeq,
     OriginT,
-    ParInfoT,
     Pub,
     Reset,
     SeqT,
@@ -165,10 +170,28 @@ from pubmesh.proto.brokertree.messages import (
 from pubmesh.proto.brokertree.params import BrokerTreeParams
 from pubmesh.proto.brokertree.purge import Purger
 from pubmesh.proto.brokertree.recovery import Recovery
-from pubmesh.proto.brokertree.seqvect import HighSeq, bypassed_in
-from pubmesh.proto.brokertree.session import Down, Released, SessionOutput, Sessions
-from pubmesh.proto.brokertree.state import ACTIVE, IDLE, LEAVING, LEFT, RUNNING, Life, Link
-from pubmesh.proto.brokertree.table import SubscriptionTable, SubTuple
+from pubmesh.proto.brokertree.recovery import Released as HeldBack
+from pubmesh.proto.brokertree.seqvect import bypassed_in
+from pubmesh.proto.brokertree.session import (
+    Down,
+    Miswired,
+    Released,
+    SessionOutput,
+    Sessions,
+    Up,
+)
+from pubmesh.proto.brokertree.shared import (
+    ClientRestarted,
+    DeliverOwn,
+    Effect,
+    Enqueue,
+    Retain,
+    SubConfirmed,
+    TreeOut,
+    TreeState,
+    Unsubscribed,
+)
+from pubmesh.proto.brokertree.state import ACTIVE, IDLE, LEAVING, LEFT, RUNNING
 from pubmesh.proto.brokertree.topology import BROKER, CLIENT, wiring
 from pubmesh.proto.brokertree.view import View
 from pubmesh.proto.brokertree.wire import (
@@ -260,180 +283,215 @@ class BrokerTreeNode(StackNode):
             ctx.params if isinstance(ctx.params, BrokerTreeParams) else BrokerTreeParams()
         )
         self.delta = self.params.delta
-        self.state: Life = IDLE
-        self.kind = BROKER if ctx.role == BROKER else CLIENT
-        self.view: View | None = None
-        self.sessions: Sessions | None = None
-        #: the digest of the broker list and tree parameters (topology.wiring), set at Start
-        self.wiring = 0
-        self.epoch = 0.0
-        self.started = 0.0
-        self.k = 0
-        self.life = 0
-        #: nodes suspected or failed: beingReplaced (spec §4)
-        self.down: set[NodeId] = set()
-        self.links: dict[NodeId, Link] = {}
-        self.queue = CheckoutQueue()
-        self.high = HighSeq(self.delta)
-        self.table = SubscriptionTable()
-        #: unsubscribed origins and when their tombstones expire (spec §9)
-        self.tombstones: dict[OriginT, float] = {}
-        #: highest seq of each node found in our tuples' vects (lseq_sub, spec §7.1)
-        self.sub_high: dict[NodeId, SeqT] = {}
-        #: a broker's subscriber clients, and those not yet announced to its client peers
-        self.subscribers: set[NodeId] = set()
-        self._announce: set[NodeId] = set()
-        #: partition table (Kazemzadeh & Jacobsen §3.5): π key (lead, seq) -> π, and when each π̄
-        #: goes
-        self.pt: dict[tuple[NodeId, SeqT], ParInfoT] = {}
-        self._pt_until: dict[tuple[NodeId, SeqT], float] = {}
+        #: what the parts share (pubmesh.proto.brokertree.shared): each is built on it alone
+        self.s = TreeState(ctx.node_id, self.params, BROKER if ctx.role == BROKER else CLIENT)
         # the parts (each module's docstring says what it does)
-        self.conn = Connections(self)
-        self.recovery = Recovery(self)
-        self.flow = Flow(self)
-        self.acks = Purger(self)
-        self.client = Client(self)
+        self.conn = Connections(self.s)
+        self.recovery = Recovery(self.s)
+        self.flow = Flow(self.s)
+        self.acks = Purger(self.s)
+        self.client = Client(self.s)
         #: the topic history (spec §14): a client's own publications, its history queries
-        self.history = BrokerTreeHistory(self)
-        self.counters: dict[str, int] = {}
+        self.history = BrokerTreeHistory(self.s)
         self.received: dict[str, int] = {}
 
-    # ---------------------------------------------------------------------------- helpers
-    def count(self, name: str, by: int = 1) -> None:
-        self.counters[name] = self.counters.get(name, 0) + by
+    # ---------------------------------------------------------------------------- effects
+    def _route(self, mark: int, now: float, out: list[TreeOut]) -> None:
+        """Route the effects the parts appended to ``out`` from ``mark`` on (shared.py's
+        essay), each replaced in place by the outputs of the work it stands for, so that
+        those leave where the effect stood."""
+        i = mark
+        while i < len(out):
+            effect = out[i]
+            if not isinstance(effect, Effect):
+                i += 1
+                continue
+            made: list[TreeOut] = []
+            match effect:
+                case Enqueue(kind=kind, origin=origin, message=message, rcpt=rcpt):
+                    self._enqueue(kind, origin, message, (), rcpt, set(), now, lseq=origin[1])
+                case Retain(topic=topic, pub_id=pub_id, payload=payload, seq=seq):
+                    self.history.retain(
+                        topic, pub_id, payload, effect.attributes, seq, now, self.retained_journal
+                    )
+                case DeliverOwn(origin=origin, message=message, attributes=attributes):
+                    self._deliver(origin, message, attributes, made)
+                case Unsubscribed(topic=topic):
+                    self.history.unsubscribe(topic, made)
+                case SubConfirmed(topic=topic, origin=origin):
+                    self.history.confirmed(topic, origin, made)
+                case ClientRestarted(client=client, epoch=epoch):
+                    self._client_restarted(client, epoch, now)
+            out[i : i + 1] = made
 
-    def next_seq(self) -> SeqT:
-        self.k += 1
-        return (self.epoch, self.k)
+    def _enqueue(
+        self,
+        kind: Kind,
+        origin: OriginT,
+        message: Pub | Sub | Unsub,
+        vin: Vect,
+        rcpt: frozenset[NodeId],
+        senders: set[NodeId],
+        now: float,
+        lseq: SeqT | None = None,
+    ) -> None:
+        """Into the check-out queue (the flow part); a publication's numbers are held until
+        it is purged (the purge part, with ``ack = "dack"``)."""
+        self.flow.enqueue(kind, origin, message, vin, rcpt, senders, now, lseq)
+        if kind == PUB and self.params.ack == "dack":
+            self.acks.hold(vin)
 
-    @property
-    def is_broker(self) -> bool:
-        return self.kind == BROKER
+    def _deliver(
+        self, origin: OriginT, message: Pub, attributes: Mapping[str, Any], out: list[TreeOut]
+    ) -> None:
+        """spec §6.5 and §14: a copy the client's subscription matches is delivered once,
+        unless the topic history replayed it already or holds the topic's copies until its
+        items are in."""
+        own = self.client.matching(origin, message, attributes)
+        if own is None:
+            return
+        if self.history.seen(message.topic, message.pub_id):
+            # delivered already from the topic's history (spec §14): one delivery
+            self.s.count("history_duplicates")
+            return
+        deliver = self.client.accept(own, origin, message, out)
+        if deliver is None:
+            return
+        if self.history.hold(message.topic, origin[0], origin[1], deliver):
+            return  # held until the topic's history is in (spec §14)
+        self.s.delivered += 1
+        out.append(deliver)
 
     # ----------------------------------------------------------------------------- handle
     def handle(self, event: Input, now: float) -> list[Output]:
-        out: list[Output] = []
+        out: list[TreeOut] = []
         match event:
             case Receive(src=src, message=message):
                 self._on_frame(src, message, now, out)
             case TimerFired(timer=timer):
                 self._on_timer(timer, now, out)
             case PeerDown(peer=peer):
-                if self.sessions is not None and self.state in (RUNNING, LEAVING):
-                    for ev in self.sessions.peer_down(peer):
-                        self.conn.session_event(ev, now, out)
+                sessions = self.s.sessions
+                if sessions is not None and self.s.phase in (RUNNING, LEAVING):
+                    for ev in sessions.peer_down(peer):
+                        self._session_event(ev, now, out)
             case Start(contacts=contacts, wall=wall):
                 # epochs must grow across incarnations (spec §2, §12.6): the run's clock in
                 # the simulator, the wall clock over TCP, where now restarts with the process
                 self._start(contacts, now, wall if wall is not None else now, out)
             case Subscribe(topic=topic, filter=filter, history=history):
-                before = self.client.own.get(topic)
+                before = self.s.own.get(topic)
+                mark = len(out)
                 self.client.subscribe(topic, filter, now, out)
-                own = self.client.own.get(topic)
+                self._route(mark, now, out)
+                own = self.s.own.get(topic)
                 if history is not None and own is not None and own is not before:
                     self.history.subscribe(topic, history, own.origin, out)
             case Unsubscribe(topic=topic):
-                self.client.unsubscribe(topic, now, out)
+                self._unsubscribe(topic, now, out)
             case Publish():
+                mark = len(out)
                 self.client.publish(event, now, out)
+                self._route(mark, now, out)
             case Leave():
                 self._leave(now, out)
-        if self.state in (RUNNING, LEAVING):
+        if self.s.phase in (RUNNING, LEAVING):
             self._settle(now, out)
-        return out
+        # every part call that may append an effect is routed at once (the calls above,
+        # _session_event, _settle's rule CF): what is left is the runtime's
+        return typing.cast(list[Output], out)
+
+    def _unsubscribe(self, topic: str, now: float, out: list[TreeOut]) -> None:
+        mark = len(out)
+        self.client.unsubscribe(topic, now, out)
+        self._route(mark, now, out)
+
+    def _session_event(self, ev: Up | Down | Miswired, now: float, out: list[TreeOut]) -> None:
+        """A session came up, went down or is miswired (the connections part); a session
+        down also restarts the handshake with its peer (the recovery part)."""
+        mark = len(out)
+        self.conn.session_event(ev, now, out)
+        if isinstance(ev, Down):
+            self.recovery.forget(ev.peer)
+        self._route(mark, now, out)
 
     # ------------------------------------------------------------------------------ start
     def _start(
-        self, contacts: tuple[NodeId, ...], now: float, epoch: float, out: list[Output]
+        self, contacts: tuple[NodeId, ...], now: float, epoch: float, out: list[TreeOut]
     ) -> None:
         """Start: the brokers are the contacts (spec §2: every node computes the same tree
         from the parameters and them); dial the tree neighbours."""
-        if self.state != IDLE:
+        s = self.s
+        if s.phase != IDLE:
             return
         brokers = tuple(c for c in contacts if valid_node(c))
         try:
-            self.view = View(self.params, brokers, self.node_id)
+            s.view = View(self.params, brokers, self.node_id)
         except ValueError as error:
             out.append(TraceRecord("brokertree.no_tree", {"error": str(error)}))
             return
-        self.kind = BROKER if self.view.is_me_broker() else CLIENT
-        if self.kind == CLIENT:
-            self.recovery.recovering = (
-                False  # a client holds no table to lose (Kazemzadeh & Jacobsen fn. 7)
-            )
-        self.epoch = float(epoch)
-        self.started = now
+        s.kind = BROKER if s.view.is_me_broker() else CLIENT
+        if s.kind == CLIENT:
+            s.recovering = False  # a client holds no table to lose (Kazemzadeh & Jacobsen fn. 7)
+        s.epoch = float(epoch)
+        s.started = now
         p = self.params
-        self.wiring = wiring(self.params, brokers)
-        self.sessions = Sessions(
+        s.wiring = wiring(self.params, brokers)
+        s.sessions = Sessions(
             self.node_id,
-            self.epoch,
-            self.kind,
+            s.epoch,
+            s.kind,
             hb=p.hb,
             hb_period=p.hb_period,
             fd_timeout=p.fd_timeout,
-            wiring=self.wiring,
+            wiring=s.wiring,
         )
-        self.state = RUNNING
-        self.life += 1
-        out.append(SetTimer(p.hb_period, Tick(self.life)))
-        out.append(SetTimer(p.probe_period, Probe(self.life)))
+        s.phase = RUNNING
+        s.life += 1
+        out.append(SetTimer(p.hb_period, Tick(s.life)))
+        out.append(SetTimer(p.probe_period, Probe(s.life)))
         if p.ack == "dack":
-            out.append(SetTimer(p.dack_period * self.rng.uniform(0.5, 1.0), DackTick(self.life)))
-            out.append(SetTimer(p.purge_period * self.rng.uniform(0.5, 1.0), PurgeTick(self.life)))
+            out.append(SetTimer(p.dack_period * self.rng.uniform(0.5, 1.0), DackTick(s.life)))
+            out.append(SetTimer(p.purge_period * self.rng.uniform(0.5, 1.0), PurgeTick(s.life)))
         # at start a broker dials only the brokers before it (in the order of the broker
         # list): those after it may not be up yet, and will dial it when they start (the
         # probe dials whoever has not, after probe_period)
         self.conn.ensure(now, out, probe=True, initial=True)
 
-    # ------------------------------------------------------------------------- sending
-    def send(self, peer: NodeId, message: Message, now: float, out: list[Output]) -> bool:
-        """Send ``message`` on the open session with ``peer`` (its sid and n filled in)."""
-        sessions = self.sessions
-        assert sessions is not None
-        if not sessions.is_open(peer):
-            return False
-        out.append(
-            sessions.send(
-                peer,
-                lambda sid, n: _renumber(message, sid, n),
-                now,
-            )
-        )
-        return True
-
     # ------------------------------------------------------------------------------ frames
-    def _on_frame(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
+    def _on_frame(self, src: NodeId, message: Message, now: float, out: list[TreeOut]) -> None:
         name = type(message).__name__
         self.received[name] = self.received.get(name, 0) + 1
+        s = self.s
         if isinstance(message, HistoryAsk | HistoryPub):
             # the topic history (spec §14) goes outside the sessions, straight between nodes
-            if self.state == RUNNING and src != self.node_id and valid_node(src):
+            if s.phase == RUNNING and src != self.node_id and valid_node(src):
                 if isinstance(message, HistoryAsk):
                     self.history.on_ask(src, message, now, out)
                 else:
                     self.history.on_item(src, message, now, out)
             return
-        if not isinstance(message, _FRAMES) or self.sessions is None:
+        sessions = s.sessions
+        if not isinstance(message, _FRAMES) or sessions is None:
             return
-        if self.state not in (RUNNING, LEAVING) or src == self.node_id or not valid_node(src):
+        if s.phase not in (RUNNING, LEAVING) or src == self.node_id or not valid_node(src):
             return
         sid, n = message.sid, message.n
         if type(sid) is not int or type(n) is not int:
             return
         try:
-            items = self.sessions.receive(src, message, now)
+            items = sessions.receive(src, message, now)
         except ValueError as error:
             # a frame seen twice: a protocol error of that session, which ends (spec §2)
             out.append(TraceRecord("brokertree.bad_frame", {"peer": src, "error": str(error)}))
-            if self.sessions.has(src):
-                self.sessions.close(src)
-                self.conn.session_event(Down(src, "protocol"), now, out)
+            if sessions.has(src):
+                sessions.close(src)
+                self._session_event(Down(src, "protocol"), now, out)
             return
         self._session_outputs(src, items, now, out)
 
     def _session_outputs(
-        self, src: NodeId, items: list[SessionOutput], now: float, out: list[Output]
+        self, src: NodeId, items: list[SessionOutput], now: float, out: list[TreeOut]
     ) -> None:
         """What the session layer gave, in its order: frames to send, session events, then
         the frames it released from ``src``."""
@@ -443,50 +501,44 @@ class BrokerTreeNode(StackNode):
             elif isinstance(item, Released):
                 self._on_message(src, item.message, now, out)
             else:
-                self.conn.session_event(item, now, out)
+                self._session_event(item, now, out)
 
-    def _on_message(self, src: NodeId, message: Message, now: float, out: list[Output]) -> None:
+    def _on_message(self, src: NodeId, message: Message, now: float, out: list[TreeOut]) -> None:
         match message:
             case LSeq():
-                self.recovery.on_lseq(src, message, now, out)
+                outcome = self.recovery.on_lseq(src, message, now, out)
+                if outcome == "stale":
+                    return
+                if outcome == "activated":
+                    # the link just activated gets every depth-ack report (spec §8), and every
+                    # entry is checked out through it from the head of the queue [P §4.3]
+                    self.acks.send_state(src, now, out)
+                    self.s.recheck_all = True
+                self._take_released(self.recovery.update(now, out), now, out)
             case Pub() | Sub() | Unsub():
                 self.on_data(src, message, now, out)
             case Conf():
                 self.flow.on_conf(src, message)
             case SubSummary():
-                self.recovery.on_summary(src, message, now, out)
+                self._take_released(self.recovery.on_summary(src, message, now, out), now, out)
             case Dack():
-                self.acks.reports.receive(message)
+                self.acks.on_dack(message)
             case TopoSummary():
                 self.client.on_topo(message)
 
-    # -------------------------------------------------------------------- the table, §5
-    def add_tuple(self, entry: SubTuple) -> bool:
-        """STEP-II [P §3.5]: the tuple enters the table once (keyed by origin)."""
-        if entry.origin in self.tombstones or not self.table.add(entry):
-            return False
-        view = self.view
-        assert view is not None
-        subscriber = entry.origin[0]
-        view.learn_client(subscriber)
-        if not view.is_broker(subscriber) and subscriber not in self.subscribers:
-            self.subscribers.add(subscriber)
-            self._announce.add(subscriber)
-        for node, seq in entry.vect:
-            if seq is not None and (self.sub_high.get(node) is None or seq > self.sub_high[node]):
-                self.sub_high[node] = seq
-        return True
-
-    def tombstone(self, target: OriginT, now: float) -> None:
-        self.tombstones[target] = now + self.params.tombstone_ttl
-        self.table.remove(target)
+    def _take_released(self, released: HeldBack, now: float, out: list[TreeOut]) -> None:
+        """The publications a (re)started broker held until its table was whole, in the
+        order they arrived (Kazemzadeh & Jacobsen Lemma 2)."""
+        for src, message in released:
+            self.on_data(src, message, now, out)
 
     # --------------------------------------------------------------------- queue and data
     def on_data(
-        self, src: NodeId, message: Pub | Sub | Unsub, now: float, out: list[Output]
+        self, src: NodeId, message: Pub | Sub | Unsub, now: float, out: list[TreeOut]
     ) -> None:
         """A queued kind of message from ``src`` (spec §6.4 receipt)."""
-        view = self.view
+        s = self.s
+        view = s.view
         assert view is not None
         if not valid_origin(message.origin):
             return
@@ -495,46 +547,46 @@ class BrokerTreeNode(StackNode):
         if vin is None:
             return
         kind = PUB if isinstance(message, Pub) else SUB if isinstance(message, Sub) else UNSUB
-        if kind == PUB and self.is_broker and self.recovery.recovering is not False:
+        if kind == PUB and s.is_broker and s.recovering is not False:
             # a (re)started broker routes nothing before every active session has sent its
             # tuples: a publication it matched against a partial table would be dropped for
             # the subscribers it does not know yet (Kazemzadeh & Jacobsen Lemma 2: the recovery
             # transfer comes "before any publication"); it is handled, in order, then
             assert isinstance(message, Pub)
-            self.recovery.early.append((src, message))
+            self.recovery.hold_early(src, message)
             return
         before = {node for node, seq in vin[: 2 * self.delta + 1] if seq is not None}
-        duplicate = self.high.is_duplicate(vin)
+        duplicate = s.high.is_duplicate(vin)
         for node in before:
-            self.acks.reports.arrived_from(node)
-        entry = self.queue.get(origin)
+            self.acks.arrived_from(node)
+        entry = s.queue.get(origin)
         if entry is not None:
             # a copy of a queued message: its sender gets the Conf with the others' [P §5.6 ii]
             entry.senders.add(src)
-            self.flow.dirty.add(entry)
-            self.count("duplicates_queued")
+            self.flow.recheck(entry)
+            s.count("duplicates_queued")
             if entry.stalled and bypassed_in(vin, self.delta) < bypassed_in(entry.vin, self.delta):
                 # [P §5.5]: a retransmission over a path that skipped fewer nodes makes the
                 # propagation legitimate again; the stalled copies go on with its vector
                 # (they keep our own number, so a receiver of both still sees one message)
                 entry.vin = vin
-                self.count("relegitimized")
+                s.count("relegitimized")
             return
         if kind == PUB:
             assert isinstance(message, Pub)
             if duplicate:
-                self.count("duplicates")
+                s.count("duplicates")
                 if self.params.ack == "conf":
                     self.flow.conf(src, origin)  # case iii: Conf at once
                 return
             self._on_new_pub(src, origin, message, vin, now, out)
             return
-        if not self.is_broker and self.params.client_tables == "broker":
+        if not s.is_broker and self.params.client_tables == "broker":
             self.flow.conf(src, origin)  # a client holds no table (Kazemzadeh & Jacobsen fn. 7)
             return
         if kind == SUB:
             assert isinstance(message, Sub)
-            if origin in self.tombstones:
+            if origin in s.tombstones:
                 self.flow.conf(src, origin)  # unsubscribed since: nothing to propagate
                 return
             # a subscription already in the table is propagated again all the same [P §5.6.1]
@@ -550,10 +602,10 @@ class BrokerTreeNode(StackNode):
             if not valid_origin(message.target):
                 return
         rcpt = view.frontier_except(self._upstream_branches({src}))
-        self.flow.enqueue(kind, origin, message, vin, rcpt, {src}, now)
+        self._enqueue(kind, origin, message, vin, rcpt, {src}, now)
 
     def _upstream_branches(self, senders: Iterable[NodeId]) -> set[NodeId]:
-        view = self.view
+        view = self.s.view
         assert view is not None
         return {view.branch(s) for s in senders if s != self.node_id}
 
@@ -564,70 +616,71 @@ class BrokerTreeNode(StackNode):
         message: Pub,
         vin: Vect,
         now: float,
-        out: list[Output],
+        out: list[TreeOut],
     ) -> None:
         attributes = publication_attributes(_plain(message.attributes), message.topic)
-        if not self.is_broker:
-            self.client.deliver(origin, message, attributes, out)
+        if not self.s.is_broker:
+            self._deliver(origin, message, attributes, out)
             if self.params.ack == "conf":
                 self.flow.conf(src, origin)
             return
         rcpt = self._pub_rcpt(message.topic, attributes, {src})
-        self.flow.enqueue(PUB, origin, message, vin, rcpt, {src}, now)
+        self._enqueue(PUB, origin, message, vin, rcpt, {src}, now)
 
     def _pub_rcpt(
         self, topic: str, attributes: Mapping[str, Any], senders: set[NodeId]
     ) -> frozenset[NodeId]:
         """RCPT_N^p [P §2.2]: ``from`` of every matching tuple downstream of N, i.e. not in the
         branch of a sender."""
-        view = self.view
+        view = self.s.view
         assert view is not None
         branches = self._upstream_branches(senders)
         out: set[NodeId] = set()
-        for t in self.table.matching(topic, attributes):
+        for t in self.s.table.matching(topic, attributes):
             frm = t.frm
             if frm != self.node_id and frm not in senders and view.branch(frm) not in branches:
                 out.add(frm)
         return frozenset(out)
 
     # ---------------------------------------------------------------------------- settle
-    def _settle(self, now: float, out: list[Output]) -> None:
+    def _settle(self, now: float, out: list[TreeOut]) -> None:
         """After every event: (de)activate links, check out, confirm, send the batched Confs."""
-        if self.sessions is None:
+        s = self.s
+        if s.sessions is None:
             return
-        if self.recovery.recovering is None:
-            self.recovery.update(now, out)
+        if s.recovering is None:
+            self._take_released(self.recovery.update(now, out), now, out)
         for _ in range(8):
-            if self.conn.topology_changed:
-                self.conn.topology_changed = False
+            if s.topology_changed:
+                s.topology_changed = False
                 self.conn.refresh_links(now, out)
-            end = self.queue.end
-            pending = [link for link in self.links.values() if link.pointer < end]
+            end = s.queue.end
+            pending = [link for link in s.links.values() if link.pointer < end]
             if pending:
                 for link in sorted(pending, key=lambda link: link.peer):
                     if link.state == ACTIVE:
                         self.flow.pump(link, now, out)
-            if self.flow.dirty or self.flow.all_dirty:
+            if self.flow.dirty or s.recheck_all:
+                mark = len(out)
                 self.flow.check_confirmations(now, out)
-            if not self.conn.topology_changed:
+                self._route(mark, now, out)
+            if not s.topology_changed:
                 break
-        for peer in sorted(self.flow.confs):
-            keys = tuple(self.flow.confs[peer])
-            self.send(peer, Conf(sid=0, n=0, keys=keys, parinfo=()), now, out)
-        self.flow.confs.clear()
-        if self._announce:
+        self.flow.send_confs(now, out)
+        if s.announce:
             self._announce_subscribers(now, out)
-        if self.state == LEAVING and not any(e.kind != PUB for e in self.queue.entries()):
+        if s.phase == LEAVING and not any(e.kind != PUB for e in s.queue.entries()):
             self._finish_leave(out)
 
-    def _announce_subscribers(self, now: float, out: list[Output]) -> None:
+    def _announce_subscribers(self, now: float, out: list[TreeOut]) -> None:
         """TopoSummary of new subscribers to the client peers within δ + 1 hops of them."""
-        view = self.view
+        s = self.s
+        view = s.view
         assert view is not None
-        new = sorted(self._announce)
-        self._announce.clear()
-        for peer in sorted(self.links):
-            if view.is_broker(peer) or self.links[peer].state != ACTIVE:
+        new = sorted(s.announce)
+        s.announce.clear()
+        for peer in sorted(s.links):
+            if view.is_broker(peer) or s.links[peer].state != ACTIVE:
                 continue
             edges = tuple(
                 (c, view.attach(c))
@@ -635,42 +688,43 @@ class BrokerTreeNode(StackNode):
                 if c != peer and view.distance(peer, c) <= view.reach
             )
             if edges:
-                self.send(peer, TopoSummary(sid=0, n=0, edges=edges, last=True), now, out)
+                s.send(peer, TopoSummary(sid=0, n=0, edges=edges, last=True), now, out)
 
     # ------------------------------------------------------------------------ leave, §9
-    def _leave(self, now: float, out: list[Output]) -> None:
+    def _leave(self, now: float, out: list[TreeOut]) -> None:
         """spec §9: a client unsubscribes everything, awaits the Confs, then closes its
         sessions; a broker's leave counts as a crash."""
-        if self.state != RUNNING:
+        if self.s.phase != RUNNING:
             return
-        if self.is_broker:
+        if self.s.is_broker:
             self._finish_leave(out)
             return
-        for topic in sorted(self.client.own):
-            self.client.unsubscribe(topic, now, out)
-        self.state = LEAVING
+        for topic in sorted(self.s.own):
+            self._unsubscribe(topic, now, out)
+        self.s.phase = LEAVING
 
-    def _finish_leave(self, out: list[Output]) -> None:
-        sessions = self.sessions
+    def _finish_leave(self, out: list[TreeOut]) -> None:
+        sessions = self.s.sessions
         if sessions is not None:
             for peer in sessions.peers():
                 out.append(Disconnect(peer))
                 sessions.close(peer)
-        self.links.clear()
-        self.state = LEFT
-        self.life += 1
+        self.s.links.clear()
+        self.s.phase = LEFT
+        self.s.life += 1
 
-    def client_restarted(self, client: NodeId, epoch: float, now: float, out: list[Output]) -> None:
+    def _client_restarted(self, client: NodeId, epoch: float, now: float) -> None:
         """spec §7.5: a client came back as a new incarnation: the old one's tuples go (as
         an Unsub, from here) and nothing queued is delivered to the new one."""
-        if not self.is_broker or self.view is None:
+        s = self.s
+        if not s.is_broker or s.view is None:
             return
-        view = self.view
-        for t in list(self.table):
+        view = s.view
+        for t in list(s.table):
             if t.origin[0] == client and t.origin[1][0] < epoch:
-                origin = (self.node_id, self.next_seq())
+                origin = (self.node_id, s.next_seq())
                 message = Unsub(sid=0, n=0, origin=origin, target=t.origin, vect=())
-                self.flow.enqueue(
+                self._enqueue(
                     UNSUB,
                     origin,
                     message,
@@ -680,50 +734,51 @@ class BrokerTreeNode(StackNode):
                     now,
                     lseq=origin[1],
                 )
-                self.tombstone(t.origin, now)
-        for entry in self.queue.entries():
+                s.tombstone(t.origin, now)
+        for entry in s.queue.entries():
             if client in entry.rcpt:
                 entry.rcpt = entry.rcpt - {client}
                 entry.out.discard(client)
-                self.flow.dirty.add(entry)
+                self.flow.recheck(entry)
 
     # ---------------------------------------------------------------------------- timers
-    def _on_timer(self, timer: Timer, now: float, out: list[Output]) -> None:
-        if self.sessions is None or self.state not in (RUNNING, LEAVING):
+    def _on_timer(self, timer: Timer, now: float, out: list[TreeOut]) -> None:
+        s = self.s
+        if s.sessions is None or s.phase not in (RUNNING, LEAVING):
             return
         p = self.params
         match timer:
-            case Tick(life=life) if life == self.life:
-                self._session_outputs(self.node_id, self.sessions.tick(now), now, out)
-                for target in [t for t, until in self.tombstones.items() if until <= now]:
-                    del self.tombstones[target]
-                out.append(SetTimer(p.hb_period, Tick(self.life)))
-            case Probe(life=life) if life == self.life:
+            case Tick(life=life) if life == s.life:
+                self._session_outputs(self.node_id, s.sessions.tick(now), now, out)
+                for target in [t for t, until in s.tombstones.items() if until <= now]:
+                    del s.tombstones[target]
+                out.append(SetTimer(p.hb_period, Tick(s.life)))
+            case Probe(life=life) if life == s.life:
                 self.conn.ensure(now, out, probe=True)
                 # π̄ has done its work once every later publication carries it (Lemma 3):
                 # kept for tombstone_ttl, then forgotten, like a tombstone
-                for key, pi in list(self.pt.items()):
+                for key, pi in list(s.pt.items()):
                     if pi[3]:
-                        until = self._pt_until.setdefault(key, now + p.tombstone_ttl)
+                        until = s.pt_until.setdefault(key, now + p.tombstone_ttl)
                         if until <= now:
-                            del self.pt[key]
-                            del self._pt_until[key]
-                out.append(SetTimer(p.probe_period, Probe(self.life)))
-            case DackTick(life=life) if life == self.life:
+                            del s.pt[key]
+                            del s.pt_until[key]
+                out.append(SetTimer(p.probe_period, Probe(s.life)))
+            case DackTick(life=life) if life == s.life:
                 self.acks.send(now, out)
-                out.append(SetTimer(p.dack_period, DackTick(self.life)))
-            case PurgeTick(life=life) if life == self.life:
+                out.append(SetTimer(p.dack_period, DackTick(s.life)))
+            case PurgeTick(life=life) if life == s.life:
                 self.acks.purge()
-                out.append(SetTimer(p.purge_period, PurgeTick(self.life)))
+                out.append(SetTimer(p.purge_period, PurgeTick(s.life)))
             case HistoryTick() | HistoryFlush() | HistoryDone():
                 self.history.fire(timer, now, out)
 
     # --------------------------------------------------------------------- queries
     def monitored_peers(self) -> Iterable[NodeId]:
-        return self.sessions.peers() if self.sessions is not None else ()
+        return self.s.sessions.peers() if self.s.sessions is not None else ()
 
     def subscriptions(self) -> Iterable[str]:
-        return sorted(self.client.own)
+        return sorted(self.s.own)
 
     def durable(self) -> dict[str, Any]:
         """A client's per-publisher high-water marks (spec §6.5's safety net), kept across its
@@ -731,7 +786,7 @@ class BrokerTreeNode(StackNode):
         below what it delivered, so ``past_stall = "forward"`` keeps exactly-once and each
         publisher's order across a restart. A broker keeps nothing: its tables come back by
         the protocol (Kazemzadeh & Jacobsen §4.2)."""
-        last = self.client.last
+        last = self.s.last
         if not last:
             return {}
         return {"last": [[p, seq[0], seq[1]] for p, seq in sorted(last.items())]}
@@ -752,7 +807,7 @@ class BrokerTreeNode(StackNode):
             ):
                 raise ValueError(f"not a high-water mark [publisher, epoch, number]: {entry!r}")
             last[entry[0]] = (float(entry[1]), entry[2])
-        self.client.last = last
+        self.s.last = last
 
     def retentions(self) -> Iterable[Retention]:
         """A client's own publications, retained per topic with their sequence numbers
@@ -773,32 +828,35 @@ class BrokerTreeNode(StackNode):
             raise ValueError(f"retained publication {item.pub_id}: no sequence number [epoch, k]")
         seq: SeqT = (float(mark[0]), mark[1])
         attributes = dict(item.attributes or {})
-        self.history.retain(topic, item.pub_id, item.payload, attributes, seq, item.t)
+        self.history.retain(
+            topic, item.pub_id, item.payload, attributes, seq, item.t, self.retained_journal
+        )
 
     def active_peers(self) -> list[NodeId]:
-        return sorted(p for p, link in self.links.items() if link.state == ACTIVE)
+        return sorted(p for p, link in self.s.links.items() if link.state == ACTIVE)
 
     def snapshot(self) -> Iterable[SnapshotRow]:
         """spec §12.7: layer "tree", neighbours = active peers, the table and queue sizes."""
-        if self.state != RUNNING:
+        s = self.s
+        if s.phase != RUNNING:
             return ()
         state = {
-            "kind": self.kind,
-            "tuples": len(self.table),
-            "pt": len(self.pt),
-            "q_len": len(self.queue),
-            "fragments": len(self.down),
+            "kind": s.kind,
+            "tuples": len(s.table),
+            "pt": len(s.pt),
+            "q_len": len(s.queue),
+            "fragments": len(s.down),
         }
         return (SnapshotRow("", "tree", tuple(self.active_peers()), state),)
 
     def statistics(self) -> NodeStatistics:
         return NodeStatistics(
             role=self.ctx.role,
-            topics=tuple(sorted(self.client.own)),
-            delivered=self.client.delivered,
+            topics=tuple(sorted(self.s.own)),
+            delivered=self.s.delivered,
             neighbors={"tree": tuple(self.active_peers())},
             received_by_type=dict(self.received),
-            counters=dict(self.counters),
+            counters=dict(self.s.counters),
         )
 
 
@@ -807,14 +865,6 @@ def _plain(attributes: Any) -> dict[str, Any]:
         return {str(k): v for k, v in dict(attributes).items()}
     except (TypeError, ValueError):
         return {}
-
-
-def _renumber(message: Message, sid: int, n: int) -> Message:
-    """``message`` with the session's sid and frame number."""
-    import dataclasses
-
-    changed: Message = dataclasses.replace(message, sid=sid, n=n)  # type: ignore[call-arg]
-    return changed
 
 
 def create(ctx: NodeContext) -> StackNode:

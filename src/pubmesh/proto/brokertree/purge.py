@@ -12,16 +12,13 @@ of :class:`~pubmesh.proto.brokertree.node.BrokerTreeNode` that trades and acts o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from pubmesh.proto.brokertree.checkout import PUB, Entry
 from pubmesh.proto.brokertree.dack import DepthAcks
 from pubmesh.proto.brokertree.messages import Dack, DackEntry, SeqT, Vect
+from pubmesh.proto.brokertree.shared import TreeOut, TreeState
 from pubmesh.proto.brokertree.state import ACTIVATING, ACTIVE
-from pubmesh.proto.core import NodeId, Output, Part
-
-if TYPE_CHECKING:
-    from pubmesh.proto.brokertree.node import BrokerTreeNode
+from pubmesh.proto.core import NodeId
 
 __all__ = ["Purger"]
 
@@ -35,21 +32,29 @@ class _Held:
     purged: list[SeqT] = field(default_factory=list)
 
 
-class Purger(Part["BrokerTreeNode"]):
+class Purger:
     """Dack sending and the purge of one node (module docstring)."""
 
-    __slots__ = ("held", "reports")
+    __slots__ = ("held", "reports", "s")
 
-    def __init__(self, node: BrokerTreeNode) -> None:
-        super().__init__(node)
+    def __init__(self, s: TreeState) -> None:
+        self.s = s
         #: the reports kept and traded (pubmesh.proto.brokertree.dack)
-        self.reports = DepthAcks(node.node_id)
+        self.reports = DepthAcks(s.node_id)
         self.held: dict[NodeId, _Held] = {}
+
+    def on_dack(self, message: Dack) -> None:
+        """A peer's depth acknowledgements, kept (pubmesh.proto.brokertree.dack)."""
+        self.reports.receive(message)
+
+    def arrived_from(self, node: NodeId) -> None:
+        """A higher ``node``-number arrived here: our arrival report of it changed."""
+        self.reports.arrived_from(node)
 
     def hold(self, vin: Vect) -> None:
         """A publication entered the queue: count its numbers among the newest 2δ + 1 of its
         vector as held until it is purged."""
-        for node, seq in vin[: 2 * self.n.delta + 1]:
+        for node, seq in vin[: 2 * self.s.delta + 1]:
             if seq is not None:
                 held = self.held.setdefault(node, _Held())
                 held.held[seq] = held.held.get(seq, 0) + 1
@@ -60,29 +65,29 @@ class Purger(Part["BrokerTreeNode"]):
         """What a Dack to ``peer`` carries about ``pairs`` (pubmesh.proto.brokertree.dack)."""
         if not pairs:
             return [], []
-        assert self.n.view is not None
-        return self.reports.reports_for(self.n.view, self.n.high, peer, pairs)
+        assert self.s.view is not None
+        return self.reports.reports_for(self.s.view, self.s.high, peer, pairs)
 
-    def send_state(self, peer: NodeId, now: float, out: list[Output]) -> None:
+    def send_state(self, peer: NodeId, now: float, out: list[TreeOut]) -> None:
         """A newly active session gets every report that applies to it."""
-        if self.n.params.ack != "dack":
+        if self.s.params.ack != "dack":
             return
-        arrived, discarded = self.reports_for(peer, self.reports.all_pairs(self.n.high))
+        arrived, discarded = self.reports_for(peer, self.reports.all_pairs(self.s.high))
         if arrived or discarded:
-            self.n.send(
+            self.s.send(
                 peer, Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded)), now, out
             )
 
-    def send(self, now: float, out: list[Output]) -> None:
+    def send(self, now: float, out: list[TreeOut]) -> None:
         """Every dack_period: the reports that changed, to each session peer they apply to."""
         pairs = self.reports.take_changed()
-        if not pairs or self.n.sessions is None:
+        if not pairs or self.s.sessions is None:
             return
-        for peer in self.n.sessions.open_peers():
+        for peer in self.s.sessions.open_peers():
             arrived, discarded = self.reports_for(peer, pairs)
             if arrived or discarded:
-                self.n.count("dacks")
-                self.n.send(
+                self.s.count("dacks")
+                self.s.send(
                     peer,
                     Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded)),
                     now,
@@ -92,29 +97,29 @@ class Purger(Part["BrokerTreeNode"]):
     def purge(self) -> None:
         """[P §8]: drop a publication once safeSeq(r) ≥ its number for every recipient and
         every active session has passed it."""
-        if self.n.params.ack != "dack":
+        if self.s.params.ack != "dack":
             return
-        active = [link for link in self.n.links.values() if link.state == ACTIVE]
-        if any(link.state == ACTIVATING for link in self.n.links.values()):
+        active = [link for link in self.s.links.values() if link.state == ACTIVE]
+        if any(link.state == ACTIVATING for link in self.s.links.values()):
             return
         purged: list[Entry] = []
-        for entry in list(self.n.queue.entries()):
+        for entry in list(self.s.queue.entries()):
             if entry.kind != PUB:
                 continue
             if any(link.pointer <= entry.index for link in active):
                 continue
             ok = True
             for r in entry.rcpt:
-                assert self.n.view is not None
-                safe = self.reports.safe_seq(self.n.view, r)
+                assert self.s.view is not None
+                safe = self.reports.safe_seq(self.s.view, r)
                 if safe is None or safe < entry.lseq:
                     ok = False
                     break
             if ok:
                 purged.append(entry)
         for entry in purged:
-            self.n.queue.remove(entry)
-            for node, seq in entry.vin[: 2 * self.n.delta + 1]:
+            self.s.queue.remove(entry)
+            for node, seq in entry.vin[: 2 * self.s.delta + 1]:
                 if seq is None:
                     continue
                 held = self.held.get(node)
@@ -127,16 +132,16 @@ class Purger(Part["BrokerTreeNode"]):
                     held.held.pop(seq, None)
                 held.purged.append(seq)
         if purged:
-            self.n.count("purged", len(purged))
+            self.s.count("purged", len(purged))
         self.update_discarded()
 
     def update_discarded(self) -> None:
         """discarded[X] (spec §8): the largest X-seq received such that every held message
         with an X entry at or below it has been purged."""
-        for node in self.n.high.high:
+        for node in self.s.high.high:
             held = self.held.get(node)
             if held is None or not held.held:
-                value = self.n.high.get(node)
+                value = self.s.high.get(node)
                 if held is not None:
                     held.purged.clear()
             else:

@@ -185,6 +185,10 @@ class ChordHistory(Part["ChordNode"]):
         if node.state == JOINED:
             out.append(SetTimer(node.params.history_delay, HistoryTick(node.life, topic)))
 
+    def leave(self) -> None:
+        """The node leaves the ring: every query it was waiting on ends with it."""
+        self.asking.clear()
+
     def unsubscribe(self, topic: str) -> None:
         self.asking.pop(topic, None)
 

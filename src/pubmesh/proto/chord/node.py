@@ -340,7 +340,7 @@ class ChordNode(StackNode):
         for peer in sorted(self.ring.peers()):
             out.append(Send(peer, message))
         self.subs.clear()
-        self.history.asking.clear()
+        self.history.leave()
         self.state = LEAVING
         out.append(SetTimer(self.params.leave_linger, LeaveDone(self.life)))
 
