@@ -597,6 +597,33 @@ class Outbox(typing.Protocol[Item]):
     def extend(self, items: Iterable[Item], /) -> None: ...
 
 
+Effect = TypeVar("Effect")
+
+
+class Routed(list["Output"], typing.Generic[Effect]):
+    """The output list a stack node hands its parts for one input: the runtime's outputs,
+    and a way to say what one part's work means for another. A part calls
+    ``out.route(effect)`` with a typed effect (brokertree's ``Enqueue``, chord's
+    ``EdgesChanged``); the node's router, given when the list was made, hands it at once to
+    the part that takes it. At once, so the effect's outputs land where the call stood and
+    the work happens in the order of the protocol's rules, as when parts called each other:
+    a session numbers its frames as it sends them, a filter its updates.
+
+    A part so sees neither its node nor another part, only its shared state and this list;
+    the list lives for one input, so the router's reference to the node makes no lasting
+    reference cycle (the simulator's loop runs without the collector)."""
+
+    __slots__ = ("_router",)
+
+    def __init__(self, router: typing.Callable[[Effect, Routed[Effect]], None]) -> None:
+        super().__init__()
+        self._router = router
+
+    def route(self, effect: Effect) -> None:
+        """Hand ``effect`` to the part that takes it, now."""
+        self._router(effect, self)
+
+
 Owner = TypeVar("Owner")
 
 

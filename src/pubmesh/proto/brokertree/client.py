@@ -54,7 +54,7 @@ class Client:
         self.targets: set[NodeId] = set()
 
     def subscribe(
-        self, topic: str, filter: Mapping[str, Any] | None, now: float, out: list[TreeOut]
+        self, topic: str, filter: Mapping[str, Any] | None, now: float, out: TreeOut
     ) -> None:
         """A client subscribes (Kazemzadeh & Jacobsen §3.1): a Sub with its own number as origin."""
         if self.s.phase != RUNNING or self.s.is_broker:
@@ -77,22 +77,22 @@ class Client:
         self.s.own[topic] = OwnSub(origin, topic, plain, pred)
         message = Sub(sid=0, n=0, origin=origin, topic=topic, filter=plain, vect=())
         rcpt = self.s.view.frontier_except(()) if self.s.view is not None else frozenset()
-        out.append(Enqueue(SUB, origin, message, rcpt))
+        out.route(Enqueue(SUB, origin, message, rcpt))
 
-    def unsubscribe(self, topic: str, now: float, out: list[TreeOut]) -> None:
+    def unsubscribe(self, topic: str, now: float, out: TreeOut) -> None:
         """spec §9: an Unsub travels like a Sub and removes the tuple where confirmed."""
         if self.s.phase not in (RUNNING, LEAVING) or self.s.is_broker:
             return
         own = self.s.own.pop(topic, None)
         if own is None or self.s.view is None:
             return
-        out.append(Unsubscribed(topic))
+        out.route(Unsubscribed(topic))
         origin = (self.s.node_id, self.s.next_seq())
         message = Unsub(sid=0, n=0, origin=origin, target=own.origin, vect=())
-        out.append(Enqueue(UNSUB, origin, message, self.s.view.frontier_except(())))
+        out.route(Enqueue(UNSUB, origin, message, self.s.view.frontier_except(())))
         self.s.tombstones[own.origin] = now + self.s.params.tombstone_ttl
 
-    def publish(self, command: Publish, now: float, out: list[TreeOut]) -> None:
+    def publish(self, command: Publish, now: float, out: TreeOut) -> None:
         """A client publishes (spec §6.2): its recipients are the brokers at the edge of its
         map, which filter (``client_tables = "broker"``, Kazemzadeh & Jacobsen fn. 7)."""
         if self.s.phase != RUNNING or self.s.is_broker or self.s.view is None:
@@ -114,12 +114,12 @@ class Client:
             hops=0,
             tags=(),
         )
-        out.append(Retain(command.topic, command.pub_id, command.payload, attributes, origin[1]))
-        out.append(DeliverOwn(origin, message, publication_attributes(attributes, command.topic)))
+        out.route(Retain(command.topic, command.pub_id, command.payload, attributes, origin[1]))
+        out.route(DeliverOwn(origin, message, publication_attributes(attributes, command.topic)))
         # the broker frontier filters for everyone beyond; the subscriber clients around us go
         # through our broker too while it is up, and straight to them while it is down
         rcpt = self.s.view.frontier_except(()) | frozenset(self.targets)
-        out.append(Enqueue(PUB, origin, message, rcpt))
+        out.route(Enqueue(PUB, origin, message, rcpt))
 
     def matching(
         self, origin: OriginT, message: Pub, attributes: Mapping[str, Any]
@@ -133,9 +133,7 @@ class Client:
             return None
         return own
 
-    def accept(
-        self, own: OwnSub, origin: OriginT, message: Pub, out: list[TreeOut]
-    ) -> Deliver | None:
+    def accept(self, own: OwnSub, origin: OriginT, message: Pub, out: TreeOut) -> Deliver | None:
         """spec §6.5: the first copy that matches ``own`` is delivered; the per-publisher
         high-water mark drops anything at or below what it delivered (``late``, which must
         never fire under ≤ δ failures). Lemma 3's tags are read first."""

@@ -55,7 +55,7 @@ class Connections:
         return result
 
     def ensure(
-        self, now: float, out: list[TreeOut], *, probe: bool = False, initial: bool = False
+        self, now: float, out: TreeOut, *, probe: bool = False, initial: bool = False
     ) -> None:
         """Dial every wanted node without a session; failed ones only when probing [P §4.1]."""
         sessions, view = self.s.sessions, self.s.view
@@ -70,7 +70,7 @@ class Connections:
                 self.s.count("probes")
             out.extend(sessions.connect(node, now))
 
-    def session_event(self, ev: Up | Down | Miswired, now: float, out: list[TreeOut]) -> None:
+    def session_event(self, ev: Up | Down | Miswired, now: float, out: TreeOut) -> None:
         view = self.s.view
         assert view is not None
         match ev:
@@ -101,7 +101,7 @@ class Connections:
                 if not view.is_broker(peer):
                     view.learn_client(peer)
                     if known is not None and epoch > known:
-                        out.append(ClientRestarted(peer, epoch))
+                        out.route(ClientRestarted(peer, epoch))
                 self.s.links[peer] = Link(peer)
                 self.s.changed()
             case Down(peer=peer, reason=reason):
@@ -124,7 +124,7 @@ class Connections:
                     self.s.count("reprobes")
                     out.extend(self.s.sessions.connect(peer, now) if self.s.sessions else ())
 
-    def refresh_links(self, now: float, out: list[TreeOut]) -> None:
+    def refresh_links(self, now: float, out: TreeOut) -> None:
         """Activate the sessions that became active and deactivate the others (spec §4)."""
         sessions = self.s.sessions
         assert sessions is not None

@@ -59,7 +59,7 @@ class Flow:
         """``entry``'s confirmation may have changed: rule CF looks at it after this event."""
         self.dirty.add(entry)
 
-    def send_confs(self, now: float, out: list[TreeOut]) -> None:
+    def send_confs(self, now: float, out: TreeOut) -> None:
         """The Confs batched this event, one frame per peer (spec §12.5)."""
         for peer in sorted(self.confs):
             keys = tuple(self.confs[peer])
@@ -102,7 +102,7 @@ class Flow:
         direct = shifted(entry.vin, self.s.node_id, entry.lseq, (), self.s.delta)
         return not legitimate(direct, self.s.delta)
 
-    def pump(self, link: Link, now: float, out: list[TreeOut]) -> None:
+    def pump(self, link: Link, now: float, out: TreeOut) -> None:
         """Move ``link``'s pointer along the queue, checking out relevant entries (CO)."""
         view = self.s.view
         assert view is not None
@@ -203,7 +203,7 @@ class Flow:
                 return False, []
         return True, large
 
-    def check_confirmations(self, now: float, out: list[TreeOut]) -> None:
+    def check_confirmations(self, now: float, out: TreeOut) -> None:
         if self.s.recheck_all:
             candidates = list(self.s.queue.entries())
             self.s.recheck_all = False
@@ -224,7 +224,7 @@ class Flow:
             self.confirm(entry, large, now, out)
 
     def confirm(
-        self, entry: Entry, large: list[tuple[NodeId, ...]], now: float, out: list[TreeOut]
+        self, entry: Entry, large: list[tuple[NodeId, ...]], now: float, out: TreeOut
     ) -> None:
         """STEP-I…III [P §3.5]: Conf to the senders, the tuple into the table, the tuple to a
         closer inward node the senders bypassed."""
@@ -253,7 +253,7 @@ class Flow:
                 if own is not None and own.origin == entry.origin:
                     own.confirmed = True
                     own.parinfo = frozenset(parinfo)
-                    out.append(SubConfirmed(message.topic, own.origin))
+                    out.route(SubConfirmed(message.topic, own.origin))
                 out.append(
                     TraceRecord(
                         "brokertree.sub_confirmed",
@@ -273,9 +273,7 @@ class Flow:
         elif entry.kind == UNSUB and isinstance(message, Unsub):
             self.s.tombstone(norm_origin(message.target), now)
 
-    def step_three(
-        self, tuple_: SubTuple, senders: set[NodeId], now: float, out: list[TreeOut]
-    ) -> None:
+    def step_three(self, tuple_: SubTuple, senders: set[NodeId], now: float, out: TreeOut) -> None:
         """STEP-III [P §3.5]: if the node has a connection to an inward node other than the
         senders, the tuple goes to the closest such node."""
         view = self.s.view

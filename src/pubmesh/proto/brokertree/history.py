@@ -169,7 +169,7 @@ class BrokerTreeHistory:
         if len(seqs) > 2 * len(kept.items) + 16:
             self.seqs[topic] = {i: seqs[i] for i in kept.items if i in seqs}
 
-    def on_ask(self, src: NodeId, ask: HistoryAsk, now: float, out: list[TreeOut]) -> None:
+    def on_ask(self, src: NodeId, ask: HistoryAsk, now: float, out: TreeOut) -> None:
         """A query: a broker forwards the asker's to its client peers; a client answers one
         that a broker forwarded (module doc, "Query", "Answer")."""
         s, view = self.s, self.s.view
@@ -224,7 +224,7 @@ class BrokerTreeHistory:
         pred: Conjunction,
         ask: HistoryAsk,
         now: float,
-        out: list[TreeOut],
+        out: TreeOut,
     ) -> None:
         kept = self.retained.get(topic)
         if kept is None:
@@ -256,9 +256,7 @@ class BrokerTreeHistory:
             self.s.count("history_answered")
 
     # ------------------------------------------------------------------ the subscriber side
-    def subscribe(
-        self, topic: str, request: HistoryRequest, origin: OriginT, out: list[TreeOut]
-    ) -> None:
+    def subscribe(self, topic: str, request: HistoryRequest, origin: OriginT, out: TreeOut) -> None:
         """A new subscription with a history request: hold its live copies from now on, and
         close the window after ``history_window``."""
         s = self.s
@@ -267,7 +265,7 @@ class BrokerTreeHistory:
         self.asking[topic] = _Asking(request, origin, token)
         out.append(SetTimer(s.params.history_window, HistoryDone(s.life, topic, token)))
 
-    def confirmed(self, topic: str, origin: OriginT, out: list[TreeOut]) -> None:
+    def confirmed(self, topic: str, origin: OriginT, out: TreeOut) -> None:
         """The client's own subscription is confirmed (rule CF): its query goes after
         ``history_delay``."""
         asking = self.asking.get(topic)
@@ -277,7 +275,7 @@ class BrokerTreeHistory:
         s = self.s
         out.append(SetTimer(s.params.history_delay, HistoryTick(s.life, topic, asking.token)))
 
-    def unsubscribe(self, topic: str, out: list[TreeOut]) -> None:
+    def unsubscribe(self, topic: str, out: TreeOut) -> None:
         """The subscription ends: its window with it; the live copies it held (delivered by
         the mark already) go to the application, the items it collected do not."""
         asking = self.asking.pop(topic, None)
@@ -307,7 +305,7 @@ class BrokerTreeHistory:
         asking.seen.add(deliver.pub_id)
         return False
 
-    def fire(self, timer: Timer, now: float, out: list[TreeOut]) -> None:
+    def fire(self, timer: Timer, now: float, out: TreeOut) -> None:
         s = self.s
         match timer:
             case HistoryTick(life=life, topic=topic, token=token):
@@ -345,7 +343,7 @@ class BrokerTreeHistory:
                         self._flush(asking, topic, now, out)
                     del self.asking[topic]
 
-    def _flush(self, asking: _Asking, topic: str, now: float, out: list[TreeOut]) -> None:
+    def _flush(self, asking: _Asking, topic: str, now: float, out: TreeOut) -> None:
         """Deliver what waited, each publisher's in its sequence order (module doc); a
         replayed one's age counts its wait."""
         asking.holding = False
@@ -360,7 +358,7 @@ class BrokerTreeHistory:
         published.clear()
 
     def _emit(
-        self, publisher: NodeId, seq: SeqT, deliver: Deliver, replayed: bool, out: list[TreeOut]
+        self, publisher: NodeId, seq: SeqT, deliver: Deliver, replayed: bool, out: TreeOut
     ) -> None:
         last = self.s.last.get(publisher)
         if last is None or seq > last:
@@ -381,7 +379,7 @@ class BrokerTreeHistory:
                 )
             )
 
-    def on_item(self, src: NodeId, item: HistoryPub, now: float, out: list[TreeOut]) -> None:
+    def on_item(self, src: NodeId, item: HistoryPub, now: float, out: TreeOut) -> None:
         """An answer to this client's query (module doc, "Deliver")."""
         s = self.s
         topic = item.topic

@@ -133,7 +133,6 @@ publications in simulation; every one is covered by a test
 from __future__ import annotations
 
 import math
-import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -216,6 +215,7 @@ from pubmesh.proto.core import (
     PeerDown,
     Publish,
     Receive,
+    Routed,
     Send,
     SetTimer,
     SnapshotRow,
@@ -294,35 +294,28 @@ class BrokerTreeNode(StackNode):
         #: the topic history (spec §14): a client's own publications, its history queries
         self.history = BrokerTreeHistory(self.s)
         self.received: dict[str, int] = {}
+        #: the time of the input being handled (the effects routed meanwhile happen then)
+        self.now = 0.0
 
     # ---------------------------------------------------------------------------- effects
-    def _route(self, mark: int, now: float, out: list[TreeOut]) -> None:
-        """Route the effects the parts appended to ``out`` from ``mark`` on (shared.py's
-        essay), each replaced in place by the outputs of the work it stands for, so that
-        those leave where the effect stood."""
-        i = mark
-        while i < len(out):
-            effect = out[i]
-            if not isinstance(effect, Effect):
-                i += 1
-                continue
-            made: list[TreeOut] = []
-            match effect:
-                case Enqueue(kind=kind, origin=origin, message=message, rcpt=rcpt):
-                    self._enqueue(kind, origin, message, (), rcpt, set(), now, lseq=origin[1])
-                case Retain(topic=topic, pub_id=pub_id, payload=payload, seq=seq):
-                    self.history.retain(
-                        topic, pub_id, payload, effect.attributes, seq, now, self.retained_journal
-                    )
-                case DeliverOwn(origin=origin, message=message, attributes=attributes):
-                    self._deliver(origin, message, attributes, made)
-                case Unsubscribed(topic=topic):
-                    self.history.unsubscribe(topic, made)
-                case SubConfirmed(topic=topic, origin=origin):
-                    self.history.confirmed(topic, origin, made)
-                case ClientRestarted(client=client, epoch=epoch):
-                    self._client_restarted(client, epoch, now)
-            out[i : i + 1] = made
+    def _route(self, effect: Effect, out: TreeOut) -> None:
+        """Hand a part's effect to the part that takes it, at once (shared.py's essay)."""
+        now = self.now
+        match effect:
+            case Enqueue(kind=kind, origin=origin, message=message, rcpt=rcpt):
+                self._enqueue(kind, origin, message, (), rcpt, set(), now, lseq=origin[1])
+            case Retain(topic=topic, pub_id=pub_id, payload=payload, seq=seq):
+                self.history.retain(
+                    topic, pub_id, payload, effect.attributes, seq, now, self.retained_journal
+                )
+            case DeliverOwn(origin=origin, message=message, attributes=attributes):
+                self._deliver(origin, message, attributes, out)
+            case Unsubscribed(topic=topic):
+                self.history.unsubscribe(topic, out)
+            case SubConfirmed(topic=topic, origin=origin):
+                self.history.confirmed(topic, origin, out)
+            case ClientRestarted(client=client, epoch=epoch):
+                self._client_restarted(client, epoch, now)
 
     def _enqueue(
         self,
@@ -342,7 +335,7 @@ class BrokerTreeNode(StackNode):
             self.acks.hold(vin)
 
     def _deliver(
-        self, origin: OriginT, message: Pub, attributes: Mapping[str, Any], out: list[TreeOut]
+        self, origin: OriginT, message: Pub, attributes: Mapping[str, Any], out: TreeOut
     ) -> None:
         """spec §6.5 and §14: a copy the client's subscription matches is delivered once,
         unless the topic history replayed it already or holds the topic's copies until its
@@ -364,7 +357,8 @@ class BrokerTreeNode(StackNode):
 
     # ----------------------------------------------------------------------------- handle
     def handle(self, event: Input, now: float) -> list[Output]:
-        out: list[TreeOut] = []
+        self.now = now
+        out: TreeOut = Routed(self._route)
         match event:
             case Receive(src=src, message=message):
                 self._on_frame(src, message, now, out)
@@ -381,44 +375,29 @@ class BrokerTreeNode(StackNode):
                 self._start(contacts, now, wall if wall is not None else now, out)
             case Subscribe(topic=topic, filter=filter, history=history):
                 before = self.s.own.get(topic)
-                mark = len(out)
                 self.client.subscribe(topic, filter, now, out)
-                self._route(mark, now, out)
                 own = self.s.own.get(topic)
                 if history is not None and own is not None and own is not before:
                     self.history.subscribe(topic, history, own.origin, out)
             case Unsubscribe(topic=topic):
-                self._unsubscribe(topic, now, out)
+                self.client.unsubscribe(topic, now, out)
             case Publish():
-                mark = len(out)
                 self.client.publish(event, now, out)
-                self._route(mark, now, out)
             case Leave():
                 self._leave(now, out)
         if self.s.phase in (RUNNING, LEAVING):
             self._settle(now, out)
-        # every part call that may append an effect is routed at once (the calls above,
-        # _session_event, _settle's rule CF): what is left is the runtime's
-        return typing.cast(list[Output], out)
+        return out
 
-    def _unsubscribe(self, topic: str, now: float, out: list[TreeOut]) -> None:
-        mark = len(out)
-        self.client.unsubscribe(topic, now, out)
-        self._route(mark, now, out)
-
-    def _session_event(self, ev: Up | Down | Miswired, now: float, out: list[TreeOut]) -> None:
+    def _session_event(self, ev: Up | Down | Miswired, now: float, out: TreeOut) -> None:
         """A session came up, went down or is miswired (the connections part); a session
         down also restarts the handshake with its peer (the recovery part)."""
-        mark = len(out)
         self.conn.session_event(ev, now, out)
         if isinstance(ev, Down):
             self.recovery.forget(ev.peer)
-        self._route(mark, now, out)
 
     # ------------------------------------------------------------------------------ start
-    def _start(
-        self, contacts: tuple[NodeId, ...], now: float, epoch: float, out: list[TreeOut]
-    ) -> None:
+    def _start(self, contacts: tuple[NodeId, ...], now: float, epoch: float, out: TreeOut) -> None:
         """Start: the brokers are the contacts (spec §2: every node computes the same tree
         from the parameters and them); dial the tree neighbours."""
         s = self.s
@@ -459,7 +438,7 @@ class BrokerTreeNode(StackNode):
         self.conn.ensure(now, out, probe=True, initial=True)
 
     # ------------------------------------------------------------------------------ frames
-    def _on_frame(self, src: NodeId, message: Message, now: float, out: list[TreeOut]) -> None:
+    def _on_frame(self, src: NodeId, message: Message, now: float, out: TreeOut) -> None:
         name = type(message).__name__
         self.received[name] = self.received.get(name, 0) + 1
         s = self.s
@@ -491,7 +470,7 @@ class BrokerTreeNode(StackNode):
         self._session_outputs(src, items, now, out)
 
     def _session_outputs(
-        self, src: NodeId, items: list[SessionOutput], now: float, out: list[TreeOut]
+        self, src: NodeId, items: list[SessionOutput], now: float, out: TreeOut
     ) -> None:
         """What the session layer gave, in its order: frames to send, session events, then
         the frames it released from ``src``."""
@@ -503,7 +482,7 @@ class BrokerTreeNode(StackNode):
             else:
                 self._session_event(item, now, out)
 
-    def _on_message(self, src: NodeId, message: Message, now: float, out: list[TreeOut]) -> None:
+    def _on_message(self, src: NodeId, message: Message, now: float, out: TreeOut) -> None:
         match message:
             case LSeq():
                 outcome = self.recovery.on_lseq(src, message, now, out)
@@ -526,16 +505,14 @@ class BrokerTreeNode(StackNode):
             case TopoSummary():
                 self.client.on_topo(message)
 
-    def _take_released(self, released: HeldBack, now: float, out: list[TreeOut]) -> None:
+    def _take_released(self, released: HeldBack, now: float, out: TreeOut) -> None:
         """The publications a (re)started broker held until its table was whole, in the
         order they arrived (Kazemzadeh & Jacobsen Lemma 2)."""
         for src, message in released:
             self.on_data(src, message, now, out)
 
     # --------------------------------------------------------------------- queue and data
-    def on_data(
-        self, src: NodeId, message: Pub | Sub | Unsub, now: float, out: list[TreeOut]
-    ) -> None:
+    def on_data(self, src: NodeId, message: Pub | Sub | Unsub, now: float, out: TreeOut) -> None:
         """A queued kind of message from ``src`` (spec §6.4 receipt)."""
         s = self.s
         view = s.view
@@ -616,7 +593,7 @@ class BrokerTreeNode(StackNode):
         message: Pub,
         vin: Vect,
         now: float,
-        out: list[TreeOut],
+        out: TreeOut,
     ) -> None:
         attributes = publication_attributes(_plain(message.attributes), message.topic)
         if not self.s.is_broker:
@@ -643,7 +620,7 @@ class BrokerTreeNode(StackNode):
         return frozenset(out)
 
     # ---------------------------------------------------------------------------- settle
-    def _settle(self, now: float, out: list[TreeOut]) -> None:
+    def _settle(self, now: float, out: TreeOut) -> None:
         """After every event: (de)activate links, check out, confirm, send the batched Confs."""
         s = self.s
         if s.sessions is None:
@@ -661,9 +638,7 @@ class BrokerTreeNode(StackNode):
                     if link.state == ACTIVE:
                         self.flow.pump(link, now, out)
             if self.flow.dirty or s.recheck_all:
-                mark = len(out)
                 self.flow.check_confirmations(now, out)
-                self._route(mark, now, out)
             if not s.topology_changed:
                 break
         self.flow.send_confs(now, out)
@@ -672,7 +647,7 @@ class BrokerTreeNode(StackNode):
         if s.phase == LEAVING and not any(e.kind != PUB for e in s.queue.entries()):
             self._finish_leave(out)
 
-    def _announce_subscribers(self, now: float, out: list[TreeOut]) -> None:
+    def _announce_subscribers(self, now: float, out: TreeOut) -> None:
         """TopoSummary of new subscribers to the client peers within δ + 1 hops of them."""
         s = self.s
         view = s.view
@@ -691,7 +666,7 @@ class BrokerTreeNode(StackNode):
                 s.send(peer, TopoSummary(sid=0, n=0, edges=edges, last=True), now, out)
 
     # ------------------------------------------------------------------------ leave, §9
-    def _leave(self, now: float, out: list[TreeOut]) -> None:
+    def _leave(self, now: float, out: TreeOut) -> None:
         """spec §9: a client unsubscribes everything, awaits the Confs, then closes its
         sessions; a broker's leave counts as a crash."""
         if self.s.phase != RUNNING:
@@ -700,10 +675,10 @@ class BrokerTreeNode(StackNode):
             self._finish_leave(out)
             return
         for topic in sorted(self.s.own):
-            self._unsubscribe(topic, now, out)
+            self.client.unsubscribe(topic, now, out)
         self.s.phase = LEAVING
 
-    def _finish_leave(self, out: list[TreeOut]) -> None:
+    def _finish_leave(self, out: TreeOut) -> None:
         sessions = self.s.sessions
         if sessions is not None:
             for peer in sessions.peers():
@@ -742,7 +717,7 @@ class BrokerTreeNode(StackNode):
                 self.flow.recheck(entry)
 
     # ---------------------------------------------------------------------------- timers
-    def _on_timer(self, timer: Timer, now: float, out: list[TreeOut]) -> None:
+    def _on_timer(self, timer: Timer, now: float, out: TreeOut) -> None:
         s = self.s
         if s.sessions is None or s.phase not in (RUNNING, LEAVING):
             return

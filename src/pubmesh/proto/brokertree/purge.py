@@ -68,7 +68,7 @@ class Purger:
         assert self.s.view is not None
         return self.reports.reports_for(self.s.view, self.s.high, peer, pairs)
 
-    def send_state(self, peer: NodeId, now: float, out: list[TreeOut]) -> None:
+    def send_state(self, peer: NodeId, now: float, out: TreeOut) -> None:
         """A newly active session gets every report that applies to it."""
         if self.s.params.ack != "dack":
             return
@@ -78,7 +78,7 @@ class Purger:
                 peer, Dack(sid=0, n=0, arrived=tuple(arrived), discarded=tuple(discarded)), now, out
             )
 
-    def send(self, now: float, out: list[TreeOut]) -> None:
+    def send(self, now: float, out: TreeOut) -> None:
         """Every dack_period: the reports that changed, to each session peer they apply to."""
         pairs = self.reports.take_changed()
         if not pairs or self.s.sessions is None:

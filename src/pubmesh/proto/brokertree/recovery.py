@@ -81,7 +81,7 @@ class Recovery:
         self.answered.pop(peer, None)
         self.peer_recovering.discard(peer)
 
-    def on_lseq(self, src: NodeId, message: LSeq, now: float, out: list[TreeOut]) -> Handshake:
+    def on_lseq(self, src: NodeId, message: LSeq, now: float, out: TreeOut) -> Handshake:
         """[P §4.2.1]: the activating side asks; the other answers with what it holds of the
         asker, and each sends the other the tuples it may lack (spec §7.2: "either side may
         lack"). A restarted node asks for, and gets, a whole table (ours: the share of
@@ -105,7 +105,7 @@ class Recovery:
         self.send_summary(src, now, out)
         return "activated"
 
-    def update(self, now: float, out: list[TreeOut]) -> Released:
+    def update(self, now: float, out: TreeOut) -> Released:
         """None → True when a peer knew an older us (we lost a table). None → False after a
         probe period with nobody who did and no whole table offered: a first start, when
         every broker starts empty at once (ours [R]: a restarted node does not know it is
@@ -119,7 +119,7 @@ class Recovery:
             return self.set_whole(now, out, transfer=False)
         return []
 
-    def set_whole(self, now: float, out: list[TreeOut], *, transfer: bool) -> Released:
+    def set_whole(self, now: float, out: TreeOut, *, transfer: bool) -> Released:
         """The table is whole (a complete peer's ``transfer``, or a first start): pay the
         whole tables owed, hand back the publications held (spec §7.4 ``recovered``)."""
         restarted = self.s.recovering is True
@@ -154,7 +154,7 @@ class Recovery:
                 rows.append((t.origin, t.topic, t.pred.text, t.vect, t.lseq))
         return rows
 
-    def send_summary(self, peer: NodeId, now: float, out: list[TreeOut]) -> None:
+    def send_summary(self, peer: NodeId, now: float, out: TreeOut) -> None:
         view = self.s.view
         assert view is not None
         if self.s.is_broker and not view.is_broker(peer):
@@ -183,7 +183,7 @@ class Recovery:
         )
         self.fragment_recovered(peer, now, out)
 
-    def fragment_recovered(self, peer: NodeId, now: float, out: list[TreeOut]) -> None:
+    def fragment_recovered(self, peer: NodeId, now: float, out: TreeOut) -> None:
         """[P §4.2.2]: the lead of a large fragment reached a node of it, which now has the
         partially confirmed subscriptions (the summary just sent): π becomes π̄, and goes to
         the active peers within 2δ + 1 of the lead, so that later publications carry π̄."""
@@ -210,7 +210,7 @@ class Recovery:
         rows: list[TupleT],
         tombstones: tuple[OriginT, ...],
         now: float,
-        out: list[TreeOut],
+        out: TreeOut,
         *,
         last: bool,
         complete: bool = False,
@@ -231,9 +231,7 @@ class Recovery:
             )
             self.s.send(peer, message, now, out)
 
-    def on_summary(
-        self, src: NodeId, message: SubSummary, now: float, out: list[TreeOut]
-    ) -> Released:
+    def on_summary(self, src: NodeId, message: SubSummary, now: float, out: TreeOut) -> Released:
         """Merge tuples the node lacks and pass them on [P §4.2.1] (spec §7.2)."""
         view = self.s.view
         assert view is not None
@@ -274,7 +272,7 @@ class Recovery:
         return []
 
     def merge_parinfo(
-        self, src: NodeId, parinfo: tuple[ParInfoT, ...], now: float, out: list[TreeOut]
+        self, src: NodeId, parinfo: tuple[ParInfoT, ...], now: float, out: TreeOut
     ) -> None:
         """[P §4.2]: partition entries whose lead is within 2δ + 1 are added if unknown (by
         seq) and passed on; π̄ replaces π (spec §7.2, §7.3)."""

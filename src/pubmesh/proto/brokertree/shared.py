@@ -11,21 +11,21 @@ is either
 
 * a **read of the state** (the active connection on a path, :meth:`TreeState.candidate`, was
   the connections part's; the flow part reads it here), or
-* a **typed effect** (:class:`Effect`: :class:`Enqueue`, :class:`Retain`, :class:`DeliverOwn`,
-  :class:`Unsubscribed`, :class:`SubConfirmed`, :class:`ClientRestarted`) that the part
-  appends to its output list where the call used to be. The node routes every effect
-  right after the part returns (``BrokerTreeNode._route``), in place: the effect's own
-  outputs take its place in the list, so they leave in the order they did when parts
-  called each other, and the traces are the same byte for byte.
+* a **typed effect** (:class:`Effect`: :class:`Enqueue`, :class:`Retain`,
+  :class:`DeliverOwn`, :class:`Unsubscribed`, :class:`SubConfirmed`,
+  :class:`ClientRestarted`) that the part hands to its output list
+  (``out.route(effect)``, :class:`pubmesh.proto.core.Routed`); the node's router hands it at
+  once to the part that takes it (``BrokerTreeNode._route``), so its outputs land where the
+  call stood and the traces are those of parts that called each other, byte for byte, or
+* a value the part returns to the node, where the node orders the work itself: an LSeq's
+  outcome (the depth-ack state a newly active link gets) and the publications held during
+  recovery, both of which send on sessions, which number their frames as they send.
 
 The rule that keeps it correct
 ==============================
-**A part writes only its own fields and the state's; an effect changes nothing the emitting
-part reads before it returns.** The first is what ``tools/lint_sansio.py`` checks (no write
-through another part); the second is why routing after the call equals calling at once,
-and it holds for each effect below (each says what it touches). An effect that would send on a
-session does not exist: a session numbers its frames as they are sent, so such work is the
-node's to order (the handshake's depth-ack state, the publications held during recovery).
+**A part writes only its own fields and the state's.** ``tools/lint_sansio.py`` refuses a
+write through another part (the node's too: it calls a part's methods), and no part holds a
+reference to its node or a sibling, so there is no other way to reach one.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pubmesh.proto.brokertree.table import SubscriptionTable, SubTuple
 from pubmesh.proto.brokertree.topology import BROKER
 from pubmesh.proto.brokertree.view import View
 from pubmesh.proto.content import Conjunction
-from pubmesh.proto.core import Message, NodeId, Output
+from pubmesh.proto.core import Message, NodeId, Routed
 
 __all__ = [
     "ClientRestarted",
@@ -146,7 +146,7 @@ class TreeState:
         return (self.epoch, self.k)
 
     # ------------------------------------------------------------------- sending
-    def send(self, peer: NodeId, message: Message, now: float, out: list[TreeOut]) -> bool:
+    def send(self, peer: NodeId, message: Message, now: float, out: TreeOut) -> bool:
         """Send ``message`` on the open session with ``peer`` (its sid and n filled in)."""
         sessions = self.sessions
         assert sessions is not None
@@ -231,9 +231,8 @@ def _renumbering(message: Message) -> Callable[[int, int], Message]:
 
 # ------------------------------------------------------------------------------- effects
 class Effect:
-    """What one part's work means for another, handed to the node in the part's output list
-    (module essay). Never leaves the node: ``BrokerTreeNode._route`` replaces each with the
-    outputs of the part it routes it to."""
+    """What one part's work means for another, routed by the node to the part that takes it
+    (module essay). Never an output: the runtime sees only what that part does."""
 
     __slots__ = ()
 
@@ -241,7 +240,7 @@ class Effect:
 @dataclass(frozen=True, slots=True)
 class Enqueue(Effect):
     """A client's own message enters the check-out queue (to the flow part), numbered with
-    the origin it was made with. Touches the queue only, which the client does not read."""
+    the origin it was made with."""
 
     kind: Kind
     origin: OriginT
@@ -273,8 +272,7 @@ class DeliverOwn(Effect):
 @dataclass(frozen=True, slots=True)
 class Unsubscribed(Effect):
     """A client's subscription ended (to the history part: its window ends, the live copies it
-    held are delivered). Touches the history's fields and ``last``, which the client's
-    unsubscription does not read."""
+    held are delivered)."""
 
     topic: str
 
@@ -282,7 +280,7 @@ class Unsubscribed(Effect):
 @dataclass(frozen=True, slots=True)
 class SubConfirmed(Effect):
     """A client's own subscription is confirmed (to the history part: its query is
-    scheduled). Touches the history's fields only."""
+    scheduled)."""
 
     topic: str
     origin: OriginT
@@ -291,12 +289,11 @@ class SubConfirmed(Effect):
 @dataclass(frozen=True, slots=True)
 class ClientRestarted(Effect):
     """A client came back as a new incarnation (from the connections part, to the node: the
-    old one's tuples go, spec §7.5). Touches the queue and the table, which the session's
-    coming up does not read."""
+    old one's tuples go, spec §7.5)."""
 
     client: NodeId
     epoch: float
 
 
-#: what a part appends to its caller's list: outputs for the runtime and effects for the node
-TreeOut: TypeAlias = Output | Effect
+#: the output list a brokertree part is handed: the runtime's outputs, and the effects it routes
+TreeOut: TypeAlias = Routed[Effect]
