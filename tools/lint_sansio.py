@@ -23,10 +23,10 @@ last positional parameter (keyword-only options may follow), so every layer and 
 
 And, under ``src/pubmesh/proto/``, that no code writes another part's field: a node (or
 layer) does not assign, delete or mutate in place (``add``, ``append``, ``clear``, ...) a field
-of a part it built (``self.flow = Flow(self.s)``, then ``self.flow.dirty.add(x)``), and a part
-built on its owner (``proto/core.py`` ``Part``) does not write through the owner into a
-sibling (``self.n.flow.dirty = ...``). A part owns its fields; another asks it through a
-method, or hands its node a typed effect (``proto/brokertree/shared.py``).
+of a part it built (``self.flow = Flow(self.s)``, then ``self.flow.dirty.add(x)``). A part
+owns its fields; the node calls its methods, and another part routes it a typed effect
+(``proto/core.py`` ``Routed``). A part itself holds no other part to write into: it is built
+on the shared state alone (``tests/proto/test_layer_contract.py`` checks that at run time).
 """
 
 from __future__ import annotations
@@ -184,8 +184,8 @@ def _written(node: ast.AST) -> list[ast.expr]:
 
 def _built_parts(cls: ast.ClassDef) -> set[str]:
     """The fields of ``cls`` that hold a part it built: ``self.x = Name(...)`` in ``__init__``
-    with ``self`` (a part on its owner) or the shared state (``s``, ``self.s``: the name the
-    stacks give it) among the arguments."""
+    with ``self`` or the shared state (``s``, ``self.s``: the name the stacks give it) among
+    the arguments."""
     parts: set[str] = set()
     for item in cls.body:
         if not (isinstance(item, ast.FunctionDef) and item.name == "__init__"):
@@ -215,16 +215,11 @@ def part_writes(path: Path) -> list[str]:
             for target in _written(node):
                 chain = _chain(target)
                 if len(chain) >= 3 and chain[0] == "self" and chain[1] in parts:
-                    owner = "its part"
-                elif len(chain) >= 4 and chain[:2] == ["self", "n"]:
-                    owner = "a sibling part, through its owner"
-                else:
-                    continue
-                field = ".".join(chain[:4] if owner != "its part" else chain[:3])
-                found.append(
-                    f"{path}:{node.lineno}: {cls.name} writes {field}, a field of {owner} (a "
-                    "part owns its fields: call its method, or route a typed effect)"
-                )
+                    found.append(
+                        f"{path}:{node.lineno}: {cls.name} writes {'.'.join(chain[:3])}, a "
+                        "field of its part (a part owns its fields: call its method, or route "
+                        "a typed effect)"
+                    )
     return sorted(set(found), key=lambda line: int(line.split(":")[1]))
 
 

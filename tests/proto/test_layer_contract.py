@@ -7,6 +7,7 @@ caller's output list takes it last, is ``tools/lint_sansio.py``'s (tests/repo/te
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import gc
@@ -62,6 +63,9 @@ def layer_problems(cls: type) -> list[str]:
     ]
     if len(positional) != 2 or positional[1] != "now":
         return [f"{cls.__name__}.handle takes ({', '.join(positional)}), not (event, now)"]
+    returns = str(inspect.signature(cls.handle).return_annotation)
+    if not returns.startswith(("list[", "Sequence[", "typing.Sequence[", "tuple[")):
+        return [f"{cls.__name__}.handle returns {returns}, not its outputs"]
     return []
 
 
@@ -111,36 +115,98 @@ def test_the_checker_names_a_layer_of_the_wrong_shape() -> None:
         def handle(self, event: object, now: float, *, trace: bool = False) -> list[Output]:
             return []
 
+    class WritesOnly:
+        def handle(self, event: object, now: float) -> None:
+            pass
+
     assert layer_problems(NoHandle) == ["NoHandle has no handle(event, now)"]
     assert layer_problems(OutputListFirst) == [
         "OutputListFirst.handle takes (out, event, now), not (event, now)"
     ]
     assert layer_problems(NowFirst) == ["NowFirst.handle takes (now, event), not (event, now)"]
     assert layer_problems(Good) == []
+    assert layer_problems(WritesOnly) == ["WritesOnly.handle returns None, not its outputs"]
 
 
-def test_a_part_reaches_its_owner_without_a_cycle_and_a_copy_reaches_the_copy() -> None:
-    """pubmesh.proto.core.Part: a node's parts point back at it weakly, so a dropped node is
-    freed at once, without the garbage collector (the simulator's loop runs without it); a
-    deep copy of a node (the generated contract test takes one before every input) has parts
-    that point at the copy, not at the original."""
-    for name, parts in (
-        ("chord", ("ring", "joins", "filters", "publisher")),
-    ):  # brokertree's, clique's and d2g's parts hold no node at all (the tests below)
+#: the parts each stack's node composes, built on its shared state (``node.s``)
+STATE_PARTS = {
+    "brokertree": {"conn", "recovery", "flow", "acks", "client", "history"},
+    "chord": {"ring", "joins", "filters", "publisher", "history"},
+}
+
+
+def _fields(obj: object) -> dict[str, object]:
+    """An object's fields, from its ``__dict__`` and every class's ``__slots__``."""
+    found = dict(getattr(obj, "__dict__", {}))
+    for klass in type(obj).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if hasattr(obj, name):
+                found[name] = getattr(obj, name)
+    return found
+
+
+def _imports_a_node_module(module: Path) -> list[str]:
+    """The ``pubmesh.proto.<stack>.node`` modules the module at ``module`` imports (under
+    TYPE_CHECKING too): a part imports no node."""
+    tree = ast.parse(module.read_text())
+    return [
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module is not None
+        and node.module.startswith("pubmesh.proto.")
+        and node.module.endswith(".node")
+    ]
+
+
+def test_a_nodes_parts_are_built_on_its_shared_state_alone() -> None:
+    """brokertree's and chord's parts are each handed the node's shared state and nothing
+    else: they hold no reference to the node or to another part (what one part's work means
+    for another goes through the node's router, ``proto/core.py`` ``Routed``), and their
+    modules import no node. So a node makes no reference cycle (the simulator's loop runs
+    without the collector), and a deep copy of a node (the generated contract test takes one
+    before every input) has parts on the copy's state."""
+    for name, expected in STATE_PARTS.items():
         spec = get_stack(name)
         node = spec.create(NodeContext(0, random.Random(1), params=spec.params_type()))
+        state = node.s  # type: ignore[attr-defined]
+        parts = {
+            attr: value
+            for attr, value in _fields(node).items()
+            if value is not state and getattr(value, "s", None) is state
+        }
+        assert set(parts) == expected, (name, sorted(parts))
+        for attr, part in parts.items():
+            module = Path(inspect.getfile(type(part)))
+            assert _imports_a_node_module(module) == [], (name, attr)
+            for field_name, value in _fields(part).items():
+                assert not isinstance(value, StackNode), (name, attr, field_name)
+                assert all(value is not other for other in parts.values()), (name, attr, field_name)
         twin = copy.deepcopy(node)
         for attr in parts:
-            part = getattr(twin, attr)
-            assert part._owner() is twin, (name, attr)
-            assert part.n.rng is twin.rng, (name, attr)
+            assert getattr(twin, attr).s is twin.s, (name, attr)  # type: ignore[attr-defined]
+        assert twin.s is not state  # type: ignore[attr-defined]
         gone = weakref.ref(node)
         gc.disable()
         try:
-            del node
+            del node, parts
             assert gone() is None, f"{name}: a node and its parts make a reference cycle"
         finally:
             gc.enable()
+
+
+def test_the_checks_over_parts_see_a_part_that_holds_its_node_or_imports_it() -> None:
+    """The two checks above, each on what they refuse: a part given its node, and a module
+    that imports a node (the warm start, a helper over whole nodes, does)."""
+    spec = get_stack("chord")
+    node = spec.create(NodeContext(0, random.Random(1), params=spec.params_type()))
+    assert not any(isinstance(v, StackNode) for v in _fields(node.joins).values())
+    node.joins.owner = node  # type: ignore[attr-defined]
+    assert any(isinstance(v, StackNode) for v in _fields(node.joins).values())
+    root = Path(pubmesh.proto.__path__[0])
+    assert _imports_a_node_module(root / "chord" / "warm.py") == ["pubmesh.proto.chord.node"]
+    assert _imports_a_node_module(root / "chord" / "joins.py") == []
 
 
 # ------------------------------------------------------------------ the publication contract
@@ -213,6 +279,7 @@ def test_the_relay_stacks_parts_hold_no_node() -> None:
 
     checked = 0
     for cls in (BuildClique, LeaveProtocol, BuildD2G):
+        assert _imports_a_node_module(Path(inspect.getfile(cls))) == [], cls.__name__
         assert cls.__slots__ == () and not hasattr(cls(), "__dict__"), cls.__name__
         for name, method in inspect.getmembers(cls, inspect.isfunction):
             if name.startswith("_"):

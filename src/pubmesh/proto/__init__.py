@@ -14,7 +14,8 @@ Package map:
 * ``relay`` — the relay layer of the ``clique`` and ``d2g`` stacks.
 * ``clique`` — the clique stack: topic groups as self-stabilizing cliques in the relay model
   (Build-Clique, docs/protocols/relay.md). A directory without ``__init__.py``; its modules:
-  ``node`` (CliqueNode, the stack node), ``build`` (the joining part: Join, AskForIntro,
+  ``node`` (CliqueNode, the stack node), ``instance`` (Instance, one Build-Clique instance:
+  the state the node and its parts share), ``build`` (the joining part: Join, AskForIntro,
   Introduce), ``leave`` (the Leave part), ``ops`` (RelayOps, what the parts may ask of the
   node, and BuildRules), ``messages`` (the group messages of clique and d2g),
   ``params`` (the ``[stack.clique]`` table), ``corruption`` (corrupted initial states) and

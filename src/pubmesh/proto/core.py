@@ -45,12 +45,10 @@ stack's folder under ``proto/`` builds one and nothing in ``proto/`` may import 
 from __future__ import annotations
 
 import abc
-import copy
 import dataclasses
 import hashlib
 import random
 import typing
-import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -597,10 +595,18 @@ class Outbox(typing.Protocol[Item]):
     def extend(self, items: Iterable[Item], /) -> None: ...
 
 
-Effect = TypeVar("Effect")
+class Effect:
+    """What one part's work means for another part of the same node (brokertree's
+    ``Enqueue``, chord's ``EdgesChanged``): routed by the node to the part that takes it
+    (:class:`Routed`), never an output; the runtime sees only what that part does."""
+
+    __slots__ = ()
 
 
-class Routed(list["Output"], typing.Generic[Effect]):
+E = TypeVar("E", bound=Effect)
+
+
+class Routed(list["Output"], typing.Generic[E]):
     """The output list a stack node hands its parts for one input: the runtime's outputs,
     and a way to say what one part's work means for another. A part calls
     ``out.route(effect)`` with a typed effect (brokertree's ``Enqueue``, chord's
@@ -615,55 +621,13 @@ class Routed(list["Output"], typing.Generic[Effect]):
 
     __slots__ = ("_router",)
 
-    def __init__(self, router: typing.Callable[[Effect, Routed[Effect]], None]) -> None:
+    def __init__(self, router: typing.Callable[[E, Routed[E]], None]) -> None:
         super().__init__()
         self._router = router
 
-    def route(self, effect: Effect) -> None:
+    def route(self, effect: E) -> None:
         """Hand ``effect`` to the part that takes it, now."""
         self._router(effect, self)
-
-
-Owner = TypeVar("Owner")
-
-
-class Part(typing.Generic[Owner]):
-    """One part of a node or layer cut along its own seams (brokertree's flow, chord's ring,
-    clique's Build-Clique): it holds the fields it alone uses and reaches the state it shares
-    with the others through ``self.n``, its owner, which composes it and calls it.
-
-    ``n`` is a weak proxy. The owner holds its parts, and a strong reference back would make
-    every node a reference cycle, which only the garbage collector frees; the simulator runs
-    its event loop without the collector (``Simulation._loop``), so each crashed node would
-    stay in memory (``tests/sim/test_sim_engine.py``, ``test_a_run_makes_no_cyclic_garbage``).
-    A deep copy of the owner (the contract test takes one before every input) gives parts
-    that point at the copy."""
-
-    __slots__ = ("_owner", "n")
-
-    def __init__(self, owner: Owner) -> None:
-        self._owner = weakref.ref(owner)
-        self.n: Owner = typing.cast(Owner, weakref.proxy(owner))
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Part[Owner]:
-        cls = type(self)
-        new = cls.__new__(cls)
-        memo[id(self)] = new
-        owner = self._owner()
-        assert owner is not None  # the owner holds its parts: they do not outlive it
-        twin = copy.deepcopy(owner, memo)
-        new._owner = weakref.ref(twin)
-        new.n = typing.cast(Owner, weakref.proxy(twin))
-        for klass in cls.__mro__:
-            if klass is Part:
-                continue
-            slots = klass.__dict__.get("__slots__", ())
-            for name in (slots,) if isinstance(slots, str) else slots:
-                if hasattr(self, name):
-                    setattr(new, name, copy.deepcopy(getattr(self, name), memo))
-        for name, value in getattr(self, "__dict__", {}).items():
-            setattr(new, name, copy.deepcopy(value, memo))
-        return new
 
 
 # --------------------------------------------------------------------------------------------

@@ -299,7 +299,7 @@ class ChordMachine(RuleBasedStateMachine):
                 and item.dst not in c.crashed
                 and joiner.state == JOINING
             ):
-                lists.append(joiner.ring.clockwise([item.src, *item.message.successors]))
+                lists.append(joiner.s.clockwise([item.src, *item.message.successors]))
         dead = c.crashed | {victim}
         return all(any(x not in dead for x in succ) for succ in lists if succ)
 

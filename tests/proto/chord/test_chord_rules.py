@@ -536,7 +536,7 @@ def test_a_rejoiner_is_heard_by_peers_that_saw_its_old_sequence_numbers(seed: in
     rejoiner = _chord(cluster, cluster.peers[1 + seed % 7])
     for node in cluster.peers:
         if node != rejoiner.node_id:
-            _chord(cluster, node).filters.rc_seen[rejoiner.node_id] = (rejoiner.epoch, 5)
+            _chord(cluster, node).filters.rc_seen[rejoiner.node_id] = (rejoiner.s.epoch, 5)
     _rejoin(cluster, rejoiner.node_id)
     cluster.quiesce(60.0)
     why = _replay("rejoiner_is_heard", seed)
@@ -619,7 +619,7 @@ def test_a_successor_list_longer_than_its_successors_fills_up(seed: int) -> None
     assert short, f"no node whose successor has a shorter list ({_replay('fills_up', seed)})"
     node = short[seed % len(short)]
     chord = _chord(cluster, node)
-    chord.ring.succ = chord.succ[:1]
+    chord.s.succ = chord.succ[:1]
     cluster.quiesce(2 * cluster.params.stabilize_period)
     assert len(chord.succ) == by_len[node], _replay("fills_up", seed)
     _assert_q(cluster, f"after refilling {node}'s list ({_replay('fills_up', seed)})")

@@ -44,7 +44,7 @@ from pubmesh.proto.brokertree.table import SubscriptionTable, SubTuple
 from pubmesh.proto.brokertree.topology import BROKER
 from pubmesh.proto.brokertree.view import View
 from pubmesh.proto.content import Conjunction
-from pubmesh.proto.core import Message, NodeId, Routed
+from pubmesh.proto.core import Effect, Message, NodeId, Routed
 
 __all__ = [
     "ClientRestarted",
@@ -230,13 +230,6 @@ def _renumbering(message: Message) -> Callable[[int, int], Message]:
 
 
 # ------------------------------------------------------------------------------- effects
-class Effect:
-    """What one part's work means for another, routed by the node to the part that takes it
-    (module essay). Never an output: the runtime sees only what that part does."""
-
-    __slots__ = ()
-
-
 @dataclass(frozen=True, slots=True)
 class Enqueue(Effect):
     """A client's own message enters the check-out queue (to the flow part), numbered with

@@ -3,10 +3,12 @@
 
 Package map:
 
-* ``node`` — ChordNode: the stack node; keeps its life, subscriptions and counters and
-  dispatches its inputs to the parts below (its module essay says how the protocol works).
+* ``node`` — ChordNode: the stack node; dispatches its inputs to the parts below and routes
+  what one means for another (its module essay says how the protocol works).
+* ``shared`` — ChordState, the state the parts share (the node's life, subscriptions and the
+  overlay they all read), and the typed effects one part has on another.
 * ``ring`` — ChordRing: successor list, fingers, edges and ranges, maintenance subscriptions,
-  stabilize, leaves and failures (a part).
+  stabilize and leaves (a part; a failure is the node's step across the parts).
 * ``joins`` — ChordJoins: the join, location notifications and replies, join notices, the far
   fingers' lookups and fix_fingers (a part).
 * ``filters`` — ChordFilters: the edge filters and their clipped variants, the loopback, h,

@@ -6,8 +6,10 @@ loopback, h for each in-neighbour's range, and the RespChange/FilterUpdate excha
 doc tells how the parts work together). It owns everything filter-shaped: f(u→v) per edge and
 the edges still pending, the clipped filters and the ends asked for, the subscription edges
 s(u) (the range end and the clipped ends each in-neighbour gives), the loopback, the last h
-sent to each in-neighbour, and the sequence numbers of both messages. The edges and their
-ranges are the ring's (:class:`~pubmesh.proto.chord.ring.ChordRing`).
+sent to each in-neighbour, and the sequence numbers of both messages. f(u→v), its clipped
+variants and s(u) live in the node's :class:`~.shared.ChordState`, which the publisher routes
+by and the ring reads pred(u) from; the edges and their ranges are the ring's, read there
+too. A RespChange that moves pred(u) is an :class:`~.shared.OwnRangeChanged` for the ring.
 
 Clipped filters
 ===============
@@ -33,12 +35,13 @@ state on every change of its inputs. The quiet predicate Q of :mod:`.legitimacy`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pubmesh.proto.chord.keys import SIZE, dist
 from pubmesh.proto.chord.life import JOINED, LEAVING, LEFT, RefreshTick, RespRetry
 from pubmesh.proto.chord.messages import FilterUpdate, RespChange
 from pubmesh.proto.chord.routing import MATCH_ALL, PrefixChain, parse_filter, reduce_edge, texts
+from pubmesh.proto.chord.shared import ChordOut, ChordState, OwnRangeChanged
 from pubmesh.proto.content import (
     Conjunction,
     Disjunction,
@@ -47,10 +50,7 @@ from pubmesh.proto.content import (
     validate,
     with_topic,
 )
-from pubmesh.proto.core import NodeId, Output, Part, Send, SetTimer, Timer, TraceRecord
-
-if TYPE_CHECKING:
-    from pubmesh.proto.chord.node import ChordNode
+from pubmesh.proto.core import NodeId, Send, SetTimer, Timer, TraceRecord
 
 
 def _arcs_meet(a: int, size_a: int, b: int, size_b: int) -> bool:
@@ -58,22 +58,19 @@ def _arcs_meet(a: int, size_a: int, b: int, size_b: int) -> bool:
     return dist(a, b) < size_a or dist(b, a) < size_b
 
 
-class ChordFilters(Part["ChordNode"]):
+class ChordFilters:
     """The filters of one chord node (module doc); forgotten on a rejoin."""
 
-    def __init__(self, node: ChordNode) -> None:
-        super().__init__(node)
-        self.key = node.key  # key(u), fixed for the node's life
-        p = node.params
-        #: f(u→v), and the edges still forwarding everything until their first update
-        self.out: dict[NodeId, Disjunction] = {}
+    def __init__(self, s: ChordState) -> None:
+        self.s = s
+        p = s.params
+        #: the edges still forwarding everything until their first update (f(u→v) itself
+        #: and its clipped variants are the state's ``edge_filters`` and ``clipped``)
         self.pending: set[NodeId] = set()
-        #: clipped filters f(u→v) for [key(v), e), and the ends asked of each v
-        self.clips: dict[NodeId, dict[int, Disjunction]] = {}
+        #: the ends asked of each v for clipped filters
         self.asked: dict[NodeId, tuple[int, ...]] = {}
-        #: s(u)∖u: the end of the range each in-neighbour holds u responsible for, and the
-        #: clipped ends it asks for
-        self.in_ends: dict[NodeId, int] = {}
+        #: the clipped ends each in-neighbour asks for (the end of its range is the state's
+        #: ``in_ends``)
         self.in_clips: dict[NodeId, tuple[int, ...]] = {}
         self.loop: Disjunction = ()
         #: the reductions behind h, kept per prefix of the edges (:meth:`union`)
@@ -89,32 +86,32 @@ class ChordFilters(Part["ChordNode"]):
         self.rc_seen: dict[NodeId, tuple[int, int]] = {}
 
     def _reduce(self, conjunctions: Iterable[Conjunction], *, bound: bool) -> Disjunction:
-        p = self.n.params
+        p = self.s.params
         return reduce_edge(
             conjunctions, p.routing, max_conj=p.max_conj, max_in=p.max_in, bound=bound
         )
 
     # ------------------------------------------------------------------------- loopback
-    def subscribe(self, topic: str, filter: Mapping[str, Any] | None, out: list[Output]) -> None:
+    def subscribe(self, topic: str, filter: Mapping[str, Any] | None, out: ChordOut) -> None:
         """Subscribe (spec §6): validate, ignore a repeated topic, add the conjunction to the
         loopback (Terpstra et al. §4.4)."""
-        node = self.n
+        s = self.s
         if not isinstance(topic, str) or topic.startswith("$"):
             out.append(TraceRecord("chord.bad_filter", {"topic": str(topic), "error": "topic"}))
             return
-        if topic in node.subs or node.state in (LEAVING, LEFT):
+        if topic in s.subs or s.phase in (LEAVING, LEFT):
             return
         try:
             conj = with_topic(validate(filter or {}), topic)
         except (FilterError, TypeError, ValueError) as error:
             out.append(TraceRecord("chord.bad_filter", {"topic": topic, "error": str(error)}))
             return
-        node.subs[topic] = conj
+        s.subs[topic] = conj
         self.loop_changed(out)
 
-    def loop_changed(self, out: list[Output]) -> None:
-        node = self.n
-        loop = self._reduce([*node.subs.values(), *node.ring.maintenance], bound=False)
+    def loop_changed(self, out: ChordOut) -> None:
+        s = self.s
+        loop = self._reduce([*s.subs.values(), *s.maintenance], bound=False)
         if loop != self.loop:
             self.loop = loop
             self._push_all(out)
@@ -122,7 +119,7 @@ class ChordFilters(Part["ChordNode"]):
     # -------------------------------------------------------------------- clipped ends
     def _wanted(self) -> set[int]:
         """Every range end some in-neighbour asks this node's filter for."""
-        ends = set(self.in_ends.values())
+        ends = set(self.s.in_ends.values())
         for clips in self.in_clips.values():
             ends.update(clips)
         return ends
@@ -130,50 +127,41 @@ class ChordFilters(Part["ChordNode"]):
     def clips_for(self, v: NodeId) -> tuple[int, ...]:
         """The ends of wanted ranges that fall strictly inside r_u(v): there u needs v's
         filter for [key(v), e) only ("Clipped filters" in the module doc)."""
-        start = self.n.key_of(v)
-        size = dist(start, self.n.ring.ends[v]) or SIZE
-        offset = self.n.d(v)
+        start = self.s.key_of(v)
+        size = dist(start, self.s.ends[v]) or SIZE
+        offset = self.s.d(v)
         return tuple(
             sorted(
                 e
                 for e in self._wanted()
-                if 0 < dist(start, e) < size and offset < (dist(self.key, e) or SIZE)
+                if 0 < dist(start, e) < size and offset < (dist(self.s.key, e) or SIZE)
             )
         )
 
-    def _update_clips(self, out: list[Output]) -> None:
+    def update_clips(self, out: ChordOut) -> None:
         """Ask each out-neighbour for the clipped filters the wanted ends now need."""
-        ring = self.n.ring
-        for v in ring.edges:
+        s = self.s
+        for v in s.edges:
             clips = self.clips_for(v)
             if clips != self.asked.get(v, ()):
-                self.send_resp(v, ring.ends[v], out)
+                self.send_resp(v, s.ends[v], out)
 
     # ----------------------------------------------------------------------------- h
     def below(self, e: int) -> list[tuple[NodeId, int]]:
         """The edges x inside a range [key(u), e), each with the end up to which its filter
         is needed: e where e falls inside r_u(x) (a clipped filter), else r_u(x)'s own end
         (module doc, "Clipped filters")."""
-        node = self.n
-        ends = node.ring.ends
-        size = dist(self.key, e) or SIZE
+        s = self.s
+        ends = s.ends
+        size = dist(self.s.key, e) or SIZE
         found = []
-        for x in node.ring.edges:
-            if node.d(x) >= size:
+        for x in s.edges:
+            if s.d(x) >= size:
                 break
-            start = node.key_of(x)
+            start = s.key_of(x)
             inside = dist(start, e) < (dist(start, ends[x]) or SIZE)
             found.append((x, e if inside else ends[x]))
         return found
-
-    def edge_filter(self, x: NodeId, e: int) -> Disjunction:
-        """f(u→x) restricted to [key(x), e): the clipped filter for e, when e ends inside
-        r_u(x) and x has sent it, else the whole f(u→x) (a superset)."""
-        if e != self.n.ring.ends[x]:
-            clipped = self.clips.get(x, {}).get(e)
-            if clipped is not None:
-                return clipped
-        return self.out[x]
 
     def _h(self, e: int, cache: dict[int, Disjunction]) -> Disjunction:
         """h for an in-neighbour's range [key(v), e) (Terpstra et al. §4.4): the loopback and, for
@@ -183,7 +171,7 @@ class ChordFilters(Part["ChordNode"]):
         if h is None:
             pending = self.pending
             h = cache[e] = self.union(
-                e, lambda x, needed: () if x in pending else self.edge_filter(x, needed)
+                e, lambda x, needed: () if x in pending else self.s.edge_filter(x, needed)
             )
         return h
 
@@ -193,12 +181,12 @@ class ChordFilters(Part["ChordNode"]):
         protocol's current filters, or the warm start's fixpoint ones). With ``merging`` the
         reductions share their prefixes (:class:`~pubmesh.proto.chord.routing.PrefixChain`)."""
         below = self.below(e)
-        if self.n.params.routing != "merging":
+        if self.s.params.routing != "merging":
             parts = list(self.loop)
             for x, needed in below:
                 parts.extend(filter_of(x, needed))
             return self._reduce(parts, bound=True)
-        ends = self.n.ring.ends
+        ends = self.s.ends
         head = [self.loop]
         last: Disjunction = ()
         for x, needed in below:
@@ -209,13 +197,13 @@ class ChordFilters(Part["ChordNode"]):
         return self.chain.reduce(head, last)
 
     # -------------------------------------------------------------------------- push
-    def _push_all(self, out: list[Output], *, beyond: int = -1) -> None:
+    def _push_all(self, out: ChordOut, *, beyond: int = -1) -> None:
         """Send every wanted filter that changed; with ``beyond``, only those whose range
         reaches past that distance (the others cannot have changed)."""
         cache: dict[int, Disjunction] = {}
-        for u in sorted(self.in_ends):
-            for e in (self.in_ends[u], *self.in_clips.get(u, ())):
-                if (dist(self.key, e) or SIZE) > beyond:
+        for u in sorted(self.s.in_ends):
+            for e in (self.s.in_ends[u], *self.in_clips.get(u, ())):
+                if (dist(self.s.key, e) or SIZE) > beyond:
                     self._push(u, e, cache, out)
 
     def _push(
@@ -223,7 +211,7 @@ class ChordFilters(Part["ChordNode"]):
         u: NodeId,
         e: int | None,
         cache: dict[int, Disjunction],
-        out: list[Output],
+        out: ChordOut,
         *,
         ack: bool = False,
     ) -> None:
@@ -234,7 +222,7 @@ class ChordFilters(Part["ChordNode"]):
         self.fu_seq[u] = seq
         seen = self.rc_seen.get(u)
         message = FilterUpdate(
-            epoch=self.n.epoch,
+            epoch=self.s.epoch,
             seq=seq,
             range_seq=seen[1] if seen else 0,
             end=e if e is not None else -1,
@@ -245,30 +233,34 @@ class ChordFilters(Part["ChordNode"]):
             self.sent_msg[(u, e)] = message
         out.append(Send(u, message))
 
-    def _forget_in(self, u: NodeId) -> None:
-        self.in_ends.pop(u, None)
+    def unacked_gone(self, u: NodeId) -> None:
+        """``u`` cannot acknowledge our RespChange any more (it failed, or the edge change
+        that told it its edge is gone)."""
+        self.rc_unacked.pop(u, None)
+
+    def forget_in(self, u: NodeId) -> None:
+        """``u`` is no in-neighbour any more: its range end, clipped ends and the filters we
+        sent it go."""
+        self.s.in_ends.pop(u, None)
         self.in_clips.pop(u, None)
         for pair in [pair for pair in self.sent if pair[0] == u]:
             del self.sent[pair]
             self.sent_msg.pop(pair, None)
 
     # ------------------------------------------------------------------- edge changes
-    def carve(
-        self, old_edges: list[NodeId], old_ends: dict[NodeId, int], out: list[Output]
-    ) -> None:
+    def carve(self, old_edges: list[NodeId], old_ends: dict[NodeId, int], out: ChordOut) -> None:
         """The filters of an edge change (spec §7, Terpstra et al. §5.2), once the ring holds the
-        new edges and ranges (:meth:`ChordRing._install_edges
-        <pubmesh.proto.chord.ring.ChordRing._install_edges>`): filters carved from the old
-        ones, RespChange to every peer whose range changed.
+        new edges and ranges (its :class:`~.shared.EdgesChanged`): filters carved from the
+        old ones, RespChange to every peer whose range changed.
 
         f_new(u→v) is f_old(u→v) if v's range only shrank; else the union of the old filters
         whose ranges meet the new one (delegation of a lost peer's range, §8.2), or match-all
         and *pending* if the new range meets u's old loopback range (a carve with w = u)."""
-        key_of = self.n.key_of
-        edges, ends = self.n.ring.edges, self.n.ring.ends
-        old_out = self.out
-        old_first = key_of(old_edges[0]) if old_edges else self.key
-        old_loop = dist(self.key, old_first) or SIZE
+        key_of = self.s.key_of
+        edges, ends = self.s.edges, self.s.ends
+        old_out = self.s.edge_filters
+        old_first = key_of(old_edges[0]) if old_edges else self.s.key
+        old_loop = dist(self.s.key, old_first) or SIZE
         new_out: dict[NodeId, Disjunction] = {}
         pending: set[NodeId] = set()
         for v in edges:
@@ -279,7 +271,7 @@ class ChordFilters(Part["ChordNode"]):
                 if v in self.pending:
                     pending.add(v)
                 continue
-            if _arcs_meet(self.key, old_loop, start, size):
+            if _arcs_meet(self.s.key, old_loop, start, size):
                 new_out[v] = MATCH_ALL
                 pending.add(v)
                 continue
@@ -291,9 +283,9 @@ class ChordFilters(Part["ChordNode"]):
                     if y in self.pending:
                         pending.add(v)
             new_out[v] = self._reduce(parts, bound=True)
-        self.out, self.pending = new_out, pending
-        for v in [v for v in self.clips if old_ends.get(v) != ends.get(v)]:
-            del self.clips[v]
+        self.s.edge_filters, self.pending = new_out, pending
+        for v in [v for v in self.s.clipped if old_ends.get(v) != ends.get(v)]:
+            del self.s.clipped[v]
         for v in [v for v in self.asked if v not in ends]:
             del self.asked[v]
         for v in edges:
@@ -304,7 +296,7 @@ class ChordFilters(Part["ChordNode"]):
                 self.send_resp(y, None, out)
         self._push_all(out)
 
-    def send_resp(self, v: NodeId, end: int | None, out: list[Output]) -> None:
+    def send_resp(self, v: NodeId, end: int | None, out: ChordOut) -> None:
         seq = self.rc_seq.get(v, 0) + 1
         self.rc_seq[v] = seq
         clips = self.clips_for(v) if end is not None else ()
@@ -312,21 +304,21 @@ class ChordFilters(Part["ChordNode"]):
             self.asked[v] = clips
         else:
             self.asked.pop(v, None)
-        kept = {e: f for e, f in self.clips.get(v, {}).items() if e in clips}
+        kept = {e: f for e, f in self.s.clipped.get(v, {}).items() if e in clips}
         if kept:
-            self.clips[v] = kept
+            self.s.clipped[v] = kept
         else:
-            self.clips.pop(v, None)
-        message = RespChange(epoch=self.n.epoch, seq=seq, end=end, clips=clips)
+            self.s.clipped.pop(v, None)
+        message = RespChange(epoch=self.s.epoch, seq=seq, end=end, clips=clips)
         self.rc_unacked[v] = message
         out.append(Send(v, message))
-        out.append(SetTimer(self.n.params.resp_retry, RespRetry(self.n.life, v, seq)))
+        out.append(SetTimer(self.s.params.resp_retry, RespRetry(self.s.life, v, seq)))
 
     # -------------------------------------------------------------------------- receive
-    def on_resp_change(self, src: NodeId, message: RespChange, out: list[Output]) -> None:
+    def on_resp_change(self, src: NodeId, message: RespChange, out: ChordOut) -> None:
         """RespChange (spec §7): store the range end (u joins s(v), or leaves on None) and the
         clipped ends, and always answer with FilterUpdates, the acknowledgement."""
-        if self.n.state != JOINED:
+        if self.s.phase != JOINED:
             return
         epoch, seq, end, clips = message.epoch, message.seq, message.end, message.clips
         if not isinstance(epoch, int) or not isinstance(seq, int):
@@ -339,30 +331,29 @@ class ChordFilters(Part["ChordNode"]):
         if seen is not None and (epoch, seq) < seen:
             return
         self.rc_seen[src] = (epoch, seq)
-        ring = self.n.ring
-        pred_before = ring.pred()
-        self._forget_in(src)
+        pred_before = self.s.pred()
+        self.forget_in(src)
         cache: dict[int, Disjunction] = {}
         if end is None:
             self._push(src, None, cache, out, ack=True)
         else:
-            self.in_ends[src] = end
+            self.s.in_ends[src] = end
             self.in_clips[src] = tuple(sorted({e for e in clips if e != end}))
             for e in (end, *self.in_clips[src]):
                 self._push(src, e, cache, out, ack=True)
-        self._update_clips(out)
-        if ring.pred() != pred_before:
-            ring._maintenance_changed(out)
+        self.update_clips(out)
+        if self.s.pred() != pred_before:
+            out.route(OwnRangeChanged())
 
     def _valid_end(self, e: object) -> bool:
-        return isinstance(e, int) and not isinstance(e, bool) and 0 <= e < SIZE and e != self.key
+        return isinstance(e, int) and not isinstance(e, bool) and 0 <= e < SIZE and e != self.s.key
 
-    def on_filter_update(self, src: NodeId, message: FilterUpdate, out: list[Output]) -> None:
+    def on_filter_update(self, src: NodeId, message: FilterUpdate, out: ChordOut) -> None:
         """FilterUpdate (spec §6): acknowledge our RespChange, refuse stale or foreign
         updates, replace f(v→w) (or one of its clipped filters), and pass the change on to
         every in-neighbour whose range reaches w."""
-        node = self.n
-        if node.state != JOINED:
+        s = self.s
+        if s.phase != JOINED:
             return
         epoch, seq, e = message.epoch, message.seq, message.end
         if not isinstance(epoch, int) or not isinstance(seq, int) or not isinstance(e, int):
@@ -371,9 +362,9 @@ class ChordFilters(Part["ChordNode"]):
         acked = isinstance(message.range_seq, int) and pending is not None
         if acked and pending is not None and message.range_seq >= pending.seq:
             del self.rc_unacked[src]
-        if src not in self.out:
+        if src not in self.s.edge_filters:
             return
-        full = e == node.ring.ends[src]
+        full = e == s.ends[src]
         if not full and e not in self.asked.get(src, ()):
             return
         seen = self.fu_seen.get((src, e))
@@ -387,23 +378,23 @@ class ChordFilters(Part["ChordNode"]):
         if full:
             was_pending = src in self.pending
             self.pending.discard(src)
-            if not was_pending and g == self.out[src]:
+            if not was_pending and g == self.s.edge_filters[src]:
                 return
-            lazy = node.params.lazy_shrink and disjunction_covers(self.out[src], g)
+            lazy = s.params.lazy_shrink and disjunction_covers(self.s.edge_filters[src], g)
             if not was_pending and lazy:
                 return  # Terpstra et al. §4.4 "may choose not to update" (off by default, spec §6)
-            self.out[src] = g
+            self.s.edge_filters[src] = g
         else:
-            clipped = self.clips.setdefault(src, {})
+            clipped = self.s.clipped.setdefault(src, {})
             if clipped.get(e) == g:
                 return
             clipped[e] = g
-        self._push_all(out, beyond=node.d(src))
+        self._push_all(out, beyond=s.d(src))
 
     # --------------------------------------------------------------------------- timers
-    def fire(self, timer: Timer, out: list[Output]) -> None:
+    def fire(self, timer: Timer, out: ChordOut) -> None:
         """RespChange retries and the periodic filter refresh (spec §7, §8.4)."""
-        p = self.n.params
+        p = self.s.params
         match timer:
             case RespRetry(peer=peer, seq=seq):
                 pending = self.rc_unacked.get(peer)

@@ -40,28 +40,24 @@ publisher it is kept across a rejoin (the node's own publications, its queries).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pubmesh.proto.chord.keys import SIZE
 from pubmesh.proto.chord.life import JOINED, LEAVING, HistoryDone, HistoryTick
 from pubmesh.proto.chord.messages import ChordHistoryItem, ChordHistoryQuery
 from pubmesh.proto.chord.routing import match_attributes, parse_conjunction
+from pubmesh.proto.chord.shared import ChordOut, ChordState, RouteQuery
 from pubmesh.proto.content import Conjunction, matches, publication_attributes
 from pubmesh.proto.core import (
     Deliver,
     HistoryRequest,
     NodeId,
-    Output,
-    Part,
     Send,
     SetTimer,
     Timer,
     TraceRecord,
 )
-from pubmesh.proto.history import AnswerLimit, Retention, item_age
-
-if TYPE_CHECKING:
-    from pubmesh.proto.chord.node import ChordNode
+from pubmesh.proto.history import AnswerLimit, Journal, Retention, item_age
 
 
 @dataclass(slots=True)
@@ -77,11 +73,11 @@ class _Asking:
     seen: set[int] = field(default_factory=set)
 
 
-class ChordHistory(Part["ChordNode"]):
+class ChordHistory:
     """The topic history of one chord node (module doc)."""
 
-    def __init__(self, node: ChordNode) -> None:
-        super().__init__(node)
+    def __init__(self, s: ChordState) -> None:
+        self.s = s
         #: topic -> the node's own publications it retains
         self.retained: dict[str, Retention] = {}
         #: topic -> the subscription's history request, until its window closes
@@ -92,29 +88,34 @@ class ChordHistory(Part["ChordNode"]):
 
     # ------------------------------------------------------------------ the publisher side
     def retain(
-        self, topic: str, pub_id: int, payload: bytes, attributes: dict[str, Any], now: float
+        self,
+        topic: str,
+        pub_id: int,
+        payload: bytes,
+        attributes: dict[str, Any],
+        now: float,
+        journal: Journal | None,
     ) -> None:
-        """Keep one of the node's own publications as it is issued."""
-        p = self.n.params
+        """Keep one of the node's own publications as it is issued (each new retention
+        appends to ``journal``, the node's data directory's, if it keeps one)."""
+        p = self.s.params
         kept = self.retained.get(topic)
         if kept is None:
             if p.history_count <= 0:
                 return
             kept = self.retained[topic] = Retention(
-                p.history_count, p.history_seconds, p.history_bytes, topic, self.n.retained_journal
+                p.history_count, p.history_seconds, p.history_bytes, topic, journal
             )
         kept.add(pub_id, payload, now, attributes)
 
-    def on_query(
-        self, src: NodeId, query: ChordHistoryQuery, now: float, out: list[Output]
-    ) -> None:
+    def on_query(self, src: NodeId, query: ChordHistoryQuery, now: float, out: ChordOut) -> None:
         """A query down the asker's tree (module doc, "Answer"): forward it over the range,
         then send the asker what this node retains that the query asks for."""
-        node = self.n
-        if node.state not in (JOINED, LEAVING):
+        s = self.s
+        if s.phase not in (JOINED, LEAVING):
             return
         end, topic, asker = query.end, query.topic, query.asker
-        if not isinstance(end, int) or not 0 <= end < SIZE or end == node.key:
+        if not isinstance(end, int) or not 0 <= end < SIZE or end == s.key:
             return
         if not isinstance(topic, str) or topic.startswith("$") or not isinstance(query.hops, int):
             return
@@ -127,15 +128,15 @@ class ChordHistory(Part["ChordNode"]):
             return
         if not self._take(asker, topic, now):
             return
-        node.publisher.route_query(query, end, out)
+        out.route(RouteQuery(query, end))
         self._answer(asker, topic, conj, query, now, out)
 
     def _take(self, asker: NodeId, topic: str, now: float) -> bool:
         """One query per asker and topic per history_interval (spec §14): a repeated one is
         neither answered nor forwarded, so a flood of queries costs one broadcast per
         interval."""
-        if not self.answered.allow((asker, topic), now, self.n.params.history_interval):
-            self.n._count("history_over_limit")
+        if not self.answered.allow((asker, topic), now, self.s.params.history_interval):
+            self.s.count("history_over_limit")
             return False
         return True
 
@@ -146,12 +147,12 @@ class ChordHistory(Part["ChordNode"]):
         conj: Conjunction,
         query: ChordHistoryQuery,
         now: float,
-        out: list[Output],
+        out: ChordOut,
     ) -> None:
         kept = self.retained.get(topic)
         if kept is None:
             return
-        limit = self.n.params.history_items
+        limit = self.s.params.history_items
         count = min(query.count, limit) if query.count > 0 else limit
         held = [
             r
@@ -167,23 +168,23 @@ class ChordHistory(Part["ChordNode"]):
                 qid=query.qid,
                 age=now - r.t,
             )
-            if asker == self.n.node_id:
+            if asker == self.s.node_id:
                 self.on_item(asker, item, now, out)
             else:
                 out.append(Send(asker, item))
         if held:
-            self.n._count("history_answered")
+            self.s.count("history_answered")
 
     # ------------------------------------------------------------------ the subscriber side
-    def subscribe(self, topic: str, request: HistoryRequest, out: list[Output]) -> None:
+    def subscribe(self, topic: str, request: HistoryRequest, out: ChordOut) -> None:
         """A Subscribe with a history request that the filters took (spec §14): the query
         goes after ``history_delay`` if joined, else after the join (:meth:`joined`)."""
-        node = self.n
-        if topic not in node.subs or topic in self.asking:
+        s = self.s
+        if topic not in s.subs or topic in self.asking:
             return
         self.asking[topic] = _Asking(request)
-        if node.state == JOINED:
-            out.append(SetTimer(node.params.history_delay, HistoryTick(node.life, topic)))
+        if s.phase == JOINED:
+            out.append(SetTimer(s.params.history_delay, HistoryTick(s.life, topic)))
 
     def leave(self) -> None:
         """The node leaves the ring: every query it was waiting on ends with it."""
@@ -192,12 +193,12 @@ class ChordHistory(Part["ChordNode"]):
     def unsubscribe(self, topic: str) -> None:
         self.asking.pop(topic, None)
 
-    def joined(self, out: list[Output]) -> None:
+    def joined(self, out: ChordOut) -> None:
         """The node (re)joined: the queries not sent yet go after ``history_delay``."""
-        node = self.n
+        s = self.s
         for topic in sorted(self.asking):
             if self.asking[topic].qid == 0:
-                out.append(SetTimer(node.params.history_delay, HistoryTick(node.life, topic)))
+                out.append(SetTimer(s.params.history_delay, HistoryTick(s.life, topic)))
 
     def first(self, topic: str, pub_id: int) -> bool:
         """Is this the first delivery of ``pub_id`` on ``topic``? (Always, but within a
@@ -210,49 +211,49 @@ class ChordHistory(Part["ChordNode"]):
         asking.seen.add(pub_id)
         return True
 
-    def fire(self, timer: Timer, now: float, out: list[Output]) -> None:
-        node = self.n
+    def fire(self, timer: Timer, now: float, out: ChordOut) -> None:
+        s = self.s
         match timer:
             case HistoryTick(life=life, topic=topic):
                 asking = self.asking.get(topic)
-                if life != node.life or node.state != JOINED or asking is None or asking.qid:
+                if life != s.life or s.phase != JOINED or asking is None or asking.qid:
                     return
-                conj = node.subs.get(topic)
+                conj = s.subs.get(topic)
                 if conj is None:
                     return
                 asking.qid = qid = self.next_qid
                 self.next_qid += 1
-                out.append(SetTimer(node.params.history_window, HistoryDone(life, topic, qid)))
+                out.append(SetTimer(s.params.history_window, HistoryDone(life, topic, qid)))
                 request = asking.request
                 query = ChordHistoryQuery(
                     topic=topic,
                     filter=conj.text,
                     count=request.count,
                     seconds=request.seconds,
-                    asker=node.node_id,
+                    asker=s.node_id,
                     qid=qid,
-                    end=node.key,
+                    end=s.key,
                     hops=0,
                 )
-                node._count("history_queries")
+                s.count("history_queries")
                 out.append(TraceRecord("chord.history_query", {"topic": topic, "qid": qid}))
-                self._take(node.node_id, topic, now)
-                node.publisher.route_query(query, None, out)
-                self._answer(node.node_id, topic, conj, query, now, out)
+                self._take(s.node_id, topic, now)
+                out.route(RouteQuery(query, None))
+                self._answer(s.node_id, topic, conj, query, now, out)
             case HistoryDone(topic=topic, qid=qid):
                 asking = self.asking.get(topic)
                 if asking is not None and asking.qid == qid:
                     del self.asking[topic]
 
-    def on_item(self, src: NodeId, item: ChordHistoryItem, now: float, out: list[Output]) -> None:
+    def on_item(self, src: NodeId, item: ChordHistoryItem, now: float, out: ChordOut) -> None:
         """An answer to this node's query (module doc, "Deliver")."""
-        node = self.n
+        s = self.s
         topic = item.topic
         asking = self.asking.get(topic) if isinstance(topic, str) else None
         if asking is None or not asking.qid or item.qid != asking.qid:
             return  # not asked, or not the current query
-        conj = node.subs.get(topic)
-        if conj is None or asking.accepted >= node.params.history_items:
+        conj = s.subs.get(topic)
+        if conj is None or asking.accepted >= s.params.history_items:
             return
         if not isinstance(item.payload, bytes) or not _is_int(item.pub_id):
             return
@@ -262,7 +263,7 @@ class ChordHistory(Part["ChordNode"]):
         asking.accepted += 1
         if not self.first(topic, item.pub_id):
             return
-        node.delivered += 1
+        s.delivered += 1
         age = item_age(item.age)
         out.append(
             Deliver(

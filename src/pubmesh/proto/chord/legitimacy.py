@@ -79,22 +79,22 @@ def violations(nodes: Mapping[NodeId, StackNode], *, limit: int = 10) -> list[st
         want_edges = sorted(
             {f for f in want_fingers if f is not None}, key=lambda x: (node.d(x), x)
         )
-        edges, succ = node.ring.edges, node.ring.succ
+        edges, succ = node.s.edges, node.s.succ
         if edges != want_edges and fail(f"Q1 {i}: edges {edges} != {want_edges}"):
             return found
-        want_succ = ideal_successors(node.key, ring, node.ring.succ_len())
+        want_succ = ideal_successors(node.key, ring, node.s.succ_len())
         if succ != want_succ and fail(f"Q1 {i}: list {succ} != {want_succ}"):
             return found
     edges_into: dict[NodeId, list[NodeId]] = {i: [] for i in live}
     for u, sender in live.items():
-        for v in sender.ring.ends:
+        for v in sender.s.ends:
             if v in edges_into:
                 edges_into[v].append(u)
     #: (filter, covered filter) pairs already checked: filters are shared tuples (the warm
     #: start's memo, unchanged updates), and a set lookup settles conjunctions present as such
     checked: set[tuple[int, int]] = set()
     for i, node in live.items():
-        filters, ends = node.filters, node.ring.ends
+        filters, ends = node.filters, node.s.ends
         if filters.pending and fail(f"Q2 {i}: pending edges {sorted(filters.pending)}"):
             return found
         if filters.rc_unacked and fail(
@@ -102,19 +102,19 @@ def violations(nodes: Mapping[NodeId, StackNode], *, limit: int = 10) -> list[st
         ):
             return found
         incoming = sorted(edges_into[i])
-        if sorted(filters.in_ends) != incoming and fail(
-            f"Q2 {i}: stores in-neighbours {sorted(filters.in_ends)}, edges come from {incoming}"
+        if sorted(node.s.in_ends) != incoming and fail(
+            f"Q2 {i}: stores in-neighbours {sorted(node.s.in_ends)}, edges come from {incoming}"
         ):
             return found
-        for v in node.ring.edges:
+        for v in node.s.edges:
             other = live.get(v)
             if other is None:
                 if fail(f"Q1 {i}: edge to {v}, not live"):
                     return found
                 continue
             theirs = other.filters
-            if theirs.in_ends.get(i) != ends[v] and fail(
-                f"Q2 {v}: stores end {theirs.in_ends.get(i)} for {i}, which says {ends[v]}"
+            if other.s.in_ends.get(i) != ends[v] and fail(
+                f"Q2 {v}: stores end {other.s.in_ends.get(i)} for {i}, which says {ends[v]}"
             ):
                 return found
             clips = filters.clips_for(v)
@@ -124,12 +124,12 @@ def violations(nodes: Mapping[NodeId, StackNode], *, limit: int = 10) -> list[st
             ):
                 return found
             for e in (ends[v], *clips):
-                if e != ends[v] and e not in filters.clips.get(v, {}):
+                if e != ends[v] and e not in node.s.clipped.get(v, {}):
                     if fail(f"Q2 {i}->{v}: no clipped filter for end {e}"):
                         return found
                     continue
-                mine = filters.edge_filter(v, e)
-                below = [(w, theirs.edge_filter(w, needed)) for w, needed in theirs.below(e)]
+                mine = node.s.edge_filter(v, e)
+                below = [(w, other.s.edge_filter(w, needed)) for w, needed in theirs.below(e)]
                 present = set(mine)
                 for w, f in [(v, theirs.loop), *below]:
                     if (id(mine), id(f)) in checked:

@@ -1,29 +1,36 @@
 """The ring of a chord node: successor list, fingers, edges and ranges, maintenance
-subscriptions, stabilize, leave and failures (Terpstra et al. §4.1, §5; spec §3, §7–§9).
+subscriptions, stabilize and a peer's leave (Terpstra et al. §4.1, §5; spec §3, §7–§9).
 
 :class:`ChordRing` is one part of :class:`~pubmesh.proto.chord.node.ChordNode` (its module doc
 tells how the parts work together). It owns the topology: the successor list (Terpstra et al.
 §5.1), p_k(u) and the edges p(u)∖u sorted by distance with the end of each range r_u(v), the
 send order, and the maintenance subscriptions (the location range and the join intervals,
-spec §7). A change of the edges installs the new ranges here and has the filters carved from
-the old ones (:meth:`ChordFilters.carve <pubmesh.proto.chord.filters.ChordFilters.carve>`).
+spec §7), all of which it writes into the node's :class:`~.shared.ChordState` (the state's
+methods read them: pred(u), the list length L, the far fingers). A change of the edges is an
+:class:`~.shared.EdgesChanged` for the filters, which carve theirs from the old ranges
+(:meth:`ChordFilters.carve <pubmesh.proto.chord.filters.ChordFilters.carve>`); a peer's
+Leaving is a :class:`~.shared.PeerGone` for the node, which handles a failure across the
+parts (``ChordNode._peer_down``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pubmesh.proto.chord.keys import MASK, SIZE, dist, finger_offset, key_text
 from pubmesh.proto.chord.keys import M as KEY_BITS
 from pubmesh.proto.chord.life import JOINED, StabilizeTick
 from pubmesh.proto.chord.messages import Notification, SuccListReply, SuccListRequest
+from pubmesh.proto.chord.shared import (
+    ChordOut,
+    ChordState,
+    EdgesChanged,
+    MaintenanceChanged,
+    PeerGone,
+)
 from pubmesh.proto.content import PRESENT, Conjunction, validate
-from pubmesh.proto.core import NodeId, Output, Part, Send, SetTimer, Timer
-
-if TYPE_CHECKING:
-    from pubmesh.proto.chord.node import ChordNode
+from pubmesh.proto.core import NodeId, Send, SetTimer, Timer
 
 #: the maintenance notifications' topics and fields (spec §7)
 LOCATION = "$chord.location"
@@ -64,24 +71,11 @@ def _arc_conjunctions(topic: str, attr: str, lo: int, hi: int, hi_op: str) -> li
     return parts
 
 
-class ChordRing(Part["ChordNode"]):
+class ChordRing:
     """The topology of one chord node (module doc); forgotten on a rejoin."""
 
-    def __init__(self, node: ChordNode) -> None:
-        super().__init__(node)
-        self.key = node.key  # key(u), fixed for the node's life
-        #: successor list, clockwise from u (Terpstra et al. §5.1)
-        self.succ: list[NodeId] = []
-        #: the owner's predecessor from a LocationReply, until a true one connects (spec §3)
-        self.pred_hint: NodeId | None = None
-        #: p_k(u) for k = 1…m (index k−1), None where undefined
-        self.fingers: list[NodeId | None] = [None] * KEY_BITS
-        #: p(u)∖u sorted by distance, and the end of r_u(v) for each
-        self.edges: list[NodeId] = []
-        self.ends: dict[NodeId, int] = {}
-        #: edges in send order: decreasing range size, ties smaller distance (§4.3)
-        self.order: list[NodeId] = []
-        self.maintenance: tuple[Conjunction, ...] = ()
+    def __init__(self, s: ChordState) -> None:
+        self.s = s
         #: pred(u), the list, the in-neighbours and L after the last input (:meth:`announce`);
         #: None until the first input after a join (or a warm start) records them
         self.announced: tuple[NodeId | None, tuple[NodeId, ...], frozenset[NodeId], int] | None = (
@@ -91,92 +85,40 @@ class ChordRing(Part["ChordNode"]):
         self.push_budget = float(PUSH_BURST)
         self.push_refilled = 0.0
 
-    # ------------------------------------------------------------------------- queries
-    def succ_len(self) -> int:
-        """L: the parameter, or auto = max(4, |p(u)| − 1) (spec §3)."""
-        return self.n.params.succ_len or max(4, len(self.edges))
-
-    def pred(self) -> NodeId | None:
-        """pred(u): the in-neighbour closest counter-clockwise, else the hint (spec §3)."""
-        in_ends = self.n.filters.in_ends
-        if in_ends:
-            key_of = self.n.key_of
-            return min(in_ends, key=lambda x: (dist(key_of(x), self.key), x))
-        if self.pred_hint is None and 0 < len(self.succ) < self.succ_len():
-            # a list shorter than L holds the whole ring (as in far_fingers), so its last
-            # entry is the predecessor. Without this a node that has a successor but no
-            # in-neighbour yet (the contact just after the first joiner adopted it) owned no
-            # key: location notifications for a join found no owner, and the joiner waited a
-            # join_retry for nothing (ours; Chord's ownership (pred, n], Stoica et al.,
-            # SIGCOMM 2001, §4.2, needs a predecessor)
-            return self.succ[-1]
-        return self.pred_hint
-
-    def alone(self) -> bool:
-        return self.n.state == JOINED and not self.succ
-
-    def peers(self) -> set[NodeId]:
-        peers = set(self.edges) | set(self.n.filters.in_ends) | set(self.succ)
-        peers.discard(self.n.node_id)
-        return peers
-
     # -------------------------------------------------------------------- list, fingers
-    def _learn(self, v: NodeId, out: list[Output]) -> None:
+    def learn(self, v: NodeId, out: ChordOut) -> None:
         """A node v joined: adopt it wherever it is closer than the current p_k or list entry
         (Terpstra et al. §5.2: "every u whose join interval matches recomputes p(u) and its
         list")."""
-        if v == self.n.node_id:
+        if v == self.s.node_id:
             return
-        d = self.n.d
+        d = self.s.d
         d_v = d(v)
         changed = False
         for k in range(1, KEY_BITS + 1):
-            current = self.fingers[k - 1]
+            current = self.s.fingers[k - 1]
             if d_v >= finger_offset(k) and (current is None or d_v < d(current)):
-                self.fingers[k - 1] = v
+                self.s.fingers[k - 1] = v
                 changed = True
-        if v not in self.succ:
-            merged = self.clockwise([*self.succ, v])
-            if merged != self.succ:
-                self.succ = merged
+        if v not in self.s.succ:
+            merged = self.s.clockwise([*self.s.succ, v])
+            if merged != self.s.succ:
+                self.s.succ = merged
                 changed = True
         if changed:
             self.topology_changed(out)
 
-    def clockwise(self, nodes: Iterable[NodeId]) -> list[NodeId]:
-        """Distinct nodes other than u, by distance, cut to L."""
-        me, d = self.n.node_id, self.n.d
-        seen = sorted({x for x in nodes if x != me}, key=lambda x: (d(x), x))
-        return seen[: self.succ_len()]
-
-    def drop_far_finger(self, k: int) -> bool:
-        """Mark far finger k undefined; True if that changed it."""
-        if self.fingers[k - 1] is None or k not in self.far_fingers():
-            return False
-        self.fingers[k - 1] = None
-        return True
-
-    def far_fingers(self) -> list[int]:
-        """The k whose p_k lies beyond the successor list (only if the list is full: a short
-        list holds the whole ring)."""
-        if len(self.succ) < self.succ_len():
-            return []
-        span = self.n.d(self.succ[-1])
-        return [k for k in range(1, KEY_BITS + 1) if finger_offset(k) > span]
-
     # ------------------------------------------------------------------ stabilize, leave
-    def on_succ_list_request(self, src: NodeId, out: list[Output]) -> None:
-        if self.alone():
+    def on_succ_list_request(self, src: NodeId, out: ChordOut) -> None:
+        if self.s.alone():
             # Chord's notify: a node alone (a contact that lost its whole list,
             # which does not rejoin) takes back a live node that names it successor
-            self._learn(src, out)
-        if self.n.state == JOINED:
-            reply = SuccListReply(pred=self.pred(), successors=tuple(self.succ))
+            self.learn(src, out)
+        if self.s.phase == JOINED:
+            reply = SuccListReply(pred=self.s.pred(), successors=tuple(self.s.succ))
             out.append(Send(src, reply))
 
-    def on_succ_list(
-        self, src: NodeId, pred: object, successors: object, out: list[Output]
-    ) -> None:
+    def on_succ_list(self, src: NodeId, pred: object, successors: object, out: ChordOut) -> None:
         """Chord's stabilize (spec §7 "Periodic repair"): a predecessor of our successor that
         lies between us becomes the successor; the list becomes [successor] + its list.
 
@@ -185,47 +127,47 @@ class ChordRing(Part["ChordNode"]):
         ever (found at N = 200 built by joins, bench/bench_chord_joins.py). So a list still
         short of L after a reply that did not wrap around the ring to us is extended by
         asking its last entry for its list, whose answer adds the nodes beyond it (ours)."""
-        node = self.n
-        if node.state != JOINED or not self.succ or not isinstance(successors, tuple | list):
+        s = self.s
+        if s.phase != JOINED or not self.s.succ or not isinstance(successors, tuple | list):
             return
-        d = node.d
-        if src != self.succ[0]:
-            if src == self.succ[-1] and len(self.succ) < self.succ_len():
+        d = s.d
+        if src != self.s.succ[0]:
+            if src == self.s.succ[-1] and len(self.s.succ) < self.s.succ_len():
                 beyond = [x for x in successors if isinstance(x, int) and d(x) > d(src)]
-                new = self.clockwise([*self.succ, *beyond])
+                new = self.s.clockwise([*self.s.succ, *beyond])
                 self._set_succ(new, successors, out, extension=True)
             return
-        nodes = [src, *(x for x in successors if isinstance(x, int) and x != node.node_id)]
+        nodes = [src, *(x for x in successors if isinstance(x, int) and x != s.node_id)]
         # entries beyond the reply's last one stay: a successor with a shorter L cannot
         # vouch for them, and a dead one is dropped on its PeerDown
         reach = max(d(x) for x in nodes)
-        nodes += [x for x in self.succ if d(x) > reach]
-        if isinstance(pred, int) and pred != node.node_id and d(pred) < d(src):
+        nodes += [x for x in self.s.succ if d(x) > reach]
+        if isinstance(pred, int) and pred != s.node_id and d(pred) < d(src):
             nodes.append(pred)
-            self._learn(pred, out)
-        self._set_succ(self.clockwise(nodes), successors, out, extension=False)
+            self.learn(pred, out)
+        self._set_succ(self.s.clockwise(nodes), successors, out, extension=False)
 
     def _set_succ(
         self,
         new: list[NodeId],
         reply: tuple[object, ...] | list[object],
-        out: list[Output],
+        out: ChordOut,
         *,
         extension: bool,
     ) -> None:
         """Adopt a successor list from a stabilize reply, then extend it if still short."""
-        grew = len(new) > len(self.succ)
-        if new != self.succ:
-            self.succ = new
+        grew = len(new) > len(self.s.succ)
+        if new != self.s.succ:
+            self.s.succ = new
             self.topology_changed(out)
-        wrapped = self.n.node_id in reply  # the reply reached round the ring to us
-        short = 0 < len(self.succ) < self.succ_len()
+        wrapped = self.s.node_id in reply  # the reply reached round the ring to us
+        short = 0 < len(self.s.succ) < self.s.succ_len()
         # an extension reply asks further only if it added someone: no ping-pong with a last
         # entry that knows nobody beyond itself
         if short and not wrapped and (grew or not extension):
-            out.append(Send(self.succ[-1], SuccListRequest()))
+            out.append(Send(self.s.succ[-1], SuccListRequest()))
 
-    def announce(self, now: float, out: list[Output]) -> None:
+    def announce(self, now: float, out: ChordOut) -> None:
         """Reactive stabilization (ours), after every input of a joined node.
 
         Chord's stabilize is a pull (Stoica et al., "Chord: A Scalable Peer-to-peer Lookup
@@ -258,7 +200,7 @@ class ChordRing(Part["ChordNode"]):
         drained); so the pushes draw on a budget of PUSH_BURST messages that refills at that many
         per stabilize_period, and beyond it the periodic stabilize and fix_fingers, the safety net
         they always were (lost messages, failures), carry the changes."""
-        p = self.n.params
+        p = self.s.params
         self.push_budget = min(
             float(PUSH_BURST),
             self.push_budget + PUSH_BURST * (now - self.push_refilled) / p.stabilize_period,
@@ -271,12 +213,12 @@ class ChordRing(Part["ChordNode"]):
             del out[allowed:]  # over budget: the periodic repair carries the rest
         self.push_budget -= len(out) - start
 
-    def _push_changes(self, out: list[Output]) -> None:
+    def _push_changes(self, out: ChordOut) -> None:
         """The messages of :meth:`announce` for the change since the last input."""
-        pred = self.pred()
-        succ = tuple(self.succ)
-        ins = frozenset(self.n.filters.in_ends)
-        length = self.succ_len()
+        pred = self.s.pred()
+        succ = tuple(self.s.succ)
+        ins = frozenset(self.s.in_ends)
+        length = self.s.succ_len()
         last, self.announced = self.announced, (pred, succ, ins, length)
         if last is None:
             return
@@ -295,7 +237,7 @@ class ChordRing(Part["ChordNode"]):
                 out.append(Send(peer, reply))
         if pred is None:
             return
-        d, key_of = self.n.d, self.n.key_of
+        d, key_of = self.s.d, self.s.key_of
         moved_in = old is not None and pred != old and d(pred) > d(old)
         notify = (ins if moved_in else new_ins) - {pred}
         if notify:
@@ -305,151 +247,114 @@ class ChordRing(Part["ChordNode"]):
                 notice = Notification(topic=JOIN, attributes=attributes, end=end, hops=0)
                 out.append(Send(v, notice))
 
-    def fire(self, timer: Timer, out: list[Output]) -> None:
+    def fire(self, timer: Timer, out: ChordOut) -> None:
         """The ring's timer: Chord's periodic stabilize (spec §7 "Periodic repair")."""
         match timer:
             case StabilizeTick():
-                if self.n.state == JOINED and self.succ:
-                    out.append(Send(self.succ[0], SuccListRequest()))
-                out.append(SetTimer(self.n.params.stabilize_period, timer))
+                if self.s.phase == JOINED and self.s.succ:
+                    out.append(Send(self.s.succ[0], SuccListRequest()))
+                out.append(SetTimer(self.s.params.stabilize_period, timer))
 
-    def on_leaving(self, src: NodeId, pred: object, successors: object, out: list[Output]) -> None:
+    def on_leaving(self, src: NodeId, pred: object, successors: object, out: ChordOut) -> None:
         """Leaving (spec §9): as PeerDown without the detection delay; the predecessor splices
         in the leaver's list, the successor takes its predecessor as a hint."""
-        if self.n.state != JOINED:
+        if self.s.phase != JOINED:
             return
-        if self.succ and src == self.succ[0] and isinstance(successors, tuple | list):
-            rest = [x for x in self.succ if x != src]
+        if self.s.succ and src == self.s.succ[0] and isinstance(successors, tuple | list):
+            rest = [x for x in self.s.succ if x != src]
             spliced = [x for x in successors if isinstance(x, int) and x != src]
-            self.succ = self.clockwise([*rest, *spliced])  # empty: peer_down rejoins
-        if isinstance(pred, int) and pred != self.n.node_id and self.pred() == src:
-            self.pred_hint = pred
-        self.peer_down(src, out)
-
-    # ------------------------------------------------------------------------ failures
-    def peer_down(self, x: NodeId, out: list[Output]) -> None:
-        """PeerDown (spec §8): drop x everywhere; x's range goes to its counter-clockwise
-        neighbour with the union filter (in :meth:`_install_edges`), far fingers that were x
-        are looked up again, the list refills from the new successor."""
-        node = self.n
-        filters, joins = node.filters, node.joins
-        filters.rc_unacked.pop(x, None)  # x cannot acknowledge anything any more
-        was_successor = bool(self.succ) and self.succ[0] == x
-        known = x in self.succ or x in self.ends or x in filters.in_ends or x == self.pred_hint
-        if not known and x not in self.fingers:
-            return  # a stranger (or, while joining, the contact: the JoinTick retries)
-        self.succ = [y for y in self.succ if y != x]
-        filters._forget_in(x)
-        if self.pred_hint == x:
-            self.pred_hint = None
-        lost = [k for k in range(1, KEY_BITS + 1) if self.fingers[k - 1] == x]
-        for k in lost:
-            self.fingers[k - 1] = None
-        for look in joins.lookups.values():
-            if look.best == x:
-                look.best = None
-        if node.state != JOINED:
-            return
-        # the successor is always an edge, so a node that had one still has self.ends here
-        if not self.succ and self.ends and node.contacts and node.contacts[0] != node.node_id:
-            node._rejoin(out)
-            return
-        self.topology_changed(out)
-        filters.rc_unacked.pop(x, None)  # the edge change told x its edge is gone: it cannot ack
-        filters._update_clips(out)  # x's wanted ends are gone with it
-        far = set(self.far_fingers())
-        for k in lost:
-            if k in far and self.fingers[k - 1] is None:
-                joins._lookup(k, out)
-        if was_successor and self.succ:
-            out.append(Send(self.succ[0], SuccListRequest()))
+            self.s.succ = self.s.clockwise([*rest, *spliced])  # empty: peer_down rejoins
+        if isinstance(pred, int) and pred != self.s.node_id and self.s.pred() == src:
+            self.s.pred_hint = pred
+        out.route(PeerGone(src))
 
     # ------------------------------------------------------------------------ topology
-    def topology_changed(self, out: list[Output]) -> None:
+    def topology_changed(self, out: ChordOut) -> None:
         """The list or a finger changed: cut the list to L, read the near fingers off it,
         install the edges and the maintenance subscriptions."""
         # the list is cut to L only where it is rebuilt (clockwise): an auto L that shrinks
         # while failed fingers are being replaced must not throw away live backups
         self._fingers_from_list()
-        me, d = self.n.node_id, self.n.d
+        me, d = self.s.node_id, self.s.d
         edges = sorted(
-            {f for f in self.fingers if f is not None and f != me},
+            {f for f in self.s.fingers if f is not None and f != me},
             key=lambda x: (d(x), x),
         )
-        if edges != self.edges:
+        if edges != self.s.edges:
             self._install_edges(edges, out)
-        self._maintenance_changed(out)
+        self.maintenance_changed(out)
 
     def _fingers_from_list(self) -> None:
         """p_k for D_k within the list's span is the first list entry at least D_k away (spec
         §3, §7.5); the far ones are left as they are."""
-        d = self.n.d
-        span = d(self.succ[-1]) if self.succ else 0
-        distances = [d(x) for x in self.succ]
+        d = self.s.d
+        span = d(self.s.succ[-1]) if self.s.succ else 0
+        distances = [d(x) for x in self.s.succ]
         for k in range(1, KEY_BITS + 1):
             offset = finger_offset(k)
             if offset > span:
                 continue  # far fingers: looked up, learnt from join notices, dropped on failure
-            self.fingers[k - 1] = next(
-                x for x, dx in zip(self.succ, distances, strict=True) if dx >= offset
+            self.s.fingers[k - 1] = next(
+                x for x, dx in zip(self.s.succ, distances, strict=True) if dx >= offset
             )
 
-    def _install_edges(self, edges: list[NodeId], out: list[Output]) -> None:
+    def _install_edges(self, edges: list[NodeId], out: ChordOut) -> None:
         """Edge change (spec §7, Terpstra et al. §5.2): new ranges and send order, then the
         filters carved from the old ones and RespChange to every peer whose range changed
         (:meth:`ChordFilters.carve <pubmesh.proto.chord.filters.ChordFilters.carve>`)."""
-        old_edges, old_ends = self.edges, self.ends
-        self.edges, self.ends = edges, self._range_ends(edges)
-        self.order = self._send_order()
-        self.n.filters.carve(old_edges, old_ends, out)
+        old_edges, old_ends = self.s.edges, self.s.ends
+        self.s.edges, self.s.ends = edges, self._range_ends(edges)
+        self.s.order = self._send_order()
+        out.route(EdgesChanged(old_edges, old_ends))
 
     def _range_ends(self, edges: list[NodeId]) -> dict[NodeId, int]:
         """r_u(v_i) = [key(v_i), key(v_{i+1})), the last one ending at key(u) (§3)."""
-        key_of = self.n.key_of
+        key_of = self.s.key_of
         return {
-            v: key_of(edges[i + 1]) if i + 1 < len(edges) else self.key for i, v in enumerate(edges)
+            v: key_of(edges[i + 1]) if i + 1 < len(edges) else self.s.key
+            for i, v in enumerate(edges)
         }
 
     def _send_order(self) -> list[NodeId]:
         """The edges in decreasing range size, ties by distance (Terpstra et al. §4.3)."""
-        d, key_of = self.n.d, self.n.key_of
+        d, key_of = self.s.d, self.s.key_of
         return sorted(
-            self.edges,
-            key=lambda v: (-(dist(key_of(v), self.ends[v]) or SIZE), d(v), v),
+            self.s.edges,
+            key=lambda v: (-(dist(key_of(v), self.s.ends[v]) or SIZE), d(v), v),
         )
 
-    def _maintenance_changed(self, out: list[Output]) -> None:
+    def maintenance_changed(self, out: ChordOut) -> None:
         """Recompute the maintenance subscriptions (spec §7): the location range
         (key(pred), key(u)] (everything while alone), and the join intervals where a newcomer
         would become one of u's fingers or list entries."""
-        key_of = self.n.key_of
+        key_of = self.s.key_of
         conjs: list[Conjunction] = []
-        if self.n.state == JOINED:
-            if self.alone():
+        if self.s.phase == JOINED:
+            if self.s.alone():
                 conjs.append(_interval(LOCATION, FIELD_LOC, None, None, "le"))
             else:
-                pred = self.pred()
+                pred = self.s.pred()
                 if pred is not None:
-                    conjs += _arc_conjunctions(LOCATION, FIELD_LOC, key_of(pred), self.key, "le")
+                    conjs += _arc_conjunctions(LOCATION, FIELD_LOC, key_of(pred), self.s.key, "le")
             last_k: dict[NodeId, int] = {}
             undefined = 0
             for k in range(1, KEY_BITS + 1):
-                f = self.fingers[k - 1]
+                f = self.s.fingers[k - 1]
                 if f is None:
                     undefined = k
                 else:
                     last_k[f] = k
-            d = self.n.d
+            d = self.s.d
             for f in sorted(last_k, key=lambda x: (d(x), x)):
-                lo = (self.key + finger_offset(last_k[f])) & MASK
+                lo = (self.s.key + finger_offset(last_k[f])) & MASK
                 conjs += _arc_conjunctions(JOIN, FIELD_JOIN, lo, key_of(f), "lt")
             if undefined:
-                lo = (self.key + finger_offset(undefined)) & MASK
-                conjs += _arc_conjunctions(JOIN, FIELD_JOIN, lo, self.key, "lt")
-            if self.succ:
-                lo = (self.key + 1) & MASK
-                conjs += _arc_conjunctions(JOIN, FIELD_JOIN, lo, key_of(self.succ[-1]), "lt")
+                lo = (self.s.key + finger_offset(undefined)) & MASK
+                conjs += _arc_conjunctions(JOIN, FIELD_JOIN, lo, self.s.key, "lt")
+            if self.s.succ:
+                lo = (self.s.key + 1) & MASK
+                conjs += _arc_conjunctions(JOIN, FIELD_JOIN, lo, key_of(self.s.succ[-1]), "lt")
         maintenance = tuple(sorted(set(conjs)))
-        if maintenance != self.maintenance:
-            self.maintenance = maintenance
-            self.n.filters.loop_changed(out)
+        if maintenance != self.s.maintenance:
+            self.s.maintenance = maintenance
+            out.route(MaintenanceChanged())

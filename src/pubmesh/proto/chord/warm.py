@@ -30,29 +30,28 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: An
     ring_keys = sorted((n.key, i) for i, n in chord.items())
     for i, node in chord.items():
         node._reset_overlay()
-        node.state = JOINED
-        ring = node.ring
-        ring.fingers = (
-            ideal_fingers(node.key, ring_keys) if len(ring_keys) > 1 else [None] * len(ring.fingers)
+        s, ring = node.s, node.ring
+        s.phase = JOINED
+        s.fingers = (
+            ideal_fingers(node.key, ring_keys) if len(ring_keys) > 1 else [None] * len(s.fingers)
         )
-        ring.edges = sorted(
-            {f for f in ring.fingers if f is not None}, key=lambda x: (node.d(x), x)
-        )
-        ring.ends = ring._range_ends(ring.edges)
-        ring.order = ring._send_order()
-        ring.succ = ideal_successors(node.key, ring_keys, ring.succ_len())
+        s.edges = sorted({f for f in s.fingers if f is not None}, key=lambda x: (node.d(x), x))
+        s.ends = ring._range_ends(s.edges)
+        s.order = ring._send_order()
+        s.succ = ideal_successors(node.key, ring_keys, s.succ_len())
         if len(ring_keys) > 1:
-            ring.pred_hint = ring_keys[[r[1] for r in ring_keys].index(i) - 1][1]
-        ring._maintenance_changed([])  # no in-neighbours yet: nothing is sent
+            s.pred_hint = ring_keys[[r[1] for r in ring_keys].index(i) - 1][1]
+        # no in-neighbours yet: the loopback is computed, nothing is sent
+        ring.maintenance_changed(node.routed())
     for i, node in chord.items():
-        for v in node.ring.edges:
-            chord[v].filters.in_ends[i] = node.ring.ends[v]
+        for v in node.s.edges:
+            chord[v].s.in_ends[i] = node.s.ends[v]
     # clipped ends flow from in-neighbours down: settle them in order of range size
     changed = True
     while changed:
         changed = False
         for i, node in chord.items():
-            for v in node.ring.edges:
+            for v in node.s.edges:
                 clips = node.filters.clips_for(v)
                 if node.filters.asked.get(v, ()) != clips:
                     node.filters.asked[v] = clips
@@ -73,12 +72,12 @@ def warm_start(nodes: Mapping[NodeId, StackNode], rng: random.Random, params: An
         return result
 
     for i, node in chord.items():
-        filters = node.filters
-        for v in node.ring.edges:
-            filters.out[v] = h(v, node.ring.ends[v])
+        filters, s = node.filters, node.s
+        for v in s.edges:
+            s.edge_filters[v] = h(v, s.ends[v])
             clipped = {e: h(v, e) for e in filters.asked.get(v, ())}
             if clipped:
-                filters.clips[v] = clipped
-        for u in sorted(filters.in_ends):
-            for e in (filters.in_ends[u], *filters.in_clips.get(u, ())):
+                s.clipped[v] = clipped
+        for u in sorted(s.in_ends):
+            for e in (s.in_ends[u], *filters.in_clips.get(u, ())):
                 filters.sent[(u, e)] = h(i, e)

@@ -18,7 +18,7 @@ from pubmesh.proto.core import Output
 from pubmesh.proto.relay.layer import Relay
 
 if TYPE_CHECKING:
-    from pubmesh.proto.clique.node import Instance
+    from pubmesh.proto.clique.instance import Instance
     from pubmesh.proto.clique.ops import RelayOps
 
 

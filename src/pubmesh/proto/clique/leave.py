@@ -19,7 +19,7 @@ from pubmesh.proto.relay.layer import Outcome, Relay
 from pubmesh.proto.relay.messages import Nudge
 
 if TYPE_CHECKING:
-    from pubmesh.proto.clique.node import Instance
+    from pubmesh.proto.clique.instance import Instance
     from pubmesh.proto.clique.ops import RelayOps
 
 

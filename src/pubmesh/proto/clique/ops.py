@@ -22,8 +22,8 @@ from pubmesh.proto.core import Message, NodeId, Output
 from pubmesh.proto.relay.layer import Outcome, Relay, RelayLayer
 
 if TYPE_CHECKING:
+    from pubmesh.proto.clique.instance import Instance
     from pubmesh.proto.clique.messages import Introduce
-    from pubmesh.proto.clique.node import Instance
     from pubmesh.proto.clique.params import CliqueParams
 
 

@@ -23,7 +23,7 @@ from pubmesh.proto.d2g.params import D2GParams
 from pubmesh.proto.relay.layer import Relay
 
 if TYPE_CHECKING:
-    from pubmesh.proto.clique.node import Instance
+    from pubmesh.proto.clique.instance import Instance
 
 
 def twins(group: dict[int, Relay]) -> int:
