@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import pubmesh.proto
+from pubmesh.proto.chord.node import ChordNode
 from pubmesh.proto.core import (
     MESSAGE_INFO,
     MESSAGE_TYPES,
@@ -194,6 +195,34 @@ def test_a_nodes_parts_are_built_on_its_shared_state_alone() -> None:
             assert gone() is None, f"{name}: a node and its parts make a reference cycle"
         finally:
             gc.enable()
+
+
+def node_taking_classes(classes: list[type]) -> list[str]:
+    """Classes of ``classes`` (stack nodes aside) built with a stack node: a part given its
+    node, which no stack has."""
+    nodes = {cls.__name__ for cls in classes if issubclass(cls, StackNode)}
+    found = []
+    for cls in classes:
+        init = cls.__dict__.get("__init__")
+        if issubclass(cls, StackNode) or not inspect.isfunction(init):
+            continue
+        for parameter in list(inspect.signature(init).parameters.values())[1:]:
+            if str(parameter.annotation).split(".")[-1] in nodes | {"StackNode"}:
+                found.append(f"{cls.__module__}.{cls.__name__}({parameter.name})")
+    return found
+
+
+def test_no_class_under_proto_is_built_with_a_stack_node() -> None:
+    """Over every class of ``proto/``: none but a stack node takes one when built (a tool over
+    whole nodes, the corruption installer, takes a map of them, which is not a part)."""
+    classes = list(proto_classes())
+    assert node_taking_classes(classes) == []
+
+    class Ring:  # what chord's ring was: a part on its node
+        def __init__(self, node: ChordNode) -> None:
+            self.node = node
+
+    assert node_taking_classes([*classes, Ring]) == [f"{__name__}.Ring(node)"]
 
 
 def test_the_checks_over_parts_see_a_part_that_holds_its_node_or_imports_it() -> None:
