@@ -207,11 +207,76 @@ def library_resolves(parts: list[str]) -> bool:
     return True
 
 
+def _class_members(node: ast.ClassDef) -> set[str]:
+    """What a class body defines: methods, nested classes, class attributes and fields,
+    ``__slots__`` names, and the attributes its methods store on ``self``."""
+    members: set[str] = set()
+    for item in node.body:
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            members.add(item.name)
+        elif isinstance(item, ast.Assign):
+            for target in item.targets:
+                members |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+            if any(isinstance(t, ast.Name) and t.id == "__slots__" for t in item.targets):
+                members |= {
+                    c.value
+                    for c in ast.walk(item.value)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                }
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            members.add(item.target.id)
+    for inner in ast.walk(node):
+        if (
+            isinstance(inner, ast.Attribute)
+            and isinstance(inner.ctx, ast.Store)
+            and isinstance(inner.value, ast.Name)
+            and inner.value.id == "self"
+        ):
+            members.add(inner.attr)
+    return members
+
+
+@cache
+def class_members() -> dict[str, frozenset[str] | None]:
+    """Per class name defined in ``src/``, the members its classes of that name define with
+    their bases' (None where a base is not ours: a library class may add any member)."""
+    bodies: dict[str, list[ast.ClassDef]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bodies.setdefault(node.name, []).append(node)
+    plain = {"object", "Generic", "Protocol"}
+
+    def members(name: str, seen: frozenset[str]) -> frozenset[str] | None:
+        found: set[str] = set()
+        for node in bodies[name]:
+            found |= _class_members(node)
+            for base in node.bases:
+                head = base.value if isinstance(base, ast.Subscript) else base
+                base_name = (
+                    head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", "")
+                )
+                if base_name in plain:
+                    continue
+                if base_name not in bodies or base_name in seen:
+                    return None
+                inherited = members(base_name, seen | {name})
+                if inherited is None:
+                    return None
+                found |= inherited
+        return frozenset(found)
+
+    return {name: members(name, frozenset()) for name in bodies}
+
+
 def resolves(span: str) -> bool:
     defined, modules = code_names()
     if span in NOT_OURS:
         return True
     parts = span.split(".")
+    own = class_members().get(parts[0])
+    if len(parts) > 1 and own is not None and parts[1] not in own:
+        return False  # `Class.member`: the member of that class, not a name found elsewhere
     if parts[0] == "pubmesh":
         for cut in range(len(parts), 0, -1):
             module = ".".join(parts[:cut])
@@ -504,3 +569,14 @@ def test_design_names_the_classes_over_600_lines() -> None:
     assert words.get(count) == len(over), (count, sorted(over))
     rest = max(lines for name, lines in sizes.items() if name not in over)
     assert rest < under, f"the largest of the rest has {rest} lines, not under {under}"
+
+
+def test_a_class_member_resolves_in_its_class_only() -> None:
+    """`Class.member` names a member of that class (or of its bases): a field that moved to
+    another class (chord's list, from the ring to the shared state) no longer resolves through
+    a name defined elsewhere."""
+    assert resolves("ChordState.succ") and resolves("TreeState.candidate")
+    assert not resolves("ChordRing.succ") and not resolves("Connections.candidate")
+    assert resolves("BrokerTreeNode.handle")  # a method
+    assert resolves("D2GNode.statistics")  # inherited from CliqueNode, ours
+    assert resolves("Phase.JOINED")  # an enum member, of a library base: not checked
