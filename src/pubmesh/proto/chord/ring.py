@@ -263,7 +263,7 @@ class ChordRing:
         if self.s.succ and src == self.s.succ[0] and isinstance(successors, tuple | list):
             rest = [x for x in self.s.succ if x != src]
             spliced = [x for x in successors if isinstance(x, int) and x != src]
-            self.s.succ = self.s.clockwise([*rest, *spliced])  # empty: peer_down rejoins
+            self.s.succ = self.s.clockwise([*rest, *spliced])  # empty: the node rejoins
         if isinstance(pred, int) and pred != self.s.node_id and self.s.pred() == src:
             self.s.pred_hint = pred
         out.route(PeerGone(src))
