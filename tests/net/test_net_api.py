@@ -168,6 +168,14 @@ def test_the_api_refuses_what_the_shell_refuses() -> None:
                         await node.publish("quotes", "tick", **arguments)
                 assert words in str(refused.value), (stack, call, arguments, refused.value)
                 assert not node.runtime.subscribed and node.statistics().published == 0
+            # a topic is 1 to 255 bytes of UTF-8 (the wire bounds it there too: codec)
+            for topic in ("", "é" * 128):
+                with pytest.raises(UserError, match="a topic is 1 to 255 bytes of UTF-8"):
+                    await gossip.publish(topic, "tick")
+                with pytest.raises(UserError, match="a topic is 1 to 255 bytes of UTF-8"):
+                    await gossip.subscribe(topic)
+            assert not gossip.runtime.subscribed and gossip.statistics().published == 0
+            assert (await gossip.publish("ü" * 127, "tick")).accepted  # 254 bytes: allowed
             # what is valid still works
             await chord.subscribe("quotes", {"price": {"lt": 100}})
             receipt = await chord.publish("quotes", "tick", attributes={"price": 99.5})

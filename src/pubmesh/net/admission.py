@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pubmesh.errors import UserError
 from pubmesh.net.address import format_id
-from pubmesh.net.codec import MAX_TOPIC_BYTES
+from pubmesh.net.codec import MAX_TOPIC_BYTES, topic_too_long
 from pubmesh.net.signing import Signed
 from pubmesh.proto.content.filters import attributes_problem, filter_problem, topic_based
 from pubmesh.proto.core import Carrier, Message, NodeId, topic_of
@@ -75,7 +75,7 @@ class Admission:
     # ------------------------------------------------------------------ the application's
     def check_topic(self, topic: str) -> None:
         """Raise :class:`InvalidCommand` for a topic over :data:`MAX_TOPIC_BYTES` or empty."""
-        if not topic or len(topic.encode()) > MAX_TOPIC_BYTES:
+        if not topic or topic_too_long(topic):
             raise InvalidCommand(
                 f"a topic is 1 to {MAX_TOPIC_BYTES} bytes of UTF-8, not {len(topic.encode()):,}"
             )
