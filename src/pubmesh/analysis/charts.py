@@ -181,7 +181,7 @@ def latency_cdfs(cdf: Any) -> go.Figure:
                 col=col,
             )
             shown.add(stack)
-    fig.update_xaxes(type="log", dtick=1, title="publish → first delivery (ms, log scale)")
+    fig.update_xaxes(type="log", dtick=1, title="ms (log scale)")
     fig.update_yaxes(title="deliveries made by then (share)", row=1, col=1)
     return _layout(
         fig,
