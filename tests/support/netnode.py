@@ -185,7 +185,8 @@ class NodeProcess:
         self.records: list[dict[str, Any]] = []
         self._results: queue.Queue[dict[str, Any]] = queue.Queue()
         self._changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         ready = self.wait_event(lambda r: r.get("event") == "ready", 30, "ready")
         self.node_id: int = ready["node"]
         self.address: str = ready["address"]
@@ -202,6 +203,8 @@ class NodeProcess:
                 if record.get("event") == "result":
                     self._results.put(record)
                 self._changed.notify_all()
+        with self._changed:  # the end of its output: a waiter may stop waiting now
+            self._changed.notify_all()
 
     def wait_event(
         self, predicate: Any, timeout: float = 10.0, what: str = "event", after: int = 0
@@ -221,7 +224,10 @@ class NodeProcess:
                 self._changed.wait(min(left, 0.2))
 
     def _pending(self) -> bool:
-        return False
+        """Whether the node's output may still hold records: the reader has not reached its
+        end. A node that has exited may have written its last lines (its ``bye``) to the pipe
+        before the reader took them; a waiter that gave up on exit alone missed them."""
+        return self._reader.is_alive()
 
     def mark(self) -> int:
         """How many records there are now: an ``after`` for :meth:`wait_event`."""
