@@ -137,7 +137,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB, Kind
+from pubmesh.proto.brokertree.checkout import PUB, SUB, UNSUB
 from pubmesh.proto.brokertree.client import Client
 from pubmesh.proto.brokertree.connections import Connections
 from pubmesh.proto.brokertree.flow import Flow
@@ -303,7 +303,7 @@ class BrokerTreeNode(StackNode):
         now = self.now
         match effect:
             case Enqueue(kind=kind, origin=origin, message=message, rcpt=rcpt):
-                self._enqueue(kind, origin, message, (), rcpt, set(), now, lseq=origin[1])
+                self.flow.enqueue(kind, origin, message, (), rcpt, set(), now, lseq=origin[1])
             case Retain(topic=topic, pub_id=pub_id, payload=payload, seq=seq):
                 self.history.retain(
                     topic, pub_id, payload, effect.attributes, seq, now, self.retained_journal
@@ -316,23 +316,6 @@ class BrokerTreeNode(StackNode):
                 self.history.confirmed(topic, origin, out)
             case ClientRestarted(client=client, epoch=epoch):
                 self._client_restarted(client, epoch, now)
-
-    def _enqueue(
-        self,
-        kind: Kind,
-        origin: OriginT,
-        message: Pub | Sub | Unsub,
-        vin: Vect,
-        rcpt: frozenset[NodeId],
-        senders: set[NodeId],
-        now: float,
-        lseq: SeqT | None = None,
-    ) -> None:
-        """Into the check-out queue (the flow part); a publication's numbers are held until
-        it is purged (the purge part, with ``ack = "dack"``)."""
-        self.flow.enqueue(kind, origin, message, vin, rcpt, senders, now, lseq)
-        if kind == PUB and self.params.ack == "dack":
-            self.acks.hold(vin)
 
     def _deliver(
         self, origin: OriginT, message: Pub, attributes: Mapping[str, Any], out: TreeOut
@@ -579,7 +562,7 @@ class BrokerTreeNode(StackNode):
             if not valid_origin(message.target):
                 return
         rcpt = view.frontier_except(self._upstream_branches({src}))
-        self._enqueue(kind, origin, message, vin, rcpt, {src}, now)
+        self.flow.enqueue(kind, origin, message, vin, rcpt, {src}, now)
 
     def _upstream_branches(self, senders: Iterable[NodeId]) -> set[NodeId]:
         view = self.s.view
@@ -602,7 +585,11 @@ class BrokerTreeNode(StackNode):
                 self.flow.conf(src, origin)
             return
         rcpt = self._pub_rcpt(message.topic, attributes, {src})
-        self._enqueue(PUB, origin, message, vin, rcpt, {src}, now)
+        self.flow.enqueue(PUB, origin, message, vin, rcpt, {src}, now)
+        if self.params.ack == "dack":
+            # its numbers among the newest 2δ + 1 of its vector are held until it is purged
+            # (a publication made here has an empty vector: nothing to hold)
+            self.acks.hold(vin)
 
     def _pub_rcpt(
         self, topic: str, attributes: Mapping[str, Any], senders: set[NodeId]
@@ -699,7 +686,7 @@ class BrokerTreeNode(StackNode):
             if t.origin[0] == client and t.origin[1][0] < epoch:
                 origin = (self.node_id, s.next_seq())
                 message = Unsub(sid=0, n=0, origin=origin, target=t.origin, vect=())
-                self._enqueue(
+                self.flow.enqueue(
                     UNSUB,
                     origin,
                     message,

@@ -31,7 +31,7 @@ reference to its node or a sibling, so there is no other way to reach one.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeAlias
 
 from pubmesh.proto.brokertree.checkout import CheckoutQueue, Kind
@@ -220,10 +220,9 @@ class TreeState:
 
 def _renumbering(message: Message) -> Callable[[int, int], Message]:
     """``message`` with the session's sid and frame number, made when the session sends it."""
-    import dataclasses
 
     def renumbered(sid: int, n: int) -> Message:
-        changed: Message = dataclasses.replace(message, sid=sid, n=n)  # type: ignore[call-arg]
+        changed: Message = replace(message, sid=sid, n=n)  # type: ignore[call-arg]
         return changed
 
     return renumbered
