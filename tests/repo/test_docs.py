@@ -33,6 +33,12 @@ def documents() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A source file's syntax tree, read once for every test of this file that walks it."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def python_files() -> list[Path]:
     files: list[Path] = []
     for top in CODE_DIRS:
@@ -160,7 +166,7 @@ def code_names() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
     defined: set[str] = set()
     modules: dict[str, frozenset[str]] = {}
     for path in python_files():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         names = names_in(tree)
         defined |= names
         defined.add(path.stem)
@@ -242,7 +248,7 @@ def class_members() -> dict[str, frozenset[str] | None]:
     their bases' (None where a base is not ours: a library class may add any member)."""
     bodies: dict[str, list[ast.ClassDef]] = {}
     for path in sorted(SRC.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ClassDef):
                 bodies.setdefault(node.name, []).append(node)
     plain = {"object", "Generic", "Protocol"}
@@ -365,7 +371,7 @@ def test_every_package_map_names_its_modules() -> None:
     lacking: list[str] = []
     for package in packages:
         init = package / "__init__.py"
-        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        doc = ast.get_docstring(parsed(init)) or ""
         members = {p.stem for p in package.glob("*.py")} - {"__init__", "__main__"}
         members |= {
             d.name
@@ -544,7 +550,7 @@ def class_sizes() -> dict[str, int]:
     """Lines of every class defined in ``src/``, by name (the largest of a name)."""
     sizes: dict[str, int] = {}
     for path in sorted((ROOT / "src").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
                 lines = node.end_lineno - node.lineno + 1
                 sizes[node.name] = max(lines, sizes.get(node.name, 0))
